@@ -1,0 +1,58 @@
+# Foldtable. `make run` and `make test` work on a fresh Debian machine with Swift installed.
+SHELL := /bin/bash
+SWIFT ?= swift
+PORT ?= 8080
+VENV := .venv
+PY := $(VENV)/bin/python
+
+# System packages: to build and run, and what the test suites use as real peers.
+RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev
+TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver python3-selenium procps
+BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
+
+.PHONY: run build test test-unit test-e2e test-browser lint bench venv deps-run deps-test clean
+
+deps-run:
+	@.ci/ensure-packages $(RUN_PACKAGES)
+
+deps-test:
+	@.ci/ensure-packages $(TEST_PACKAGES)
+
+build: deps-run
+	$(SWIFT) build -c release --product foldtabled
+
+# Starts the server on http://127.0.0.1:$(PORT) with the demo session (sessions in memory).
+run: build
+	.build/release/foldtabled --port $(PORT) --web-root web --memory
+
+venv: $(VENV)/.ready
+$(VENV)/.ready:
+	python3 -m venv --system-site-packages $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets
+	touch $@
+
+lint:
+	$(SWIFT) format lint --strict -r Sources Tests Package.swift
+
+test-unit:
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+
+test-e2e: venv
+	$(SWIFT) build -c release
+	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_ECHO_BIN=.build/release/foldtable-echo \
+		$(PY) -m pytest -q Tests/e2e
+
+test-browser: venv
+	$(SWIFT) build -c release --product foldtabled
+	FOLDTABLE_BIN=.build/release/foldtabled $(PY) -m pytest -q Tests/browser
+
+test: deps-test lint test-unit test-e2e test-browser
+
+bench: deps-run
+	@.ci/ensure-packages $(BENCH_PACKAGES)
+	$(SWIFT) build -c release
+	taskset -c 0 .build/release/foldtable-bench core
+
+clean:
+	rm -rf .build $(VENV)

@@ -1,0 +1,48 @@
+// swift-tools-version:6.0
+// Foldtable: a self-hosted, multi-user WebSocket server for shared collapsible tables.
+// Layers (see Sources/FoldtableCore/FoldtableCore.docc/Architecture.md):
+//   FoldtableCore      pure Swift: table model, changes -> events, wire protocol. No I/O, no C.
+//   FoldtableServer    hub, table sessions, clients, busy tracking; talks to a Transport protocol.
+//   FoldtableTransport the only Swift module that imports CFoldtableWS (libwebsockets).
+//   foldtabled         executable that only wires things up.
+import PackageDescription
+
+let package = Package(
+    name: "Foldtable",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "foldtabled", targets: ["foldtabled"]),
+        .executable(name: "foldtable-bench", targets: ["foldtable-bench"]),
+    ],
+    targets: [
+        // System library: libwebsockets 4.1.6 from Debian.
+        .systemLibrary(
+            name: "CLibWebSockets",
+            pkgConfig: "libwebsockets",
+            providers: [.apt(["libwebsockets-dev"])]
+        ),
+        // The C wrapper around libwebsockets (see include/CFoldtableWS.h for why it exists).
+        .target(
+            name: "CFoldtableWS",
+            dependencies: ["CLibWebSockets"],
+            cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]
+        ),
+        .target(name: "FoldtableCore"),
+        .target(name: "FoldtableServer", dependencies: ["FoldtableCore"]),
+        .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableServer"]),
+        .executableTarget(
+            name: "foldtabled",
+            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport"]
+        ),
+        .executableTarget(
+            name: "foldtable-echo",
+            dependencies: ["CFoldtableWS"]
+        ),
+        .executableTarget(
+            name: "foldtable-bench",
+            dependencies: ["FoldtableCore", "FoldtableServer"]
+        ),
+        .testTarget(name: "FoldtableCoreTests", dependencies: ["FoldtableCore"]),
+        .testTarget(name: "FoldtableServerTests", dependencies: ["FoldtableServer", "FoldtableCore"]),
+    ]
+)

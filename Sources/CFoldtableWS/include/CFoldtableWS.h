@@ -1,0 +1,140 @@
+/*
+ * CFoldtableWS: the small C API that Swift drives to run one libwebsockets 4.1.6 server.
+ *
+ * Why a C wrapper at all: libwebsockets is a C callback library whose key pieces Swift cannot
+ * import or use safely (LWS_PRE is a function-like macro, callbacks are a C function-pointer
+ * switch, mounts and protocol tables must be static C memory that outlives the context). This
+ * target owns every lws call; Swift sees only the functions below.
+ *
+ * Threading (LWS_MAX_SMP 1): every function here runs on the service thread (the thread inside
+ * ftws_server_run, which is also the thread every callback is made on), except the three marked
+ * "any thread": ftws_server_wake, ftws_server_stop and ftws_server_port.
+ *
+ * Ownership: a connection handle (ftws_conn *) is valid from the on_open callback until the
+ * on_close callback for it returns; after that the C side frees it. Frames are refcounted
+ * (service thread only, so the count is a plain integer).
+ */
+#ifndef CFOLDTABLEWS_H
+#define CFOLDTABLEWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ftws_server ftws_server;
+typedef struct ftws_conn ftws_conn;
+typedef struct ftws_frame ftws_frame;
+
+/* Close codes the C layer itself uses. Application codes (4000-4999) are chosen by Swift. */
+enum {
+    FTWS_CLOSE_NORMAL = 1000,
+    FTWS_CLOSE_GOING_AWAY = 1001,     /* server shutdown */
+    FTWS_CLOSE_PROTOCOL = 1002,
+    FTWS_CLOSE_UNSUPPORTED = 1003,    /* binary frame where text is expected */
+    FTWS_CLOSE_ABNORMAL = 1006,       /* reported in on_close when no close frame was seen */
+    FTWS_CLOSE_BAD_DATA = 1007,       /* invalid UTF-8 */
+    FTWS_CLOSE_POLICY = 1008,
+    FTWS_CLOSE_TOO_BIG = 1009,        /* message over max_message_bytes */
+    FTWS_CLOSE_SERVER_ERROR = 1011,
+};
+
+typedef struct ftws_callbacks {
+    /* Passed back as the first argument of every callback. */
+    void *owner;
+    /* Before the upgrade of a request for ws_path: return 1 to accept, 0 to refuse (HTTP 403).
+     * origin is NULL when the request had no Origin header; host likewise. NULL callback = accept. */
+    int (*allow_upgrade)(void *owner, const char *origin, const char *host, const char *peer_ip);
+    /* A WebSocket on ws_path is established. */
+    void (*on_open)(void *owner, ftws_conn *conn);
+    /* One whole text message: reassembled from its fragments, at most max_message_bytes, valid
+     * UTF-8. data is NOT NUL-terminated and is only valid during the call. */
+    void (*on_message)(void *owner, ftws_conn *conn, const uint8_t *data, size_t len);
+    /* The connection is gone, for any reason. code is the close code sent or received, or 1006. */
+    void (*on_close)(void *owner, ftws_conn *conn, int code);
+    /* After ftws_conn_request_drain: the connection's queue fell to or below the given low mark. */
+    void (*on_drain)(void *owner, ftws_conn *conn);
+    /* ftws_server_wake was called from some thread (coalesced: one call may stand for several). */
+    void (*on_wake)(void *owner);
+    /* A timer armed with ftws_timer_arm fired. */
+    void (*on_timer)(void *owner, uint64_t token);
+} ftws_callbacks;
+
+typedef struct ftws_config {
+    const char *host;              /* bind address, e.g. "127.0.0.1"; NULL = all interfaces */
+    int port;                      /* 0 = pick a free port; read it back with ftws_server_port */
+    const char *web_root;          /* directory served over HTTP (index.html default); NULL = none */
+    const char *ws_path;           /* WebSocket endpoint path, e.g. "/ws" */
+    const char *spa_prefix;        /* paths under this prefix (e.g. "/s/") serve web_root/index.html; NULL = none */
+    const char *tls_cert_path;     /* PEM; both NULL = plain HTTP/WS; one without the other = error */
+    const char *tls_key_path;
+    size_t max_message_bytes;      /* whole-message cap; close 1009 as soon as a message passes it */
+    size_t max_queue_bytes;        /* per-connection outbound cap; passing it closes with slow_close_code */
+    size_t max_batch_bytes;        /* queued messages are joined with '\n' into one frame up to this */
+    int slow_close_code;           /* application close code for a connection over max_queue_bytes */
+    int ping_interval_secs;        /* idle seconds before the server sends a ping */
+    int hangup_secs;               /* idle seconds (no valid traffic/pong) before hanging up */
+    int send_stall_secs;           /* a queue that makes no progress this long closes the connection */
+    int echo_mode;                 /* test only (Autobahn): echo every message (text and binary) */
+} ftws_config;
+
+/* Create the context and listening socket. On failure returns NULL and writes one clear line to
+ * err (e.g. "cannot read TLS certificate /x.pem"). Does not start serving. Service thread = the
+ * thread that later calls ftws_server_run. */
+ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callbacks,
+                                char *err, size_t err_len);
+/* The bound TCP port (real port when config.port was 0). Any thread. */
+int ftws_server_port(const ftws_server *server);
+/* Run the service loop on the calling thread until ftws_server_stop; returns 0 on a clean stop. */
+int ftws_server_run(ftws_server *server);
+/* Any thread: stop accepting, close every WebSocket with 1001 "server shutting down", let
+ * queued bytes flush for at most grace_ms, then make ftws_server_run return. */
+void ftws_server_stop(ftws_server *server, int grace_ms);
+/* Any thread: wake the service thread; it calls on_wake (lws_cancel_service underneath). */
+void ftws_server_wake(ftws_server *server);
+/* After ftws_server_run returned: destroy the context and free everything. */
+void ftws_server_destroy(ftws_server *server);
+
+/* Frames: one encoded message with LWS_PRE headroom, shared by every connection it is sent to. */
+ftws_frame *ftws_frame_create(const uint8_t *data, size_t len); /* refcount 1; copies data */
+void ftws_frame_retain(ftws_frame *frame);
+void ftws_frame_release(ftws_frame *frame);
+size_t ftws_frame_length(const ftws_frame *frame);
+
+/* Queue a frame (the connection retains it). Returns 0, or -1 when the connection is closing or
+ * the frame would pass max_queue_bytes (the connection is then closed with slow_close_code). */
+int ftws_conn_send(ftws_conn *conn, ftws_frame *frame);
+/* Queue one frame to many connections: the fan-out hot path, one call per broadcast. Returns the
+ * number of connections that refused it (see ftws_conn_send). */
+size_t ftws_broadcast(ftws_frame *frame, ftws_conn *const *conns, size_t count);
+/* Close with a code and a reason (< 123 bytes, truncated if longer) after the queued frames. */
+void ftws_conn_close(ftws_conn *conn, int code, const char *reason);
+/* Bytes currently queued (not yet handed to the socket). */
+size_t ftws_conn_queued_bytes(const ftws_conn *conn);
+/* Ask for one on_drain once queued bytes are at or below low_mark (immediately if already so). */
+void ftws_conn_request_drain(ftws_conn *conn, size_t low_mark);
+/* A per-connection pointer for the owner (NULL at open). */
+void ftws_conn_set_user(ftws_conn *conn, void *user);
+void *ftws_conn_user(const ftws_conn *conn);
+/* A number unique among this server's connections, for logs. */
+uint64_t ftws_conn_id(const ftws_conn *conn);
+/* The peer's IP address as text ("127.0.0.1", "::1"). */
+const char *ftws_conn_peer(const ftws_conn *conn);
+
+/* Timers on the service thread: on_timer(owner, token) after delay_ms. Re-arming a token replaces
+ * its earlier deadline; tokens are the owner's to choose. */
+void ftws_timer_arm(ftws_server *server, uint64_t token, uint64_t delay_ms);
+void ftws_timer_cancel(ftws_server *server, uint64_t token);
+
+/* Monotonic milliseconds (same clock lws uses), for latency and busy measurement. */
+uint64_t ftws_now_ms(void);
+
+/* Log level: 0 = errors only (default), 1 = +warnings, 2 = +notices. lws logs go to stderr. */
+void ftws_set_log_level(int level);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

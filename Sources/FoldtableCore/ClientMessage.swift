@@ -1,0 +1,103 @@
+/// A message from a client, decoded strictly.
+public enum ClientMessage: Equatable, Sendable {
+    case join(JoinRequest)
+    /// Ask for the sessions that exist.
+    case list
+    /// A change to the joined session's table, with the client's change id if it gave one.
+    case change(Change, id: String?)
+
+    /// Limits applied while decoding a client message.
+    public struct Limits: Sendable {
+        public var json = JSONParser.Limits()
+        /// Longest change id, session name and display name, in bytes.
+        public var maxNameBytes = 64
+        public init() {}
+    }
+
+    /// Decodes one message. On failure also returns the change id when the message had a
+    /// readable one, so the error reply can name the change it refuses.
+    public static func decode(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) -> (Result<ClientMessage, ProtocolError>, id: String?) {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes, limits: limits.json)
+        } catch {
+            return (.failure(error), nil)
+        }
+        var id: String?
+        if case .string(let text)? = value["id"], text.utf8.count <= limits.maxNameBytes { id = text }
+        do {
+            return (.success(try decode(value, limits: limits)), id)
+        } catch {
+            return (.failure(error), id)
+        }
+    }
+
+    private static func decode(_ value: JSONValue, limits: Limits) throws(ProtocolError) -> ClientMessage {
+        let reader = try FieldReader(value)
+        let type = try reader.string("type")
+        switch type {
+        case "join":
+            let session = try reader.string("session")
+            guard JoinRequest.isValidSessionName(session) else {
+                throw ProtocolError(.invalidSession, "session names are 1 to 64 letters, digits, _ or -", field: "session")
+            }
+            let name = try reader.string("name")
+            guard !name.isEmpty, name.utf8.count <= limits.maxNameBytes, !name.contains(where: { $0.isNewline }) else {
+                throw ProtocolError(.invalidValue, "name must be 1 to \(limits.maxNameBytes) bytes on one line", field: "name")
+            }
+            let since = try reader.optionalInteger("since")
+            if let since, since < 0 {
+                throw ProtocolError(.invalidValue, "since must not be negative", field: "since")
+            }
+            return .join(
+                JoinRequest(
+                    session: session, name: name, since: since.map { UInt64($0) }, epoch: try reader.optionalString("epoch"),
+                    token: try reader.optionalString("token")))
+        case "list":
+            return .list
+        default:
+            guard Change.typeNames.contains(type) else {
+                throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")
+            }
+            let id = try reader.optionalString("id")
+            if let id, id.isEmpty || id.utf8.count > limits.maxNameBytes {
+                throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
+            }
+            return .change(try Change.decode(reader, type: type), id: id)
+        }
+    }
+}
+
+/// What a client asks for when it joins a session.
+public struct JoinRequest: Equatable, Sendable {
+    public var session: String
+    public var name: String
+    /// The last sequence number the client saw, to resume after a drop.
+    public var since: UInt64?
+    /// The session incarnation `since` belongs to.
+    public var epoch: String?
+    /// Reserved for access control; never logged.
+    public var token: String?
+
+    public init(session: String, name: String, since: UInt64? = nil, epoch: String? = nil, token: String? = nil) {
+        self.session = session
+        self.name = name
+        self.since = since
+        self.epoch = epoch
+        self.token = token
+    }
+
+    /// `[A-Za-z0-9_-]{1,64}`.
+    public static func isValidSessionName(_ name: String) -> Bool {
+        let utf8 = name.utf8
+        guard !utf8.isEmpty, utf8.count <= 64 else { return false }
+        return utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "_"), UInt8(ascii: "-"):
+                return true
+            default: return false
+            }
+        }
+    }
+}

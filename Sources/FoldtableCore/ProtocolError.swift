@@ -1,0 +1,36 @@
+/// Why a message or change was refused: what an `error` reply carries.
+///
+/// Refusals are values, never crashes: every decoding and validation failure in the core ends up
+/// here, with a stable `code` for programs and a sentence naming the field for people.
+public struct ProtocolError: Error, Equatable, Sendable {
+    /// Stable machine-readable codes, documented in the protocol article.
+    public enum Code: String, Sendable, CaseIterable {
+        case badJSON = "bad_json"
+        case tooDeep = "too_deep"
+        case unknownType = "unknown_type"
+        case missingField = "missing_field"
+        case wrongType = "wrong_type"
+        case invalidValue = "invalid_value"
+        case tooLong = "too_long"
+        case limitReached = "limit_reached"
+        case unknownSection = "unknown_section"
+        case ambiguousTitle = "ambiguous_title"
+        case unknownRow = "unknown_row"
+        case duplicateKey = "duplicate_key"
+        case notJoined = "not_joined"
+        case alreadyJoined = "already_joined"
+        case invalidSession = "invalid_session"
+    }
+
+    public var code: Code
+    /// The offending field, when there is one.
+    public var field: String?
+    /// One sentence for people.
+    public var message: String
+
+    public init(_ code: Code, _ message: String, field: String? = nil) {
+        self.code = code
+        self.message = message
+        self.field = field
+    }
+}

@@ -1,0 +1,232 @@
+/// Encoders for every server -> client message, each producing the bytes of one JSON object.
+///
+/// A broadcast is encoded once with these and the same bytes go to every member; nothing here
+/// is per client except `welcome`, `resume`, `ack` and `error`.
+public enum ServerMessage {
+    /// `{"type":"event",...}`.
+    public static func event(_ event: TableEvent) -> [UInt8] {
+        var out = JSONWriter(capacity: 160)
+        encode(event, into: &out)
+        return out.bytes
+    }
+
+    public static func encode(_ event: TableEvent, into out: inout JSONWriter) {
+        out.raw("{\"type\":\"event\",\"seq\":")
+        out.integer(event.seq)
+        out.nextKey("by")
+        author(event.author, into: &out)
+        if let id = event.changeId {
+            out.nextKey("id")
+            out.string(id)
+        }
+        out.nextKey("change")
+        event.change.encode(into: &out)
+        out.nextKey("collapsed")
+        out.byte(UInt8(ascii: "{"))
+        for (index, effect) in event.collapsed.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.string(effect.key)
+            out.byte(UInt8(ascii: ":"))
+            out.bool(effect.collapsed)
+        }
+        out.byte(UInt8(ascii: "}"))
+        out.byte(UInt8(ascii: "}"))
+    }
+
+    /// Decodes an `event` message (for replicas, clients and tests).
+    public static func decodeEvent(_ value: JSONValue) throws(ProtocolError) -> TableEvent {
+        let reader = try FieldReader(value)
+        guard try reader.string("type") == "event" else {
+            throw ProtocolError(.unknownType, "not an event", field: "type")
+        }
+        let seq = try reader.integer("seq")
+        guard seq > 0 else { throw ProtocolError(.invalidValue, "seq must be positive", field: "seq") }
+        let by = try reader.object("by")
+        let changeReader = try reader.object("change")
+        let change = try Change.decode(changeReader, type: try changeReader.string("type"))
+        guard case .object(let members)? = reader.value("collapsed") else {
+            throw ProtocolError(.missingField, "collapsed is missing", field: "collapsed")
+        }
+        var effects: [CollapseEffect] = []
+        for (key, flag) in members {
+            guard case .bool(let collapsed) = flag else {
+                throw ProtocolError(.wrongType, "collapsed.\(key) must be true or false", field: "collapsed")
+            }
+            effects.append(CollapseEffect(key: key, collapsed: collapsed))
+        }
+        return TableEvent(
+            seq: UInt64(seq), author: Author(client: try by.string("client"), name: try by.string("name")),
+            changeId: try reader.optionalString("id"), change: change, collapsed: effects)
+    }
+
+    /// A member as shown in presence lists.
+    public struct Member: Equatable, Sendable {
+        public var client: String
+        public var name: String
+        public init(client: String, name: String) {
+            self.client = client
+            self.name = name
+        }
+    }
+
+    /// `{"type":"welcome",...}`: the snapshot a client starts from.
+    public static func welcome(
+        session: String, client: Author, epoch: String, snapshot: TableSnapshot, presence: [Member], recovered: Bool? = nil
+    ) -> [UInt8] {
+        var out = JSONWriter(capacity: 4096)
+        out.raw("{\"type\":\"welcome\"")
+        header(session: session, client: client, epoch: epoch, seq: snapshot.seq, into: &out)
+        if let recovered {
+            out.nextKey("recovered")
+            out.bool(recovered)
+        }
+        out.nextKey("table")
+        snapshot.encode(into: &out)
+        out.nextKey("presence")
+        members(presence, into: &out)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// `{"type":"resume",...}`: missed events follow.
+    public static func resume(session: String, client: Author, epoch: String, seq: UInt64, presence: [Member]) -> [UInt8] {
+        var out = JSONWriter(capacity: 256)
+        out.raw("{\"type\":\"resume\"")
+        header(session: session, client: client, epoch: epoch, seq: seq, into: &out)
+        out.nextKey("presence")
+        members(presence, into: &out)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    private static func header(session: String, client: Author, epoch: String, seq: UInt64, into out: inout JSONWriter) {
+        out.nextKey("session")
+        out.string(session)
+        out.nextKey("client")
+        out.string(client.client)
+        out.nextKey("name")
+        out.string(client.name)
+        out.nextKey("epoch")
+        out.string(epoch)
+        out.nextKey("seq")
+        out.integer(seq)
+    }
+
+    /// `{"type":"ack","id":..,"seq":N}`.
+    public static func ack(id: String, seq: UInt64) -> [UInt8] {
+        var out = JSONWriter(capacity: 64)
+        out.raw("{\"type\":\"ack\",\"id\":")
+        out.string(id)
+        out.nextKey("seq")
+        out.integer(seq)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// `{"type":"error",...}`: a refused message; the connection stays open.
+    public static func error(_ error: ProtocolError, id: String?) -> [UInt8] {
+        var out = JSONWriter(capacity: 160)
+        out.raw("{\"type\":\"error\"")
+        if let id {
+            out.nextKey("id")
+            out.string(id)
+        }
+        out.nextKey("code")
+        out.string(error.code.rawValue)
+        if let field = error.field {
+            out.nextKey("field")
+            out.string(field)
+        }
+        out.nextKey("message")
+        out.string(error.message)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// `{"type":"busy","section":..,"busy":..}`.
+    public static func busy(section: String, busy: Bool) -> [UInt8] {
+        var out = JSONWriter(capacity: 64)
+        out.raw("{\"type\":\"busy\",\"section\":")
+        out.string(section)
+        out.nextKey("busy")
+        out.bool(busy)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// Whether a member came or went.
+    public enum PresenceChange: String, Sendable {
+        case joined, left
+    }
+
+    /// `{"type":"presence","event":"joined",...}`.
+    public static func presence(_ change: PresenceChange, member: Member, count: Int) -> [UInt8] {
+        var out = JSONWriter(capacity: 96)
+        out.raw("{\"type\":\"presence\",\"event\":")
+        out.string(change.rawValue)
+        out.nextKey("client")
+        out.string(member.client)
+        out.nextKey("name")
+        out.string(member.name)
+        out.nextKey("count")
+        out.integer(count)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// `{"type":"rows",...}`: one chunk of an expanded section's rows.
+    public static func rows(section: String, seq: UInt64, from: Int, total: Int, rows: ArraySlice<Row>, final: Bool) -> [UInt8] {
+        var out = JSONWriter(capacity: 64 + rows.count * 48)
+        out.raw("{\"type\":\"rows\",\"section\":")
+        out.string(section)
+        out.nextKey("seq")
+        out.integer(seq)
+        out.nextKey("from")
+        out.integer(from)
+        out.nextKey("total")
+        out.integer(total)
+        out.nextKey("rows")
+        Row.encode(rows, into: &out)
+        out.nextKey("final")
+        out.bool(final)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// `{"type":"sessions","sessions":[{"name":..,"members":N}]}`.
+    public static func sessions(_ list: [(name: String, members: Int)]) -> [UInt8] {
+        var out = JSONWriter(capacity: 64 + list.count * 32)
+        out.raw("{\"type\":\"sessions\",\"sessions\":[")
+        for (index, entry) in list.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"name\":")
+            out.string(entry.name)
+            out.nextKey("members")
+            out.integer(entry.members)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.raw("]}")
+        return out.bytes
+    }
+
+    private static func author(_ author: Author, into out: inout JSONWriter) {
+        out.raw("{\"client\":")
+        out.string(author.client)
+        out.nextKey("name")
+        out.string(author.name)
+        out.byte(UInt8(ascii: "}"))
+    }
+
+    private static func members(_ list: [Member], into out: inout JSONWriter) {
+        out.byte(UInt8(ascii: "["))
+        for (index, member) in list.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"client\":")
+            out.string(member.client)
+            out.nextKey("name")
+            out.string(member.name)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.byte(UInt8(ascii: "]"))
+    }
+}

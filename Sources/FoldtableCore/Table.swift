@@ -1,0 +1,394 @@
+/// A shared collapsible table and the deterministic log position it is at.
+///
+/// Pure value: no clock, no randomness, no I/O. Applying the same changes in the same order gives
+/// the same sections, keys, sequence numbers and events on every machine. A change is validated
+/// completely before anything is modified, so a refused change leaves the table as it was.
+public struct Table: Sendable {
+    public private(set) var options: TableOptions
+    public private(set) var sections: [Section]
+    public let limits: TableLimits
+    /// The sequence number of the last applied change (0 before any).
+    public private(set) var seq: UInt64
+
+    /// Section key -> position in `sections`. Kept in step on every structural change.
+    private var sectionPositions: [String: Int] = [:]
+    /// Row key -> key of the section holding it (row keys are unique across the table).
+    private var rowSections: [String: String] = [:]
+    /// Change id -> the event it produced, for idempotent retries; bounded by
+    /// `limits.idempotencyWindow`, oldest forgotten first.
+    private var eventsByChangeId: [String: TableEvent] = [:]
+    private var changeIdOrder: [String] = []
+    private var changeIdOldest = 0
+
+    /// An empty table.
+    public init(options: TableOptions = TableOptions(), limits: TableLimits = TableLimits()) {
+        self.options = options
+        self.limits = limits
+        self.sections = []
+        self.seq = 0
+    }
+
+    /// A table holding `sections` at sequence number `seq` (restoring a snapshot, or building
+    /// fixed content such as the demo session). Fails when keys repeat.
+    public init(options: TableOptions, sections: [Section], seq: UInt64, limits: TableLimits = TableLimits()) throws(ProtocolError) {
+        self.init(options: options, limits: limits)
+        self.sections = sections
+        self.seq = seq
+        for (position, section) in sections.enumerated() {
+            guard sectionPositions.updateValue(position, forKey: section.key) == nil else {
+                throw ProtocolError(.duplicateKey, "two sections have the key \"\(section.key)\"", field: "key")
+            }
+            for row in section.rows {
+                guard rowSections.updateValue(section.key, forKey: row.key) == nil else {
+                    throw ProtocolError(.duplicateKey, "two rows have the key \"\(row.key)\"", field: "key")
+                }
+            }
+        }
+    }
+
+    /// Total rows in the table.
+    public var rowCount: Int { rowSections.count }
+
+    /// The section with `key`, if any.
+    public func section(_ key: String) -> Section? {
+        sectionPositions[key].map { sections[$0] }
+    }
+
+    /// The position of the section with `key`, if any.
+    public func position(ofSection key: String) -> Int? { sectionPositions[key] }
+
+    /// The key of the section holding row `key`, if any.
+    public func sectionKey(ofRow key: String) -> String? { rowSections[key] }
+
+    /// Section key -> collapsed, in table order.
+    public var collapsedMap: [CollapseEffect] {
+        sections.map { CollapseEffect(key: $0.key, collapsed: $0.collapsed) }
+    }
+
+    // MARK: - Applying changes
+
+    /// Applies `change` made by `author`; returns the event with the next sequence number, or the
+    /// original event when `changeId` was applied before.
+    public mutating func apply(_ change: Change, by author: Author, changeId: String? = nil) throws(ProtocolError) -> ApplyOutcome {
+        if let changeId {
+            if let earlier = eventsByChangeId[changeId] { return .duplicate(earlier) }
+            try checkKey(changeId, field: "id")
+        }
+        let next = seq + 1
+        let (resolved, effects) = try perform(change, seq: next)
+        seq = next
+        let event = TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects)
+        if let changeId { remember(event, as: changeId) }
+        return .applied(event)
+    }
+
+    /// Applies an event produced by another replica of this table (from the store or another
+    /// node). Its sequence number must be the next one, and applying it must reproduce it.
+    public mutating func replay(_ event: TableEvent) throws(ProtocolError) {
+        guard event.seq == seq + 1 else {
+            throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
+        }
+        var copy = self
+        let outcome = try copy.apply(event.change, by: event.author, changeId: event.changeId)
+        guard case .applied(let produced) = outcome, produced == event else {
+            throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
+        }
+        self = copy
+    }
+
+    private mutating func remember(_ event: TableEvent, as changeId: String) {
+        eventsByChangeId[changeId] = event
+        if changeIdOrder.count < limits.idempotencyWindow {
+            changeIdOrder.append(changeId)
+        } else {
+            eventsByChangeId[changeIdOrder[changeIdOldest]] = nil
+            changeIdOrder[changeIdOldest] = changeId
+            changeIdOldest = (changeIdOldest + 1) % changeIdOrder.count
+        }
+    }
+
+    /// Validates, then mutates. Returns the resolved change and the collapse effects.
+    private mutating func perform(_ change: Change, seq next: UInt64) throws(ProtocolError) -> (Change, [CollapseEffect]) {
+        switch change {
+        case .toggle(let ref):
+            let position = try resolve(ref)
+            let key = sections[position].key
+            return (.toggle(section: .key(key)), setCollapsed(at: position, to: !sections[position].collapsed))
+
+        case .setCollapsed(let ref, let collapsed):
+            let position = try resolve(ref)
+            let key = sections[position].key
+            return (.setCollapsed(section: .key(key), collapsed: collapsed), setCollapsed(at: position, to: collapsed))
+
+        case .setAll(let collapsed):
+            if !collapsed && options.accordion && sections.count > 1 {
+                throw ProtocolError(.invalidValue, "expand all is not possible in accordion mode", field: "collapsed")
+            }
+            var effects: [CollapseEffect] = []
+            for position in sections.indices where sections[position].collapsed != collapsed {
+                sections[position].collapsed = collapsed
+                effects.append(CollapseEffect(key: sections[position].key, collapsed: collapsed))
+            }
+            return (.setAll(collapsed: collapsed), effects)
+
+        case .reveal(let rowKey):
+            guard let sectionKey = rowSections[rowKey], let position = sectionPositions[sectionKey] else {
+                throw ProtocolError(.unknownRow, "no row has the key \"\(rowKey.prefix(64))\"", field: "row")
+            }
+            let effects = sections[position].collapsed ? setCollapsed(at: position, to: false) : []
+            return (.reveal(row: rowKey), effects)
+
+        case .addSection(var new):
+            guard sections.count < limits.maxSections else {
+                throw ProtocolError(.limitReached, "the table already has \(limits.maxSections) sections")
+            }
+            try checkText(new.title, field: "title")
+            try checkOptionalText(new.detail, field: "detail")
+            try checkOptionalText(new.footer, field: "footer")
+            let key = try newKey(new.key, prefix: "s", seq: next, taken: { sectionPositions[$0] != nil })
+            let index = new.index ?? sections.count
+            guard index >= 0 && index <= sections.count else {
+                throw ProtocolError(.invalidValue, "index must be between 0 and \(sections.count)", field: "index")
+            }
+            let collapsed = new.collapsed ?? options.sectionsInitiallyCollapsed
+            sections.insert(Section(key: key, title: new.title, detail: new.detail, footer: new.footer, collapsed: collapsed), at: index)
+            reindexSections(from: index)
+            new.key = key
+            new.index = index
+            new.collapsed = collapsed
+            let effects = (!collapsed && options.accordion) ? collapseOthers(than: index) : []
+            return (.addSection(new), effects)
+
+        case .removeSection(let ref):
+            let position = try resolve(ref)
+            let removed = sections.remove(at: position)
+            sectionPositions[removed.key] = nil
+            for row in removed.rows { rowSections[row.key] = nil }
+            reindexSections(from: position)
+            return (.removeSection(section: .key(removed.key)), [])
+
+        case .updateSection(let ref, let patch):
+            let position = try resolve(ref)
+            guard patch.title != nil || patch.detail != nil || patch.footer != nil else {
+                throw ProtocolError(.invalidValue, "set must change at least one of title, detail, footer", field: "set")
+            }
+            if let title = patch.title { try checkText(title, field: "title") }
+            if let detail = patch.detail { try checkOptionalText(detail, field: "detail") }
+            if let footer = patch.footer { try checkOptionalText(footer, field: "footer") }
+            if let title = patch.title { sections[position].title = title }
+            if let detail = patch.detail { sections[position].detail = detail }
+            if let footer = patch.footer { sections[position].footer = footer }
+            return (.updateSection(section: .key(sections[position].key), patch: patch), [])
+
+        case .moveSection(let ref, let index):
+            let position = try resolve(ref)
+            guard index >= 0 && index < sections.count else {
+                throw ProtocolError(.invalidValue, "index must be between 0 and \(sections.count - 1)", field: "index")
+            }
+            let moved = sections.remove(at: position)
+            sections.insert(moved, at: index)
+            reindexSections(from: min(position, index))
+            return (.moveSection(section: .key(moved.key), index: index), [])
+
+        case .addRow(let ref, var new):
+            let position = try resolve(ref)
+            guard sections[position].rows.count < limits.maxRowsPerSection else {
+                throw ProtocolError(.limitReached, "the section already has \(limits.maxRowsPerSection) rows", field: "section")
+            }
+            guard rowSections.count < limits.maxRowsPerTable else {
+                throw ProtocolError(.limitReached, "the table already has \(limits.maxRowsPerTable) rows")
+            }
+            try checkText(new.label, field: "label")
+            try checkText(new.value, field: "value", allowEmpty: true)
+            try checkOptionalText(new.detail, field: "detail")
+            let key = try newKey(new.key, prefix: "r", seq: next, taken: { rowSections[$0] != nil })
+            let count = sections[position].rows.count
+            let index = new.index ?? count
+            guard index >= 0 && index <= count else {
+                throw ProtocolError(.invalidValue, "index must be between 0 and \(count)", field: "index")
+            }
+            let sectionKey = sections[position].key
+            sections[position].rows.insert(Row(key: key, label: new.label, value: new.value, detail: new.detail), at: index)
+            rowSections[key] = sectionKey
+            new.key = key
+            new.index = index
+            return (.addRow(section: .key(sectionKey), row: new), [])
+
+        case .removeRow(let rowKey):
+            let (position, rowIndex) = try locateRow(rowKey)
+            sections[position].rows.remove(at: rowIndex)
+            rowSections[rowKey] = nil
+            return (.removeRow(row: rowKey), [])
+
+        case .updateRow(let rowKey, let patch):
+            let (position, rowIndex) = try locateRow(rowKey)
+            guard patch.label != nil || patch.value != nil || patch.detail != nil else {
+                throw ProtocolError(.invalidValue, "set must change at least one of label, value, detail", field: "set")
+            }
+            if let label = patch.label { try checkText(label, field: "label") }
+            if let value = patch.value { try checkText(value, field: "value", allowEmpty: true) }
+            if let detail = patch.detail { try checkOptionalText(detail, field: "detail") }
+            if let label = patch.label { sections[position].rows[rowIndex].label = label }
+            if let value = patch.value { sections[position].rows[rowIndex].value = value }
+            if let detail = patch.detail { sections[position].rows[rowIndex].detail = detail }
+            return (.updateRow(row: rowKey, patch: patch), [])
+
+        case .moveRow(let rowKey, let ref, let index):
+            let (from, rowIndex) = try locateRow(rowKey)
+            let to = try resolve(ref)
+            if from != to && sections[to].rows.count >= limits.maxRowsPerSection {
+                throw ProtocolError(.limitReached, "the section already has \(limits.maxRowsPerSection) rows", field: "section")
+            }
+            let countAfterRemoval = sections[to].rows.count - (from == to ? 1 : 0)
+            let target = index ?? countAfterRemoval
+            guard target >= 0 && target <= countAfterRemoval else {
+                throw ProtocolError(.invalidValue, "index must be between 0 and \(countAfterRemoval)", field: "index")
+            }
+            let row = sections[from].rows.remove(at: rowIndex)
+            sections[to].rows.insert(row, at: target)
+            rowSections[rowKey] = sections[to].key
+            return (.moveRow(row: rowKey, section: .key(sections[to].key), index: target), [])
+
+        case .setOptions(let patch):
+            guard !patch.isEmpty else {
+                throw ProtocolError(.invalidValue, "options must change at least one option", field: "options")
+            }
+            if let indicator = patch.collapsedIndicator { try checkIndicator(indicator, field: "collapsedIndicator") }
+            if let indicator = patch.expandedIndicator { try checkIndicator(indicator, field: "expandedIndicator") }
+            if let threshold = patch.busyThresholdMs, threshold < 0 || threshold > limits.maxBusyThresholdMs {
+                throw ProtocolError(.invalidValue, "busyThresholdMs must be between 0 and \(limits.maxBusyThresholdMs)", field: "busyThresholdMs")
+            }
+            if let value = patch.sectionsInitiallyCollapsed { options.sectionsInitiallyCollapsed = value }
+            if let value = patch.collapsedIndicator { options.collapsedIndicator = value }
+            if let value = patch.expandedIndicator { options.expandedIndicator = value }
+            if let value = patch.busyThresholdMs { options.busyThresholdMs = value }
+            var effects: [CollapseEffect] = []
+            if let accordion = patch.accordion {
+                options.accordion = accordion
+                // Turning accordion on keeps the first expanded section and collapses the rest.
+                if accordion, let first = sections.firstIndex(where: { !$0.collapsed }) {
+                    effects = collapseOthers(than: first)
+                }
+            }
+            return (.setOptions(patch), effects)
+        }
+    }
+
+    /// Sets one section's state; in accordion mode expanding it collapses every other one.
+    private mutating func setCollapsed(at position: Int, to collapsed: Bool) -> [CollapseEffect] {
+        if sections[position].collapsed == collapsed { return [] }
+        sections[position].collapsed = collapsed
+        if collapsed || !options.accordion {
+            return [CollapseEffect(key: sections[position].key, collapsed: collapsed)]
+        }
+        // Table order, with the expanded section in its place.
+        var effects: [CollapseEffect] = []
+        for index in sections.indices {
+            if index == position {
+                effects.append(CollapseEffect(key: sections[index].key, collapsed: false))
+            } else if !sections[index].collapsed {
+                sections[index].collapsed = true
+                effects.append(CollapseEffect(key: sections[index].key, collapsed: true))
+            }
+        }
+        return effects
+    }
+
+    private mutating func collapseOthers(than position: Int) -> [CollapseEffect] {
+        var effects: [CollapseEffect] = []
+        for index in sections.indices where index != position && !sections[index].collapsed {
+            sections[index].collapsed = true
+            effects.append(CollapseEffect(key: sections[index].key, collapsed: true))
+        }
+        return effects
+    }
+
+    private mutating func reindexSections(from start: Int) {
+        for position in start..<sections.count { sectionPositions[sections[position].key] = position }
+    }
+
+    private func resolve(_ ref: SectionRef) throws(ProtocolError) -> Int {
+        switch ref {
+        case .key(let key):
+            guard let position = sectionPositions[key] else {
+                throw ProtocolError(.unknownSection, "no section has the key \"\(key.prefix(64))\"", field: "section")
+            }
+            return position
+        case .title(let title):
+            var found: Int?
+            for position in sections.indices where sections[position].title == title {
+                if found != nil {
+                    throw ProtocolError(.ambiguousTitle, "several sections have the title \"\(title.prefix(64))\"; name one by key", field: "title")
+                }
+                found = position
+            }
+            guard let found else {
+                throw ProtocolError(.unknownSection, "no section has the title \"\(title.prefix(64))\"", field: "title")
+            }
+            return found
+        }
+    }
+
+    private func locateRow(_ rowKey: String) throws(ProtocolError) -> (section: Int, row: Int) {
+        guard let sectionKey = rowSections[rowKey], let position = sectionPositions[sectionKey],
+            let rowIndex = sections[position].rows.firstIndex(where: { $0.key == rowKey })
+        else {
+            throw ProtocolError(.unknownRow, "no row has the key \"\(rowKey.prefix(64))\"", field: "row")
+        }
+        return (position, rowIndex)
+    }
+
+    /// The key a new section or row gets: the client's (validated, unused), or `<prefix><seq>`,
+    /// suffixed `-1`, `-2`, ... in the rare case a client already took that name.
+    private func newKey(_ requested: String?, prefix: String, seq next: UInt64, taken: (String) -> Bool) throws(ProtocolError) -> String {
+        if let requested {
+            try checkKey(requested, field: "key")
+            guard !taken(requested) else {
+                throw ProtocolError(.duplicateKey, "the key \"\(requested)\" is already used", field: "key")
+            }
+            return requested
+        }
+        let base = prefix + String(next)
+        var candidate = base
+        var suffix = 0
+        while taken(candidate) {
+            suffix += 1
+            candidate = base + "-" + String(suffix)
+        }
+        return candidate
+    }
+
+    private func checkKey(_ key: String, field: String) throws(ProtocolError) {
+        guard !key.isEmpty, key.utf8.count <= limits.maxKeyBytes else {
+            throw ProtocolError(.invalidValue, "\(field) must be 1 to \(limits.maxKeyBytes) bytes", field: field)
+        }
+        for byte in key.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"):
+                continue
+            default:
+                throw ProtocolError(.invalidValue, "\(field) may only hold letters, digits and _ - . :", field: field)
+            }
+        }
+    }
+
+    private func checkText(_ text: String, field: String, allowEmpty: Bool = false) throws(ProtocolError) {
+        if !allowEmpty && text.isEmpty {
+            throw ProtocolError(.invalidValue, "\(field) must not be empty", field: field)
+        }
+        guard text.utf8.count <= limits.maxTextBytes else {
+            throw ProtocolError(.tooLong, "\(field) is longer than \(limits.maxTextBytes) bytes", field: field)
+        }
+    }
+
+    private func checkOptionalText(_ text: String?, field: String) throws(ProtocolError) {
+        if let text { try checkText(text, field: field, allowEmpty: true) }
+    }
+
+    private func checkIndicator(_ text: String, field: String) throws(ProtocolError) {
+        guard !text.isEmpty, text.utf8.count <= limits.maxIndicatorBytes else {
+            throw ProtocolError(.invalidValue, "\(field) must be 1 to \(limits.maxIndicatorBytes) bytes", field: field)
+        }
+    }
+}

@@ -1,0 +1,50 @@
+/// One applied change, as every member of a session sees it.
+public struct TableEvent: Equatable, Sendable {
+    /// The session's sequence number of this change (1, 2, 3, ... without gaps).
+    public var seq: UInt64
+    public var author: Author
+    /// The author's change id, when it gave one.
+    public var changeId: String?
+    /// The change as resolved by the table.
+    public var change: Change
+    /// Every section whose collapsed state this change altered, in table order.
+    public var collapsed: [CollapseEffect]
+
+    public init(seq: UInt64, author: Author, changeId: String?, change: Change, collapsed: [CollapseEffect]) {
+        self.seq = seq
+        self.author = author
+        self.changeId = changeId
+        self.change = change
+        self.collapsed = collapsed
+    }
+
+    /// The sections this event expanded (their rows must be sent to members).
+    public var expandedSections: [String] {
+        collapsed.compactMap { $0.collapsed ? nil : $0.key }
+    }
+}
+
+/// One entry of an event's `collapsed` map.
+public struct CollapseEffect: Equatable, Sendable {
+    public var key: String
+    public var collapsed: Bool
+
+    public init(key: String, collapsed: Bool) {
+        self.key = key
+        self.collapsed = collapsed
+    }
+}
+
+/// The result of applying a change.
+public enum ApplyOutcome: Equatable, Sendable {
+    /// The change was applied and produced this event.
+    case applied(TableEvent)
+    /// A change with the same id was applied before; nothing changed. Carries the original event.
+    case duplicate(TableEvent)
+
+    public var event: TableEvent {
+        switch self {
+        case .applied(let event), .duplicate(let event): return event
+        }
+    }
+}

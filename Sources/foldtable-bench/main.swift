@@ -1,0 +1,102 @@
+// foldtable-bench: throughput of the table core on one core, with Foundation's JSONSerialization
+// encoding the same events as the peer measured in the same run (machines are noisy; compare
+// within a run, not across runs).
+//
+//   foldtable-bench core [--seconds S]
+import FoldtableCore
+import Foundation
+
+func now() -> Double {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+}
+
+/// Runs `body` in rounds until `seconds` pass; returns operations per second.
+func measure(seconds: Double, batch: Int, _ body: () -> Void) -> Double {
+    var operations = 0
+    let start = now()
+    var elapsed = 0.0
+    repeat {
+        body()
+        operations += batch
+        elapsed = now() - start
+    } while elapsed < seconds
+    return Double(operations) / elapsed
+}
+
+func formatted(_ value: Double) -> String {
+    let number = Int(value.rounded())
+    var text = String(number)
+    var index = text.count - 3
+    while index > 0 {
+        text.insert(",", at: text.index(text.startIndex, offsetBy: index))
+        index -= 3
+    }
+    return text
+}
+
+func benchCore(seconds: Double) {
+    let author = Author(client: "c1", name: "ana")
+    var table = DemoTable.make()
+    let keys = table.sections.map(\.key)
+    var sink = 0
+
+    let toggles = measure(seconds: seconds, batch: 10_000) {
+        for index in 0..<10_000 {
+            if case .applied(let event) = try! table.apply(.toggle(section: .key(keys[index % keys.count])), by: author) {
+                sink &+= event.collapsed.count
+            }
+        }
+    }
+    let togglesWithIds = measure(seconds: seconds, batch: 10_000) {
+        for index in 0..<10_000 {
+            let id = "k\(table.seq)"
+            if case .applied(let event) = try! table.apply(.toggle(section: .key(keys[index % keys.count])), by: author, changeId: id) {
+                sink &+= event.collapsed.count
+            }
+        }
+    }
+    let event = TableEvent(
+        seq: 123_456, author: author, changeId: "k3f9-17", change: .toggle(section: .key("mac")),
+        collapsed: [CollapseEffect(key: "mac", collapsed: true)])
+    let encoded = measure(seconds: seconds, batch: 10_000) {
+        for _ in 0..<10_000 { sink &+= ServerMessage.event(event).count }
+    }
+    let foundation = measure(seconds: seconds, batch: 1_000) {
+        for _ in 0..<1_000 {
+            let object: [String: Any] = [
+                "type": "event", "seq": 123_456, "by": ["client": "c1", "name": "ana"], "id": "k3f9-17",
+                "change": ["type": "toggle", "section": "mac"], "collapsed": ["mac": true],
+            ]
+            sink &+= (try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).count
+        }
+    }
+    let message = Array(#"{"type":"toggle","section":"mac","id":"k3f9-17"}"#.utf8)
+    let decoded = measure(seconds: seconds, batch: 10_000) {
+        for _ in 0..<10_000 {
+            if case .success = ClientMessage.decode(message).0 { sink &+= 1 }
+        }
+    }
+    print("core: toggles applied/s          \(formatted(toggles))   (target >= 1,000,000)")
+    print("core: toggles with change id/s   \(formatted(togglesWithIds))")
+    print("core: events encoded/s           \(formatted(encoded))   (target >= 300,000)")
+    print("peer: JSONSerialization events/s \(formatted(foundation))   (same event, Foundation)")
+    print("core: client messages decoded/s  \(formatted(decoded))")
+    if sink == 42 { print("") }  // keeps the work observable to the optimizer
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+let mode = arguments.first.map { $0.hasPrefix("--") ? "core" : $0 } ?? "core"
+if arguments.first == mode { arguments.removeFirst() }
+var seconds = 1.0
+if let index = arguments.firstIndex(of: "--seconds"), index + 1 < arguments.count, let value = Double(arguments[index + 1]) {
+    seconds = value
+}
+switch mode {
+case "core":
+    benchCore(seconds: seconds)
+default:
+    FileHandle.standardError.write("usage: foldtable-bench core [--seconds S]\n".data(using: .utf8)!)
+    exit(2)
+}

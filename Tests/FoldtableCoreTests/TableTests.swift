@@ -1,0 +1,341 @@
+import Testing
+
+@testable import FoldtableCore
+
+let ana = Author(client: "c1", name: "ana")
+
+/// A small table: a (expanded, rows a1 a2), b (collapsed, row b1), c (expanded, empty).
+func sampleTable(options: TableOptions = TableOptions()) throws -> Table {
+    try Table(
+        options: options,
+        sections: [
+            Section(key: "a", title: "Alpha", rows: [Row(key: "a1", label: "one"), Row(key: "a2", label: "two")]),
+            Section(key: "b", title: "Beta", collapsed: true, rows: [Row(key: "b1", label: "three")]),
+            Section(key: "c", title: "Gamma"),
+        ], seq: 0)
+}
+
+@discardableResult
+func apply(_ table: inout Table, _ change: Change, id: String? = nil) throws -> TableEvent {
+    try table.apply(change, by: ana, changeId: id).event
+}
+
+func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () throws -> Void) {
+    do {
+        try body()
+        Issue.record("expected \(code)")
+    } catch let error as ProtocolError {
+        #expect(error.code == code)
+        if let field { #expect(error.field == field) }
+    } catch {
+        Issue.record("unexpected \(error)")
+    }
+}
+
+@Suite struct CollapseChanges {
+    @Test func toggleFlipsOneSectionAndReportsIt() throws {
+        var table = try sampleTable()
+        let event = try apply(&table, .toggle(section: .key("a")))
+        #expect(event.seq == 1)
+        #expect(event.collapsed == [CollapseEffect(key: "a", collapsed: true)])
+        #expect(table.section("a")?.collapsed == true)
+        #expect(event.change == .toggle(section: .key("a")))
+    }
+
+    @Test func toggleByTitleResolvesToTheKey() throws {
+        var table = try sampleTable()
+        let event = try apply(&table, .toggle(section: .title("Beta")))
+        #expect(event.change == .toggle(section: .key("b")))
+        #expect(event.collapsed == [CollapseEffect(key: "b", collapsed: false)])
+    }
+
+    @Test func unknownTitleIsUnknownSection() throws {
+        var table = try sampleTable()
+        expectError(.unknownSection, field: "title") { try apply(&table, .toggle(section: .title("Nope"))) }
+        #expect(table.seq == 0)
+    }
+
+    @Test func repeatedTitleIsAmbiguous() throws {
+        var table = try sampleTable()
+        try apply(&table, .addSection(NewSection(title: "Alpha")))
+        expectError(.ambiguousTitle, field: "title") { try apply(&table, .toggle(section: .title("Alpha"))) }
+    }
+
+    @Test func unknownKeyIsUnknownSection() throws {
+        var table = try sampleTable()
+        expectError(.unknownSection, field: "section") { try apply(&table, .setCollapsed(section: .key("zz"), collapsed: true)) }
+    }
+
+    @Test func setToTheCurrentStateChangesNothingButStillOrders() throws {
+        var table = try sampleTable()
+        let event = try apply(&table, .setCollapsed(section: .key("b"), collapsed: true))
+        #expect(event.collapsed.isEmpty)
+        #expect(event.seq == 1)
+    }
+
+    @Test func setAllReportsEverySectionThatChanged() throws {
+        var table = try sampleTable()
+        let collapse = try apply(&table, .setAll(collapsed: true))
+        #expect(collapse.collapsed == [CollapseEffect(key: "a", collapsed: true), CollapseEffect(key: "c", collapsed: true)])
+        let expand = try apply(&table, .setAll(collapsed: false))
+        #expect(expand.collapsed.map(\.key) == ["a", "b", "c"])
+        #expect(table.sections.allSatisfy { !$0.collapsed })
+    }
+
+    @Test func revealExpandsTheCollapsedSectionOfTheRow() throws {
+        var table = try sampleTable()
+        let event = try apply(&table, .reveal(row: "b1"))
+        #expect(event.collapsed == [CollapseEffect(key: "b", collapsed: false)])
+        let again = try apply(&table, .reveal(row: "b1"))
+        #expect(again.collapsed.isEmpty)
+    }
+
+    @Test func revealOfAnUnknownRowIsRefused() throws {
+        var table = try sampleTable()
+        expectError(.unknownRow, field: "row") { try apply(&table, .reveal(row: "nope")) }
+    }
+}
+
+@Suite struct Accordion {
+    func accordionTable() throws -> Table {
+        var options = TableOptions()
+        options.accordion = true
+        return try Table(
+            options: options,
+            sections: [
+                Section(key: "a", title: "A"), Section(key: "b", title: "B", collapsed: true), Section(key: "c", title: "C", collapsed: true),
+            ], seq: 0)
+    }
+
+    @Test func expandingOneCollapsesTheOthersInTableOrder() throws {
+        var table = try accordionTable()
+        let event = try apply(&table, .toggle(section: .key("c")))
+        #expect(event.collapsed == [CollapseEffect(key: "a", collapsed: true), CollapseEffect(key: "c", collapsed: false)])
+        #expect(table.sections.filter { !$0.collapsed }.map(\.key) == ["c"])
+    }
+
+    @Test func revealInAccordionModeCollapsesTheOthers() throws {
+        var table = try accordionTable()
+        try apply(&table, .addRow(section: .key("b"), row: NewRow(key: "x", label: "x")))
+        let event = try apply(&table, .reveal(row: "x"))
+        #expect(event.collapsed == [CollapseEffect(key: "a", collapsed: true), CollapseEffect(key: "b", collapsed: false)])
+    }
+
+    @Test func expandAllIsRefusedInAccordionMode() throws {
+        var table = try accordionTable()
+        expectError(.invalidValue, field: "collapsed") { try apply(&table, .setAll(collapsed: false)) }
+    }
+
+    @Test func turningAccordionOnKeepsTheFirstExpandedSection() throws {
+        var table = try sampleTable()
+        let event = try apply(&table, .setOptions(OptionsPatch(accordion: true)))
+        #expect(event.collapsed == [CollapseEffect(key: "c", collapsed: true)])
+        #expect(table.options.accordion)
+    }
+
+    @Test func addingAnExpandedSectionCollapsesTheOthers() throws {
+        var table = try accordionTable()
+        let event = try apply(&table, .addSection(NewSection(title: "D", collapsed: false)))
+        #expect(event.collapsed == [CollapseEffect(key: "a", collapsed: true)])
+    }
+}
+
+@Suite struct StructuralChanges {
+    @Test func addedSectionsGetKeysFromTheSequence() throws {
+        var table = try sampleTable()
+        let event = try apply(&table, .addSection(NewSection(title: "New", index: 1)))
+        #expect(event.change == .addSection(NewSection(key: "s1", title: "New", collapsed: false, index: 1)))
+        #expect(table.sections.map(\.key) == ["a", "s1", "b", "c"])
+    }
+
+    @Test func allocatedKeyAvoidsAKeyAClientTook() throws {
+        var table = try sampleTable()
+        try apply(&table, .addSection(NewSection(key: "s2", title: "Taken")))
+        let event = try apply(&table, .addSection(NewSection(title: "Next")))
+        guard case .addSection(let new) = event.change else {
+            Issue.record("wrong change")
+            return
+        }
+        #expect(new.key == "s2-1")
+    }
+
+    @Test func sectionsInitiallyCollapsedAppliesToNewSections() throws {
+        var options = TableOptions()
+        options.sectionsInitiallyCollapsed = true
+        var table = try sampleTable(options: options)
+        try apply(&table, .addSection(NewSection(key: "n", title: "N")))
+        #expect(table.section("n")?.collapsed == true)
+    }
+
+    @Test func keysStayStableAcrossInsertsRemovesAndMoves() throws {
+        var table = try sampleTable()
+        try apply(&table, .addSection(NewSection(key: "z", title: "Zeta", index: 0)))
+        try apply(&table, .removeSection(section: .key("a")))
+        try apply(&table, .moveSection(section: .key("c"), index: 0))
+        #expect(table.sections.map(\.key) == ["c", "z", "b"])
+        for (position, section) in table.sections.enumerated() {
+            #expect(table.position(ofSection: section.key) == position)
+        }
+        // Toggling by key still hits the right section after everything moved.
+        try apply(&table, .toggle(section: .key("b")))
+        #expect(table.section("b")?.collapsed == false)
+        #expect(table.sectionKey(ofRow: "a1") == nil)
+        expectError(.unknownSection) { try apply(&table, .toggle(section: .key("a"))) }
+    }
+
+    @Test func duplicateKeysAreRefused() throws {
+        var table = try sampleTable()
+        expectError(.duplicateKey, field: "key") { try apply(&table, .addSection(NewSection(key: "a", title: "x"))) }
+        expectError(.duplicateKey, field: "key") { try apply(&table, .addRow(section: .key("c"), row: NewRow(key: "a1", label: "x"))) }
+    }
+
+    @Test func badKeysAreRefused() throws {
+        var table = try sampleTable()
+        expectError(.invalidValue, field: "key") { try apply(&table, .addSection(NewSection(key: "has space", title: "x"))) }
+        expectError(.invalidValue, field: "key") { try apply(&table, .addSection(NewSection(key: String(repeating: "k", count: 65), title: "x"))) }
+    }
+
+    @Test func updateSectionChangesAndClearsFields() throws {
+        var table = try sampleTable()
+        try apply(&table, .updateSection(section: .key("a"), patch: SectionPatch(title: "A\nsecond line", detail: .some("d"), footer: .some("f"))))
+        #expect(table.section("a")?.title == "A\nsecond line")
+        #expect(table.section("a")?.footer == "f")
+        try apply(&table, .updateSection(section: .key("a"), patch: SectionPatch(footer: .some(nil))))
+        #expect(table.section("a")?.footer == nil)
+        #expect(table.section("a")?.detail == "d")
+        expectError(.invalidValue, field: "set") { try apply(&table, .updateSection(section: .key("a"), patch: SectionPatch())) }
+    }
+
+    @Test func moveSectionRefusesPositionsOutsideTheTable() throws {
+        var table = try sampleTable()
+        expectError(.invalidValue, field: "index") { try apply(&table, .moveSection(section: .key("a"), index: 3)) }
+        expectError(.invalidValue, field: "index") { try apply(&table, .moveSection(section: .key("a"), index: -1)) }
+    }
+
+    @Test func rowsAreAddedUpdatedMovedAndRemoved() throws {
+        var table = try sampleTable()
+        let added = try apply(&table, .addRow(section: .key("c"), row: NewRow(label: "new", value: "1")))
+        #expect(added.change == .addRow(section: .key("c"), row: NewRow(key: "r1", label: "new", value: "1", index: 0)))
+        try apply(&table, .updateRow(row: "r1", patch: RowPatch(value: "2", detail: .some("x"))))
+        #expect(table.section("c")?.rows.first == Row(key: "r1", label: "new", value: "2", detail: "x"))
+        try apply(&table, .moveRow(row: "r1", section: .key("a"), index: 1))
+        #expect(table.section("a")?.rows.map(\.key) == ["a1", "r1", "a2"])
+        #expect(table.sectionKey(ofRow: "r1") == "a")
+        try apply(&table, .moveRow(row: "a1", section: .key("a"), index: nil))
+        #expect(table.section("a")?.rows.map(\.key) == ["r1", "a2", "a1"])
+        try apply(&table, .removeRow(row: "r1"))
+        #expect(table.section("a")?.rows.map(\.key) == ["a2", "a1"])
+        #expect(table.rowCount == 3)
+        expectError(.unknownRow, field: "row") { try apply(&table, .removeRow(row: "r1")) }
+        expectError(.invalidValue, field: "index") { try apply(&table, .moveRow(row: "a1", section: .key("c"), index: 1)) }
+        expectError(.invalidValue, field: "set") { try apply(&table, .updateRow(row: "a1", patch: RowPatch())) }
+    }
+
+    @Test func emptyLabelsAndTitlesAreRefusedButEmptyValuesAreNot() throws {
+        var table = try sampleTable()
+        expectError(.invalidValue, field: "title") { try apply(&table, .addSection(NewSection(title: ""))) }
+        expectError(.invalidValue, field: "label") { try apply(&table, .addRow(section: .key("a"), row: NewRow(label: ""))) }
+        try apply(&table, .updateRow(row: "a1", patch: RowPatch(value: "")))
+    }
+
+    @Test func overLongTextIsTooLong() throws {
+        var table = try sampleTable()
+        let long = String(repeating: "x", count: 1025)
+        expectError(.tooLong, field: "title") { try apply(&table, .addSection(NewSection(title: long))) }
+        expectError(.tooLong, field: "value") { try apply(&table, .updateRow(row: "a1", patch: RowPatch(value: long))) }
+    }
+
+    @Test func limitsOnSectionsAndRowsAreEnforced() throws {
+        var limits = TableLimits()
+        limits.maxSections = 3
+        limits.maxRowsPerSection = 2
+        var table = try Table(options: TableOptions(), sections: try sampleTable().sections, seq: 0, limits: limits)
+        expectError(.limitReached) { try apply(&table, .addSection(NewSection(title: "x"))) }
+        expectError(.limitReached, field: "section") { try apply(&table, .addRow(section: .key("a"), row: NewRow(label: "x"))) }
+        expectError(.limitReached, field: "section") { try apply(&table, .moveRow(row: "b1", section: .key("a"), index: 0)) }
+    }
+
+    @Test func setOptionsValidatesIndicatorsAndThreshold() throws {
+        var table = try sampleTable()
+        try apply(&table, .setOptions(OptionsPatch(collapsedIndicator: "▸", expandedIndicator: "▾", busyThresholdMs: 0)))
+        #expect(table.options.collapsedIndicator == "▸")
+        #expect(table.options.busyThresholdMs == 0)
+        expectError(.invalidValue, field: "collapsedIndicator") { try apply(&table, .setOptions(OptionsPatch(collapsedIndicator: ""))) }
+        expectError(.invalidValue, field: "busyThresholdMs") { try apply(&table, .setOptions(OptionsPatch(busyThresholdMs: 600_000))) }
+        expectError(.invalidValue, field: "options") { try apply(&table, .setOptions(OptionsPatch())) }
+    }
+
+    @Test func defaultIndicatorsArePlusAndMinus() {
+        #expect(TableOptions().collapsedIndicator == "+")
+        #expect(TableOptions().expandedIndicator == "−")
+        #expect(TableOptions().busyThresholdMs == 500)
+    }
+
+    @Test func aRefusedChangeLeavesTheTableUntouched() throws {
+        var table = try sampleTable()
+        let before = TableSnapshot(table, rows: .all)
+        expectError(.tooLong) {
+            try apply(
+                &table, .updateSection(section: .key("a"), patch: SectionPatch(title: "ok", detail: .some(String(repeating: "x", count: 2000)))))
+        }
+        #expect(TableSnapshot(table, rows: .all) == before)
+    }
+}
+
+@Suite struct Idempotency {
+    @Test func reapplyingAChangeIdReturnsTheOriginalEventAndChangesNothing() throws {
+        var table = try sampleTable()
+        let first = try table.apply(.toggle(section: .key("a")), by: ana, changeId: "k-1")
+        let second = try table.apply(.toggle(section: .key("a")), by: ana, changeId: "k-1")
+        #expect(second == .duplicate(first.event))
+        #expect(table.seq == 1)
+        #expect(table.section("a")?.collapsed == true)
+    }
+
+    @Test func aRefusedChangeDoesNotConsumeItsId() throws {
+        var table = try sampleTable()
+        #expect(throws: ProtocolError.self) { try table.apply(.toggle(section: .key("zz")), by: ana, changeId: "k-1") }
+        let outcome = try table.apply(.toggle(section: .key("a")), by: ana, changeId: "k-1")
+        guard case .applied = outcome else {
+            Issue.record("should apply")
+            return
+        }
+    }
+
+    @Test func theWindowForgetsTheOldestIds() throws {
+        var limits = TableLimits()
+        limits.idempotencyWindow = 2
+        var table = try Table(options: TableOptions(), sections: try sampleTable().sections, seq: 0, limits: limits)
+        for id in ["x", "y", "z"] { _ = try table.apply(.toggle(section: .key("a")), by: ana, changeId: id) }
+        guard case .applied = try table.apply(.toggle(section: .key("a")), by: ana, changeId: "x") else {
+            Issue.record("x forgotten")
+            return
+        }
+        guard case .duplicate = try table.apply(.toggle(section: .key("a")), by: ana, changeId: "z") else {
+            Issue.record("z kept")
+            return
+        }
+    }
+}
+
+@Suite struct Replay {
+    @Test func replayingEventsReproducesTheTable() throws {
+        var source = try sampleTable()
+        var replica = try sampleTable()
+        for change: Change in [
+            .toggle(section: .title("Beta")), .addSection(NewSection(title: "N")), .addRow(section: .key("s2"), row: NewRow(label: "r")),
+        ] {
+            let event = try apply(&source, change)
+            try replica.replay(event)
+        }
+        #expect(TableSnapshot(replica, rows: .all) == TableSnapshot(source, rows: .all))
+    }
+
+    @Test func replayRefusesAGapInTheSequence() throws {
+        var source = try sampleTable()
+        var replica = try sampleTable()
+        _ = try apply(&source, .toggle(section: .key("a")))
+        let second = try apply(&source, .toggle(section: .key("a")))
+        expectError(.invalidValue, field: "seq") { try replica.replay(second) }
+    }
+}

@@ -1,0 +1,260 @@
+// The client's copy of one session's table, kept in step with the server's messages.
+// No DOM here: table.js draws it, app.js feeds it.
+
+export class Table {
+  constructor() {
+    this.options = {};
+    this.sections = [];
+    this.byKey = new Map();     // section key -> section
+    this.rowHome = new Map();   // row key -> section holding it (rows we have seen)
+  }
+
+  /** Replace everything with a welcome snapshot. */
+  load(table, seq) {
+    this.options = { ...table.options };
+    this.byKey.clear();
+    this.rowHome.clear();
+    this.sections = (table.sections || []).map((s) => this.adopt(s, seq));
+  }
+
+  adopt(src, seq) {
+    const s = {
+      key: src.key, title: src.title ?? '', detail: src.detail, footer: src.footer,
+      collapsed: !!src.collapsed, busy: !!src.busy,
+      rowCount: src.rowCount ?? src.rows?.length ?? 0,
+      // rows: complete and current; partial: arriving in `rows` chunks. Collapsed sections keep
+      // complete rows they once had (events keep them current), so search can still find them.
+      rows: null, partial: null, pending: false,
+      collapseSeq: 0, fix: null, fresh: new Set(), v: 0,
+    };
+    if (Array.isArray(src.rows)) {
+      s.rows = src.rows.slice();
+      for (const r of s.rows) this.rowHome.set(r.key, s);
+    } else if (!s.collapsed) {
+      if (s.rowCount > 0) this.startStream(s); else s.rows = [];
+    }
+    this.byKey.set(s.key, s);
+    return s;
+  }
+
+  startStream(s) {
+    s.pending = true;
+    s.partial = null;
+    // Changes to rows made while a section streams in: a later chunk may still carry the
+    // row's older state, so they are remembered and re-applied to incoming rows.
+    s.fix = new Map();
+  }
+
+  section(key) { return this.byKey.get(key); }
+  streaming() { return this.sections.filter((s) => s.fix); }
+  list(s) { return s.rows ?? s.partial ?? []; }
+  complete(s) { return !!s.rows && !s.pending; }
+
+  /** A `rows` chunk. Returns the section if it changed. */
+  applyRows(m) {
+    const s = this.byKey.get(m.section);
+    // Rows belong to the expansion with that seq; a later collapse makes them stale.
+    if (!s || s.collapsed || m.seq < s.collapseSeq) return null;
+    if (!s.fix) this.startStream(s);
+    if (m.from === 0 || !s.partial) { s.partial = []; s.partialKeys = new Set(); }
+    for (const row of m.rows || []) {
+      if (s.partialKeys.has(row.key)) continue;
+      const f = s.fix.get(row.key);
+      if (f === null) continue;
+      const r = f ? patch({ ...row }, f) : row;
+      s.partial.push(r);
+      s.partialKeys.add(r.key);
+      this.rowHome.set(r.key, s);
+    }
+    if (typeof m.total === 'number') s.rowCount = Math.max(m.total, s.partial.length);
+    if (m.final) {
+      s.rows = s.partial;
+      s.rowCount = s.rows.length;
+      s.partial = s.partialKeys = s.fix = null;
+      s.pending = false;
+    }
+    s.v++;
+    return s;
+  }
+
+  setBusy(key, busy) {
+    const s = this.byKey.get(key);
+    if (s) { s.busy = !!busy; s.v++; }
+    return s;
+  }
+
+  /**
+   * Apply one `event`. Returns {sections: Set of touched keys, text: what happened, for people}.
+   */
+  applyEvent(ev) {
+    const ch = ev.change || {};
+    const touched = new Set();
+    const text = this.describe(ev);
+    const lists = (s) => [s.rows, s.partial].filter(Boolean);
+    const touch = (s) => { if (s) { s.v++; touched.add(s.key); } return s; };
+
+    switch (ch.type) {
+      case 'addSection': {
+        // The resolved change may carry the section as an object or flat; accept both.
+        const src = ch.section && typeof ch.section === 'object' ? ch.section : ch;
+        const key = src.key ?? ch.key;
+        if (!key || this.byKey.has(key)) break;
+        const collapsed = ev.collapsed?.[key] ?? src.collapsed ?? !!this.options.sectionsInitiallyCollapsed;
+        const s = this.adopt({ ...src, key, collapsed, rows: src.rows ?? [], rowCount: src.rows?.length ?? 0 }, ev.seq);
+        this.sections.splice(clampIndex(ch.index ?? src.index, this.sections.length), 0, s);
+        touch(s);
+        break;
+      }
+      case 'removeSection': {
+        const s = this.byKey.get(ch.section);
+        if (!s) break;
+        this.sections.splice(this.sections.indexOf(s), 1);
+        this.byKey.delete(s.key);
+        for (const l of lists(s)) for (const r of l) this.rowHome.delete(r.key);
+        touched.add(s.key);
+        break;
+      }
+      case 'updateSection': {
+        const s = this.byKey.get(ch.section);
+        if (!s) break;
+        for (const k of ['title', 'detail', 'footer']) {
+          if (ch.set && k in ch.set) s[k] = ch.set[k] ?? undefined;
+        }
+        touch(s);
+        break;
+      }
+      case 'moveSection': {
+        const s = this.byKey.get(ch.section);
+        if (!s) break;
+        this.sections.splice(this.sections.indexOf(s), 1);
+        this.sections.splice(clampIndex(ch.index, this.sections.length), 0, s);
+        touch(s);
+        break;
+      }
+      case 'addRow': {
+        const s = this.byKey.get(ch.section);
+        if (!s) break;
+        const row = ch.row ?? { key: ch.key, label: ch.label, value: ch.value ?? '', detail: ch.detail };
+        this.putRow(s, row, ch.index);
+        s.fresh.add(row.key);
+        touch(s);
+        break;
+      }
+      case 'moveRow': {
+        const s = this.byKey.get(ch.section);
+        const row = this.takeRow(ch.row, touch);
+        if (!s) break;
+        // A row moved out of a section whose rows we never had: we know it exists, not its text.
+        if (row) this.putRow(s, row, ch.index); else s.rowCount++;
+        s.fresh.add(ch.row);
+        touch(s);
+        break;
+      }
+      case 'removeRow': {
+        // The event names only the row; if we never had it, `section` (if sent) tells where it was.
+        if (this.rowHome.has(ch.row)) this.takeRow(ch.row, touch);
+        else if (this.byKey.has(ch.section)) touch(this.byKey.get(ch.section)).rowCount--;
+        for (const o of this.streaming()) o.fix.set(ch.row, null);
+        break;
+      }
+      case 'updateRow': {
+        const s = this.rowHome.get(ch.row);
+        if (s) for (const l of lists(s)) { const r = l.find((x) => x.key === ch.row); if (r) patch(r, ch.set); }
+        // Not arrived yet (or arrived already) in a section still streaming: fix it on arrival.
+        for (const o of s ? [s] : this.streaming()) {
+          if (o.fix) o.fix.set(ch.row, { ...(o.fix.get(ch.row) || {}), ...ch.set });
+        }
+        touch(s);
+        break;
+      }
+      case 'setOptions':
+        Object.assign(this.options, ch.options || {});
+        break;
+    }
+
+    // Every collapsed-state change the event caused, including accordion and reveal effects.
+    for (const [key, collapsed] of Object.entries(ev.collapsed || {})) {
+      const s = this.byKey.get(key);
+      if (!s || s.collapsed === !!collapsed) continue;
+      s.collapsed = !!collapsed;
+      if (s.collapsed) {
+        s.collapseSeq = ev.seq;
+        s.partial = s.partialKeys = s.fix = null;
+        s.pending = false;
+        // Rows we had only in part are now stale; complete ones stay (events keep them current).
+      } else if (s.rowCount > 0) {
+        // The server now streams this section's rows (to us too), even if we had them cached.
+        this.startStream(s);
+      } else {
+        s.rows ??= [];
+      }
+      touch(s);
+    }
+    return { sections: touched, text };
+  }
+
+  /** Remove a row we know of; returns the row object, or null if we never had its text. */
+  takeRow(key, touch) {
+    const s = this.rowHome.get(key);
+    if (!s) return null;
+    let found = null;
+    for (const l of [s.rows, s.partial]) {
+      const i = l ? l.findIndex((x) => x.key === key) : -1;
+      if (i >= 0) found = l.splice(i, 1)[0];
+    }
+    s.partialKeys?.delete(key);
+    if (s.fix) s.fix.set(key, null);
+    this.rowHome.delete(key);
+    s.rowCount = Math.max(0, s.rowCount - 1);
+    touch(s);
+    return found;
+  }
+
+  putRow(s, row, index) {
+    s.rowCount++;
+    this.rowHome.set(row.key, s);
+    if (s.fix) s.fix.delete(row.key);
+    for (const l of [s.rows, s.partial]) {
+      if (!l || l.some((x) => x.key === row.key)) continue;
+      l.splice(clampIndex(index, l.length), 0, l === s.rows ? row : { ...row });
+      if (l === s.partial) s.partialKeys.add(row.key);
+    }
+  }
+
+  /** Words for the live region and the author badge, computed before the change is applied. */
+  describe(ev) {
+    const ch = ev.change || {};
+    const t = (key) => this.byKey.get(key)?.title ?? key;
+    const rowLabel = (key) => {
+      const s = this.rowHome.get(key);
+      return (s && this.list(s).find((r) => r.key === key)?.label) || 'a row';
+    };
+    const flips = Object.entries(ev.collapsed || {});
+    const flipText = flips.map(([k, c]) => `${c ? 'collapsed' : 'expanded'} ${t(k)}`).join(', ');
+    switch (ch.type) {
+      case 'toggle': case 'set': case 'reveal': return flipText || `left ${t(ch.section)} as it was`;
+      case 'setAll': return `${ch.collapsed ? 'collapsed' : 'expanded'} all sections`;
+      case 'addSection': return `added section ${(typeof ch.section === 'object' ? ch.section?.title : ch.title) ?? ''}`;
+      case 'removeSection': return `removed section ${t(ch.section)}`;
+      case 'updateSection': return ch.set && 'title' in ch.set ? `renamed ${t(ch.section)} to ${ch.set.title}` : `edited section ${t(ch.section)}`;
+      case 'moveSection': return `moved section ${t(ch.section)}`;
+      case 'addRow': return `added ${ch.row?.label ?? ch.label ?? 'a row'} to ${t(ch.section)}`;
+      case 'removeRow': return `removed ${rowLabel(ch.row)}`;
+      case 'updateRow': return ch.set && 'value' in ch.set ? `set ${rowLabel(ch.row)} to “${ch.set.value}”` : `renamed ${rowLabel(ch.row)}`;
+      case 'moveRow': return `moved ${rowLabel(ch.row)}`;
+      case 'setOptions': return 'changed the table options';
+      default: return 'changed the table';
+    }
+  }
+}
+
+function patch(row, set) {
+  for (const [k, v] of Object.entries(set || {})) {
+    if (v === null) delete row[k]; else row[k] = v;
+  }
+  return row;
+}
+
+function clampIndex(i, len) {
+  return typeof i === 'number' ? Math.max(0, Math.min(i, len)) : len;
+}

@@ -1,0 +1,170 @@
+// The WebSocket connection: reconnect with backoff, resume by seq/epoch, and an outbox of changes
+// that survives drops. Knows the wire protocol (Protocol.md), not the table.
+
+// Close codes after which retrying the same thing cannot help (Protocol.md, "Closes").
+const FATAL = new Set([1003, 1007, 1009]);
+const MAX_MESSAGE = 64 * 1024;
+
+// A per-tab random prefix makes change ids unique within a session without coordination;
+// the server treats a repeated id as "already applied", which makes resending after a drop safe.
+const tabPrefix = Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => (b % 36).toString(36)).join('');
+
+export class Connection {
+  /**
+   * @param {object} o
+   * @param {string|null} o.session  session to join, or null for the lobby (only `list`)
+   * @param {() => string} o.name     display name, read at every (re)join
+   * @param {(msg: object) => void} o.onMessage
+   * @param {(status: object) => void} o.onStatus  {state: 'connecting'|'open'|'down'|'fatal', queued, retryAt, code}
+   */
+  constructor({ session, name, onMessage, onStatus }) {
+    Object.assign(this, { session, name, onMessage, onStatus });
+    this.ws = null;
+    this.ready = false;        // joined (welcome/resume seen) or, in the lobby, open
+    this.seq = null;           // last event seq applied, for `since`
+    this.epoch = null;
+    this.counter = 0;
+    this.outbox = new Map();   // id -> {msg, sent}; insertion order = send order
+    this.attempt = 0;
+    this.timer = null;
+    this.stopped = false;
+    this.info = { state: 'connecting' };
+    addEventListener('online', () => this.retryNow());
+  }
+
+  url() {
+    return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws`;
+  }
+
+  connect() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.status('connecting');
+    const ws = (this.ws = new WebSocket(this.url()));
+    ws.onopen = () => {
+      if (this.session) {
+        const join = { type: 'join', session: this.session, name: this.name() };
+        if (this.seq !== null && this.epoch) Object.assign(join, { since: this.seq, epoch: this.epoch });
+        ws.send(JSON.stringify(join));
+      } else {
+        this.ready = true;
+        this.attempt = 0;
+        this.status('open');
+      }
+    };
+    ws.onmessage = (e) => {
+      // The server may batch several objects into one message, one per line.
+      for (const line of String(e.data).split('\n')) {
+        if (!line.trim()) continue;
+        let msg;
+        try { msg = JSON.parse(line); } catch { continue; }
+        this.receive(msg);
+      }
+    };
+    ws.onclose = (e) => {
+      if (this.ws !== ws) return;
+      this.ready = false;
+      this.ws = null;
+      if (this.stopped) return;
+      if (FATAL.has(e.code) || (e.code >= 4500 && e.code <= 4999)) {
+        this.status('fatal', { code: e.code });
+        return;
+      }
+      // Exponential backoff with jitter, so a restarted server is not hit by everyone at once.
+      const delay = Math.min(10000, 400 * 2 ** this.attempt++) * (0.75 + Math.random() / 4);
+      this.timer = setTimeout(() => this.connect(), delay);
+      this.status('down', { retryAt: Date.now() + delay, code: e.code });
+    };
+  }
+
+  retryNow() {
+    if (this.timer) { this.attempt = 0; this.connect(); }
+  }
+
+  /** Reconnect now (e.g. after a name change: the protocol has no rename, so we rejoin). */
+  rejoin() {
+    if (this.ws) { const ws = this.ws; this.ws = null; this.ready = false; ws.close(1000); }
+    this.connect();
+  }
+
+  receive(msg) {
+    switch (msg.type) {
+      case 'welcome':
+        // A welcome is a full snapshot, whether or not we asked to resume.
+        this.seq = msg.seq;
+        this.epoch = msg.epoch;
+        this.joined();
+        break;
+      case 'resume':
+        // Do not take msg.seq: the missed events follow, and each one advances this.seq.
+        this.epoch = msg.epoch;
+        this.joined();
+        break;
+      case 'event':
+        if (typeof msg.seq === 'number') this.seq = msg.seq;
+        break;
+      case 'ack':
+        this.outbox.delete(msg.id);
+        break;
+      case 'error':
+        if (msg.id) this.outbox.delete(msg.id);
+        break;
+    }
+    this.onMessage(msg);
+    if (['welcome', 'resume', 'ack', 'error'].includes(msg.type)) this.status(this.ready ? 'open' : this.info.state);
+  }
+
+  joined() {
+    this.ready = true;
+    this.attempt = 0;
+    // Everything not acknowledged goes (again) in the original order, with the original ids:
+    // the server applies each id at most once.
+    for (const entry of this.outbox.values()) this.transmit(entry);
+  }
+
+  /** Queue a change; returns its id. Sent now if joined, else after the next join. */
+  send(change) {
+    // Repeated edits of one field while offline: only the latest value matters, and an entry
+    // never transmitted cannot have been applied, so it may be replaced.
+    if (change.type === 'updateRow' || change.type === 'updateSection') {
+      const target = change.row ?? change.section;
+      for (const [id, e] of this.outbox) {
+        const m = e.msg;
+        if (!e.sent && m.type === change.type && (m.row ?? m.section) === target &&
+            sameKeys(m.set, change.set)) {
+          m.set = change.set;
+          return id;
+        }
+      }
+    }
+    const id = `${tabPrefix}-${++this.counter}`;
+    const entry = { msg: { ...change, id }, sent: false };
+    if (JSON.stringify(entry.msg).length > MAX_MESSAGE) throw new Error('change too large');
+    this.outbox.set(id, entry);
+    if (this.ready) this.transmit(entry);
+    this.status();
+    return id;
+  }
+
+  /** Messages outside the change log (list) are not queued. */
+  sendNow(msg) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  transmit(entry) {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+    this.ws.send(JSON.stringify(entry.msg));
+    entry.sent = true;
+  }
+
+  /** Reports {state, queued, retryAt?, code?}; with no arguments, re-reports with a fresh queue size. */
+  status(state, extra = {}) {
+    if (state) this.info = { state, ...extra };
+    this.onStatus({ ...this.info, queued: this.outbox.size });
+  }
+}
+
+function sameKeys(a, b) {
+  const ka = Object.keys(a || {}), kb = Object.keys(b || {});
+  return ka.length === kb.length && ka.every((k) => kb.includes(k));
+}

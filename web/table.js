@@ -1,0 +1,357 @@
+// Draws a Table (model.js) into the page and turns clicks and keys into intents for app.js.
+// DOM nodes are kept per section and per row key and patched, never rebuilt wholesale, so focus,
+// caret and scroll positions survive remote changes.
+
+const WINDOW_MIN = 150;   // sections with more rows render only the rows in view
+const OVERSCAN = 8;
+const reducedMotion = matchMedia('(prefers-reduced-motion: reduce)');
+let ids = 0;
+
+const el = (tag, cls, text) => {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+};
+const setText = (e, t) => { t = t ?? ''; if (e.textContent !== t) e.textContent = t; };
+const button = (act, text, label) => {
+  const b = el('button', 'mini', text);
+  b.type = 'button';
+  b.dataset.act = act;
+  b.setAttribute('aria-label', label);
+  b.title = label;
+  return b;
+};
+const input = (field, label, max = 1024) => {
+  const i = el('input', `in-${field}`);
+  i.dataset.field = field;
+  i.maxLength = max;
+  i.setAttribute('aria-label', label);
+  return i;
+};
+
+export class TableView {
+  /**
+   * @param {HTMLElement} root
+   * @param {object} ui  callbacks into app.js:
+   *   toggle(key), send(change), editing(), collapsedShown(section), spinning(section), rowPending(rowKey)
+   */
+  constructor(root, ui) {
+    this.root = root;
+    this.ui = ui;
+    this.views = new Map();  // section key -> view
+    this.table = null;
+    this.rowHeight = 0;
+    root.addEventListener('click', (e) => this.onClick(e));
+    root.addEventListener('keydown', (e) => this.onKey(e));
+    root.addEventListener('input', (e) => this.onInput(e));
+    root.addEventListener('change', (e) => this.onChange(e));
+  }
+
+  render(table) {
+    this.table = table;
+    this.rowHeight ||= parseFloat(getComputedStyle(this.root).getPropertyValue('--row-h')) || 44;
+    const focused = document.activeElement;
+    const editing = this.ui.editing();
+    const alive = new Set();
+    let ref = this.root.firstElementChild;
+    for (const s of table.sections) {
+      alive.add(s.key);
+      let v = this.views.get(s.key);
+      if (!v) { v = this.makeSection(s); this.views.set(s.key, v); }
+      this.updateSection(v, s, editing);
+      if (v.el !== ref) this.root.insertBefore(v.el, ref); else ref = ref.nextElementSibling;
+    }
+    for (const [key, v] of this.views) {
+      if (!alive.has(key)) { v.el.remove(); this.views.delete(key); }
+    }
+    this.root.classList.toggle('empty', table.sections.length === 0);
+    // Moving a node out of order blurs it; give focus back.
+    if (focused && focused !== document.activeElement && focused.isConnected) focused.focus({ preventScroll: true });
+  }
+
+  makeSection(s) {
+    const n = ++ids;
+    const v = { key: s.key, v: -1, editing: null, rowEls: new Map(), windowed: null };
+    v.el = el('section', 'sec');
+    v.el.dataset.sec = s.key;
+    v.head = el('div', 'head');
+    const h = el('h2', 'h');
+    v.btn = el('button', 'toggle');
+    v.btn.type = 'button';
+    v.btn.id = `h${n}`;
+    v.btn.setAttribute('aria-controls', `b${n}`);
+    v.ind = el('span', 'ind');
+    v.ind.setAttribute('aria-hidden', 'true');
+    v.title = el('span', 'title');
+    v.detail = el('span', 'detail');
+    v.count = el('span', 'count');
+    v.spin = el('span', 'spin');
+    v.spin.setAttribute('aria-hidden', 'true');
+    v.btn.append(v.ind, v.title, v.detail, v.count, v.spin);
+    h.append(v.btn);
+    v.badges = el('span', 'badges');
+    v.tools = el('div', 'tools');
+    v.head.append(h, v.badges, v.tools);
+    v.body = el('div', 'body');
+    v.body.id = `b${n}`;
+    v.inner = el('div', 'inner');
+    v.rows = el('ul', 'rows');
+    v.foot = el('p', 'foot');
+    v.inner.append(v.rows, v.foot);
+    v.body.append(v.inner);
+    v.el.append(v.head, v.body);
+    return v;
+  }
+
+  updateSection(v, s, editing) {
+    const o = this.table.options;
+    const collapsed = this.ui.collapsedShown(s);
+    const spinning = s.busy || this.ui.spinning(s);
+    v.el.classList.toggle('collapsed', collapsed);
+    v.el.classList.toggle('spinning', spinning);
+    v.el.setAttribute('aria-busy', String(spinning));
+    v.btn.setAttribute('aria-expanded', String(!collapsed));
+    setText(v.ind, collapsed ? o.collapsedIndicator ?? '+' : o.expandedIndicator ?? '−');
+    setText(v.title, s.title);
+    setText(v.detail, s.detail);
+    setText(v.count, s.rowCount === 1 ? '1 row' : `${s.rowCount.toLocaleString('en')} rows`);
+    setText(v.foot, s.footer);
+    v.foot.hidden = !s.footer;
+
+    if (v.editing !== editing) {
+      v.tools.replaceChildren();
+      if (editing) {
+        const lab = `section ${s.title}`;
+        v.tools.append(
+          input('title', `Title of ${lab}`), input('detail', `Detail of ${lab}`), input('footer', `Footer of ${lab}`),
+          button('up', '↑', `Move ${lab} up`), button('down', '↓', `Move ${lab} down`),
+          button('addrow', '+ row', `Add a row to ${lab}`), button('remove', '✕', `Remove ${lab}`));
+        v.tools.querySelector('.in-title').required = true;
+      }
+      v.tools.hidden = !editing;
+    }
+    if (editing) {
+      for (const f of ['title', 'detail', 'footer']) {
+        const i = v.tools.querySelector(`.in-${f}`);
+        if (i !== document.activeElement) i.value = s[f] ?? '';
+      }
+    }
+    if (v.v !== s.v || v.editing !== editing || v.pendingRows) this.updateRows(v, s, editing);
+    v.editing = editing;
+    v.v = s.v;
+  }
+
+  updateRows(v, s, editing) {
+    const list = this.table.list(s);
+    const windowed = list.length > WINDOW_MIN;
+    if (windowed !== v.windowed || v.editing !== editing) {
+      v.rows.replaceChildren();
+      v.rowEls.clear();
+      v.rows.classList.toggle('win', windowed);
+      v.rows.onscroll = windowed ? () => this.scheduleWindow(v) : null;
+      v.windowed = windowed;
+    }
+    v.pendingRows = false;
+    v.list = list;
+    if (windowed) {
+      v.rows.style.setProperty('--n', list.length);
+      this.renderWindow(v);
+    } else {
+      this.reconcileRows(v, list, list.map((r, i) => i), s.fresh);
+    }
+    s.fresh.clear();
+  }
+
+  scheduleWindow(v) {
+    if (v.raf) return;
+    v.raf = requestAnimationFrame(() => { v.raf = 0; this.renderWindow(v); });
+  }
+
+  // Only the rows inside the scrolled viewport (plus a few) exist in the DOM; each is placed at
+  // its index times the fixed row height.
+  renderWindow(v) {
+    const h = this.rowHeight;
+    const first = Math.max(0, Math.floor(v.rows.scrollTop / h) - OVERSCAN);
+    const last = Math.min(v.list.length, Math.ceil((v.rows.scrollTop + (v.rows.clientHeight || 600)) / h) + OVERSCAN);
+    const idx = [];
+    for (let i = first; i < last; i++) idx.push(i);
+    this.reconcileRows(v, v.list, idx, null);
+  }
+
+  reconcileRows(v, list, indexes, fresh) {
+    const editing = this.ui.editing();
+    const keep = new Set();
+    let ref = v.rows.firstElementChild;
+    const skipLeaving = () => { while (ref && ref.classList.contains('leave')) ref = ref.nextElementSibling; };
+    skipLeaving();
+    for (const i of indexes) {
+      const row = list[i];
+      if (!row) continue;
+      keep.add(row.key);
+      let r = v.rowEls.get(row.key);
+      if (!r) {
+        r = this.makeRow(row, editing);
+        v.rowEls.set(row.key, r);
+        if (fresh?.has(row.key) && !reducedMotion.matches) r.classList.add('enter');
+      }
+      this.updateRow(r, row, i, list.length, v.windowed);
+      if (r !== ref) v.rows.insertBefore(r, ref); else { ref = ref.nextElementSibling; skipLeaving(); }
+    }
+    for (const [key, r] of v.rowEls) {
+      if (keep.has(key)) continue;
+      v.rowEls.delete(key);
+      // Rows that left the window just go; rows that left the table slide out first.
+      if (v.windowed || reducedMotion.matches || this.table.rowHome.has(key)) { r.remove(); continue; }
+      if (r.contains(document.activeElement)) v.btn.focus();
+      r.classList.add('leave');
+      setTimeout(() => r.remove(), 300);
+    }
+  }
+
+  makeRow(row, editing) {
+    const r = el('li', 'row');
+    r.dataset.row = row.key;
+    if (editing) {
+      r.append(input('label', 'Label'), input('value', 'Value'), el('span', 'rdetail'),
+        button('rup', '↑', 'Move row up'), button('rdown', '↓', 'Move row down'), button('rremove', '✕', 'Remove row'));
+    } else {
+      r.append(el('span', 'label'), input('value', 'Value'), el('span', 'rdetail'));
+    }
+    return r;
+  }
+
+  updateRow(r, row, i, n, windowed) {
+    const label = r.querySelector('.label');
+    if (label) setText(label, row.label); else {
+      const li = r.querySelector('.in-label');
+      if (li !== document.activeElement) li.value = row.label ?? '';
+    }
+    const val = r.querySelector('.in-value');
+    // An edit of ours not yet acknowledged wins over what the model says (it may be offline).
+    if (!(this.ui.rowPending(row.key) || val.dataset.typing)) { if (val.value !== (row.value ?? '')) val.value = row.value ?? ''; }
+    if (val.getAttribute('aria-label') !== row.label) val.setAttribute('aria-label', row.label || 'Value');
+    setText(r.querySelector('.rdetail'), row.detail);
+    if (windowed) {
+      r.style.setProperty('--i', i);
+      r.setAttribute('aria-posinset', i + 1);
+      r.setAttribute('aria-setsize', n);
+    }
+  }
+
+  // ---- intents ----
+
+  target(e) {
+    const sec = e.target.closest('[data-sec]');
+    const row = e.target.closest('[data-row]');
+    return { s: sec && this.table.section(sec.dataset.sec), rowKey: row?.dataset.row };
+  }
+
+  onClick(e) {
+    const b = e.target.closest('button');
+    if (!b) return;
+    const { s, rowKey } = this.target(e);
+    if (!s) return;
+    const idx = this.table.sections.indexOf(s);
+    const list = this.table.list(s);
+    const ri = rowKey ? list.findIndex((r) => r.key === rowKey) : -1;
+    const send = this.ui.send;
+    switch (b.classList.contains('toggle') ? 'toggle' : b.dataset.act) {
+      case 'toggle': return this.ui.toggle(s.key);
+      case 'up': return idx > 0 && send({ type: 'moveSection', section: s.key, index: idx - 1 });
+      case 'down': return idx < this.table.sections.length - 1 && send({ type: 'moveSection', section: s.key, index: idx + 1 });
+      case 'remove': return send({ type: 'removeSection', section: s.key });
+      case 'addrow': return send({ type: 'addRow', section: s.key, label: 'New row', value: '' });
+      case 'rup': return ri > 0 && send({ type: 'moveRow', row: rowKey, section: s.key, index: ri - 1 });
+      case 'rdown': return ri >= 0 && ri < list.length - 1 && send({ type: 'moveRow', row: rowKey, section: s.key, index: ri + 1 });
+      case 'rremove': return send({ type: 'removeRow', row: rowKey });
+    }
+  }
+
+  // Arrow keys walk the headers; Enter and Space are the button's own.
+  onKey(e) {
+    if (!e.target.classList.contains('toggle')) return;
+    const all = [...this.root.querySelectorAll('.toggle')];
+    const i = all.indexOf(e.target);
+    const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: all.length - 1 }[e.key];
+    if (to === undefined || !all[to]) return;
+    e.preventDefault();
+    all[to].focus();
+  }
+
+  // Values go out while the person types (debounced), so others watch them change.
+  onInput(e) {
+    const i = e.target;
+    if (i.dataset.field !== 'value') return;
+    const { rowKey } = this.target(e);
+    i.dataset.typing = '1';
+    clearTimeout(i.timer);
+    i.timer = setTimeout(() => this.commitValue(i, rowKey), 250);
+  }
+
+  commitValue(i, rowKey) {
+    clearTimeout(i.timer);
+    if (!i.dataset.typing) return;
+    // Until the send, `typing` keeps the model from overwriting the field; after it, the
+    // pending change in the outbox does.
+    this.ui.send({ type: 'updateRow', row: rowKey, set: { value: i.value } });
+    delete i.dataset.typing;
+  }
+
+  onChange(e) {
+    const i = e.target;
+    const { s, rowKey } = this.target(e);
+    if (!s) return;
+    const f = i.dataset.field;
+    if (f === 'value') return this.commitValue(i, rowKey);
+    if (f === 'label' && i.value) return this.ui.send({ type: 'updateRow', row: rowKey, set: { label: i.value } });
+    if (f === 'title' && i.value) return this.ui.send({ type: 'updateSection', section: s.key, set: { title: i.value } });
+    if (f === 'detail' || f === 'footer') this.ui.send({ type: 'updateSection', section: s.key, set: { [f]: i.value || null } });
+  }
+
+  // ---- effects ----
+
+  /** Briefly mark a section with who changed it. */
+  flash(key, name) {
+    const v = this.views.get(key);
+    if (!v) return;
+    const b = el('span', 'badge', name);
+    v.badges.append(b);
+    setTimeout(() => b.remove(), 2500);
+  }
+
+  /** Mark rows for re-render (e.g. our edit was acknowledged, so the model may show again). */
+  touchRow(rowKey) {
+    const s = this.table?.rowHome.get(rowKey);
+    const v = s && this.views.get(s.key);
+    if (v) v.pendingRows = true;
+  }
+
+  focusSection(key) {
+    const v = this.views.get(key);
+    if (!v) return;
+    v.btn.scrollIntoView({ block: 'center', behavior: reducedMotion.matches ? 'auto' : 'smooth' });
+    v.btn.focus({ preventScroll: true });
+  }
+
+  /** Scroll a loaded row into view and put the caret in its value. Returns false if not drawn yet. */
+  showRow(key, rowKey) {
+    const v = this.views.get(key);
+    const s = this.table.section(key);
+    if (!v || !s || this.ui.collapsedShown(s)) return false;
+    if (v.windowed) {
+      const i = v.list.findIndex((r) => r.key === rowKey);
+      if (i < 0) return false;
+      v.rows.scrollTop = Math.max(0, i * this.rowHeight - v.rows.clientHeight / 2);
+      this.renderWindow(v);
+    }
+    const r = v.rowEls.get(rowKey);
+    if (!r) return false;
+    r.scrollIntoView({ block: 'center' });
+    r.classList.remove('hit');
+    void r.offsetWidth; // restart the highlight animation
+    r.classList.add('hit');
+    r.querySelector('.in-value').focus({ preventScroll: true });
+    return true;
+  }
+}
