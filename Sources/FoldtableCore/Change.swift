@@ -85,3 +85,39 @@ public struct NewRow: Equatable, Sendable {
         self.index = index
     }
 }
+
+/// Which sections a change may read or write, worked out without applying it: what the server
+/// uses to hold a change back while one of its sections is busy.
+public enum ChangeScope: Equatable, Sendable {
+    /// These sections (by key).
+    case sections([String])
+    /// Possibly every section (expand/collapse all, options that collapse others).
+    case table
+}
+
+extension Table {
+    /// The sections `change` would touch. Unresolvable references give an empty scope: applying
+    /// the change will then be refused anyway.
+    public func scope(of change: Change) -> ChangeScope {
+        func key(_ ref: SectionRef) -> [String] {
+            switch ref {
+            case .key(let key): return section(key) == nil ? [] : [key]
+            case .title(let title): return sections.filter { $0.title == title }.map(\.key)
+            }
+        }
+        func rowSection(_ row: String) -> [String] { sectionKey(ofRow: row).map { [$0] } ?? [] }
+        switch change {
+        case .setAll, .setOptions: return .table
+        case .toggle(let ref), .setCollapsed(let ref, _):
+            return options.accordion ? .table : .sections(key(ref))
+        case .reveal(let row):
+            return options.accordion ? .table : .sections(rowSection(row))
+        case .addSection(let new):
+            return (options.accordion && new.collapsed == false) ? .table : .sections([])
+        case .removeSection(let ref), .updateSection(let ref, _), .moveSection(let ref, _), .addRow(let ref, _):
+            return .sections(key(ref))
+        case .removeRow(let row), .updateRow(let row, _): return .sections(rowSection(row))
+        case .moveRow(let row, let ref, _): return .sections(rowSection(row) + key(ref))
+        }
+    }
+}

@@ -13,8 +13,10 @@ public struct TableSnapshot: Equatable, Sendable {
     public enum RowPolicy {
         /// Every section's rows (storage, replication).
         case all
-        /// Rows of expanded sections with at most this many rows (what clients get on join).
+        /// Rows of expanded sections with at most this many rows.
         case expandedUpTo(Int)
+        /// Rows of exactly these sections (what a server chooses to send on join).
+        case sections(Set<String>)
     }
 
     public init(seq: UInt64, options: TableOptions, sections: [SectionSnapshot]) {
@@ -31,6 +33,7 @@ public struct TableSnapshot: Equatable, Sendable {
             switch policy {
             case .all: include = true
             case .expandedUpTo(let limit): include = !section.collapsed && section.rows.count <= limit
+            case .sections(let keys): include = keys.contains(section.key)
             }
             return SectionSnapshot(
                 key: section.key, title: section.title, detail: section.detail, footer: section.footer, collapsed: section.collapsed,

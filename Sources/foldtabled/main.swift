@@ -1,1 +1,66 @@
-print("placeholder")
+// foldtabled: read the configuration, validate it, wire the hub to the libwebsockets transport,
+// serve until SIGINT/SIGTERM, then close every client with 1001 and exit 0.
+import Dispatch
+import FoldtableServer
+import FoldtableTransport
+import Foundation
+
+func fail(_ line: String) -> Never {
+    FileHandle.standardError.write(Data("foldtabled: \(line)\n".utf8))
+    exit(1)
+}
+
+let config: ServerConfig
+do {
+    switch try ServerConfig.parse(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
+    case .help:
+        print(ServerConfig.usage)
+        exit(0)
+    case .run(let parsed):
+        config = parsed
+    }
+} catch {
+    fail(error.description)
+}
+
+var isDirectory: ObjCBool = false
+if !config.webRoot.isEmpty && !(FileManager.default.fileExists(atPath: config.webRoot, isDirectory: &isDirectory) && isDirectory.boolValue) {
+    fail("--web-root \(config.webRoot) is not a directory")
+}
+
+signal(SIGPIPE, SIG_IGN)
+let transport: LWSTransport
+do {
+    transport = try LWSTransport(config: config)
+} catch {
+    fail(error.description)
+}
+let hub = Hub(config: config, transport: transport, log: Log(level: config.logLevel))
+transport.delegate = hub
+
+/// Signals arrive on a dispatch queue; the only thing done there is the thread-safe stop. A
+/// nonisolated factory, because a closure written in top-level code would be main-actor
+/// isolated and trap when dispatch runs it on another thread.
+enum SignalStop {
+    nonisolated static func handler(_ handle: LWSTransport.StopHandle) -> @Sendable () -> Void {
+        { handle.stop(graceMilliseconds: 2_000) }
+    }
+}
+var signalSources: [DispatchSourceSignal] = []
+for number in [SIGINT, SIGTERM] {
+    signal(number, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+    source.setEventHandler(handler: SignalStop.handler(transport.stopHandle))
+    source.resume()
+    signalSources.append(source)
+}
+
+let scheme = config.tlsCertPath == nil ? "http" : "https"
+let shownHost = config.host.contains(":") ? "[\(config.host)]" : config.host
+// Unbuffered, so a supervisor or test reading the pipe sees the URL at once.
+FileHandle.standardOutput.write(Data("listening on \(scheme)://\(shownHost):\(transport.port)\n".utf8))
+Log(level: config.logLevel)(.info, "start", ["port": String(transport.port), "storage": "memory", "web_root": config.webRoot])
+
+let status = transport.run()
+Log(level: config.logLevel)(.info, "stop", ["status": String(status)])
+exit(status == 0 ? 0 : 1)

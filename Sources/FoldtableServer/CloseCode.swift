@@ -1,0 +1,18 @@
+/// Every WebSocket close code the server sends, in one place (documented in the protocol article
+/// and README). 4000-4499: the client may reconnect; 4500-4999: it should not retry unchanged.
+public enum CloseCode {
+    /// The server is shutting down.
+    public static let goingAway = 1001
+    /// A binary message where text is expected.
+    public static let unsupportedData = 1003
+    /// Invalid UTF-8.
+    public static let invalidPayload = 1007
+    /// A message over the size limit.
+    public static let messageTooBig = 1009
+    /// The outbound queue passed its cap: the client stopped reading.
+    public static let slowConsumer = 4000
+    /// No `join` arrived within the join deadline.
+    public static let joinTimeout = 4001
+    /// Too many refused messages in a row.
+    public static let tooManyErrors = 4500
+}

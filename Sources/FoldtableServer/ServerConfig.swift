@@ -1,0 +1,198 @@
+import FoldtableCore
+import Foundation
+
+/// Every setting of `foldtabled`, with its unit, default and the reason for the default.
+/// Set from flags or `FOLDTABLE_*` environment variables (see ``parse(arguments:environment:)``).
+public struct ServerConfig: Sendable, Equatable {
+    /// Address to bind. Default 127.0.0.1: reachable only from this machine until you choose
+    /// otherwise (put nginx in front for the world).
+    public var host = "127.0.0.1"
+    /// TCP port. Default 8080; 0 picks a free one (printed at start).
+    public var port = 8080
+    /// Directory of the web client. Default `web`.
+    public var webRoot = "web"
+    /// PEM certificate and key; both set = HTTPS/WSS on the same port. Default none.
+    public var tlsCertPath: String?
+    public var tlsKeyPath: String?
+    /// Origins (e.g. `https://tables.example.com`) allowed to open WebSockets besides same-origin
+    /// pages and clients that send no Origin. Default none (Centrifugo's rule; RFC 6455 §10.2).
+    public var allowedOrigins: [String] = []
+    /// Keep sessions in memory only. Default (and, until the store lands, only) mode.
+    public var memoryOnly = true
+    /// Work on a section longer than this shows it busy, in milliseconds. Default 500 (the
+    /// original busy indicator's 0.5 s). Applies to new sessions and the demo.
+    public var busyThresholdMs = 500
+    /// Largest incoming message, in bytes. Default 64 KiB (Centrifugo's): a change is tiny.
+    public var maxMessageBytes = 65_536
+    /// Outbound bytes queued per client before it is closed as slow (4000). Default 1 MiB
+    /// (Centrifugo's). Row streams pace themselves below ``streamLowMarkBytes``.
+    public var maxQueueBytes = 1_048_576
+    /// Queued messages are joined into one frame up to this many bytes. Default 64 KiB.
+    public var maxBatchBytes = 65_536
+    /// Idle seconds before a ping. Default 25: under nginx's 60 s proxy_read_timeout.
+    public var pingIntervalSecs = 25
+    /// Seconds without any valid traffic (pongs included) before hanging up. Default 35
+    /// (ping interval + 10 s for the pong).
+    public var hangupSecs = 35
+    /// Seconds a queue may make no progress before the connection is closed. Default 30.
+    public var sendStallSecs = 30
+    /// A connection must `join` within this many milliseconds of opening. Default 10,000,
+    /// absolute from open: a flood of other messages does not extend it.
+    public var joinTimeoutMs = 10_000
+    /// Events kept per session for resume. Default 300 (Centrifugo's history size); older
+    /// `since` values get a fresh welcome.
+    public var historyEvents = 300
+    /// Rows per `rows` chunk. Default 500 (about 25 KiB): big sections never become one frame.
+    public var rowChunkRows = 500
+    /// A row stream refills a client's queue while it holds at most this many bytes: a quarter of
+    /// ``maxQueueBytes``, at most 256 KiB. Keeps every member busy without holding a whole
+    /// section per client, and far from the slow-consumer cap.
+    public var streamLowMarkBytes: Int { min(262_144, maxQueueBytes / 4) }
+    /// Welcome messages carry at most this many rows inline (the rest stream). Default 2,000.
+    public var welcomeRowBudget = 2_000
+    /// Sessions kept at once. Default 10,000: bounds memory against clients inventing names.
+    public var maxSessions = 10_000
+    /// Refused messages in a row before the connection is closed (4500). Default 50.
+    public var maxConsecutiveErrors = 50
+    /// Rows in the demo session's large section. Default 50,000.
+    public var demoLargeRows = 50_000
+    /// Log verbosity: error, warning, info, debug. Default error (quiet).
+    public var logLevel = Log.Level.error
+    /// Size limits of every table.
+    public var tableLimits = TableLimits()
+
+    public init() {}
+
+    /// Every flag with its default and meaning, for `--help`.
+    public static let usage = """
+        usage: foldtabled [options]    (every option also reads FOLDTABLE_<NAME>, e.g. FOLDTABLE_PORT)
+          --host ADDR                 address to bind (127.0.0.1)
+          --port N                    TCP port, 0 = any free port (8080)
+          --web-root DIR              web client directory (web)
+          --tls-cert FILE             PEM certificate: serve HTTPS/WSS (none)
+          --tls-key FILE              PEM private key for --tls-cert (none)
+          --allowed-origins LIST      comma-separated extra origins allowed to connect (none)
+          --memory                    keep sessions in memory only (the default until storage lands)
+          --busy-threshold-ms N       show a section busy after N ms of work (500)
+          --max-message-bytes N       largest incoming message (65536)
+          --max-queue-bytes N         outbound queue per client before closing it as slow (1048576)
+          --max-batch-bytes N         largest batched outgoing frame (65536)
+          --ping-interval-secs N      idle seconds before a ping (25)
+          --hangup-secs N             seconds without traffic before hanging up (35)
+          --send-stall-secs N         seconds a queue may make no progress (30)
+          --join-timeout-ms N         time to join after connecting (10000)
+          --history-events N          events kept per session for resume (300)
+          --row-chunk-rows N          rows per streamed chunk (500)
+          --welcome-row-budget N      rows sent inline in a welcome (2000)
+          --max-sessions N            sessions kept at once (10000)
+          --max-sections N            sections per table (1000)
+          --max-rows-per-section N    rows per section (200000)
+          --demo-large-rows N         rows in the demo's large section (50000)
+          --log-level LEVEL           error, warning, info or debug (error)
+          --help                      show this and exit
+        """
+
+    /// Why a configuration was refused: one line for the operator.
+    public struct Invalid: Error, Equatable, CustomStringConvertible {
+        public var description: String
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// What the command line asked for.
+    public enum Parsed: Equatable {
+        case run(ServerConfig)
+        case help
+    }
+
+    /// Reads flags, then fills what they leave from `FOLDTABLE_*` environment variables, then validates.
+    public static func parse(arguments: [String], environment: [String: String] = [:]) throws(Invalid) -> Parsed {
+        var values: [String: String] = [:]
+        for (name, value) in environment where name.hasPrefix("FOLDTABLE_") {
+            let flag = name.dropFirst("FOLDTABLE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
+            values[flag] = value
+        }
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--help" || argument == "-h" { return .help }
+            guard argument.hasPrefix("--") else { throw Invalid("unexpected argument \"\(argument)\" (see --help)") }
+            var name = String(argument.dropFirst(2))
+            var value: String
+            if let equals = name.firstIndex(of: "=") {
+                value = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            } else if name == "memory" {
+                value = "true"
+            } else {
+                guard index < arguments.count else { throw Invalid("--\(name) needs a value") }
+                value = arguments[index]
+                index += 1
+            }
+            values[name] = value
+        }
+        var config = ServerConfig()
+        for (name, value) in values.sorted(by: { $0.key < $1.key }) {
+            try config.set(name, value)
+        }
+        try config.validate()
+        return .run(config)
+    }
+
+    private mutating func set(_ name: String, _ value: String) throws(Invalid) {
+        func integer(_ range: ClosedRange<Int>) throws(Invalid) -> Int {
+            guard let number = Int(value), range.contains(number) else {
+                throw Invalid("--\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(value)\"")
+            }
+            return number
+        }
+        switch name {
+        case "host": host = value
+        case "port": port = try integer(0...65_535)
+        case "web-root": webRoot = value
+        case "tls-cert": tlsCertPath = value.isEmpty ? nil : value
+        case "tls-key": tlsKeyPath = value.isEmpty ? nil : value
+        case "allowed-origins":
+            allowedOrigins = value.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        case "memory":
+            guard value == "true" || value == "1" else { throw Invalid("--memory is the only storage mode so far") }
+            memoryOnly = true
+        case "busy-threshold-ms": busyThresholdMs = try integer(0...tableLimits.maxBusyThresholdMs)
+        case "max-message-bytes": maxMessageBytes = try integer(256...16 * 1_048_576)
+        case "max-queue-bytes": maxQueueBytes = try integer(4_096...1_073_741_824)
+        case "max-batch-bytes": maxBatchBytes = try integer(1_024...16 * 1_048_576)
+        case "ping-interval-secs": pingIntervalSecs = try integer(1...3_600)
+        case "hangup-secs": hangupSecs = try integer(2...7_200)
+        case "send-stall-secs": sendStallSecs = try integer(1...3_600)
+        case "join-timeout-ms": joinTimeoutMs = try integer(100...600_000)
+        case "history-events": historyEvents = try integer(0...100_000)
+        case "row-chunk-rows": rowChunkRows = try integer(1...100_000)
+        case "welcome-row-budget": welcomeRowBudget = try integer(0...1_000_000)
+        case "max-sessions": maxSessions = try integer(1...10_000_000)
+        case "max-sections": tableLimits.maxSections = try integer(1...100_000)
+        case "max-rows-per-section": tableLimits.maxRowsPerSection = try integer(1...10_000_000)
+        case "demo-large-rows": demoLargeRows = try integer(0...1_000_000)
+        case "log-level":
+            switch value {
+            case "error": logLevel = .error
+            case "warning": logLevel = .warning
+            case "info": logLevel = .info
+            case "debug": logLevel = .debug
+            default: throw Invalid("--log-level must be error, warning, info or debug, not \"\(value)\"")
+            }
+        case "bin", "echo-bin": break  // test harness variables (FOLDTABLE_BIN), not settings
+        default: throw Invalid("unknown option --\(name) (see --help)")
+        }
+    }
+
+    /// Checks settings against each other.
+    public func validate() throws(Invalid) {
+        if (tlsCertPath == nil) != (tlsKeyPath == nil) {
+            throw Invalid("--tls-cert and --tls-key go together: give both or neither")
+        }
+        if hangupSecs <= pingIntervalSecs {
+            throw Invalid("--hangup-secs (\(hangupSecs)) must be more than --ping-interval-secs (\(pingIntervalSecs))")
+        }
+        if host.isEmpty { throw Invalid("--host must not be empty") }
+    }
+}

@@ -1,0 +1,166 @@
+import CFoldtableWS
+import FoldtableServer
+import Glibc
+
+/// The libwebsockets transport: the one Swift type that drives the CFoldtableWS wrapper.
+///
+/// Everything but ``StopHandle`` runs on the thread that calls ``run()`` (the lws service
+/// thread). C callbacks reach this object through the owner pointer; nothing Swift throws
+/// crosses into C.
+public final class LWSTransport: Transport {
+    /// Why the server could not start: one line for the operator.
+    public struct StartError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Stops a running transport from any thread (signal handlers, tests).
+    public struct StopHandle: @unchecked Sendable {
+        // @unchecked: ftws_server_stop is documented thread-safe (an atomic flag plus
+        // lws_cancel_service); the pointer is not dereferenced in Swift.
+        fileprivate let server: OpaquePointer
+        public func stop(graceMilliseconds: Int32 = 2_000) { ftws_server_stop(server, graceMilliseconds) }
+    }
+
+    public weak var delegate: TransportDelegate?
+    private var server: OpaquePointer?
+    /// C strings lws keeps pointers to: they must outlive the context.
+    private var retainedStrings: [UnsafeMutablePointer<CChar>] = []
+    private let allowedOrigins: Set<String>
+    /// Reused for every broadcast: the connection pointers handed to ftws_broadcast.
+    private var broadcastScratch: [OpaquePointer?] = []
+
+    /// Creates the context and binds the port; does not serve until ``run()``.
+    public init(config: ServerConfig, echo: Bool = false) throws(StartError) {
+        allowedOrigins = Set(config.allowedOrigins)
+        var info = ftws_config()
+        info.host = UnsafePointer(retain(config.host))
+        info.port = Int32(config.port)
+        info.web_root = config.webRoot.isEmpty ? nil : UnsafePointer(retain(config.webRoot))
+        info.ws_path = UnsafePointer(retain("/ws"))
+        info.spa_prefix = UnsafePointer(retain("/s/"))
+        info.tls_cert_path = config.tlsCertPath.map { UnsafePointer(retain($0)) }
+        info.tls_key_path = config.tlsKeyPath.map { UnsafePointer(retain($0)) }
+        info.max_message_bytes = config.maxMessageBytes
+        info.max_queue_bytes = config.maxQueueBytes
+        info.max_batch_bytes = config.maxBatchBytes
+        info.slow_close_code = Int32(CloseCode.slowConsumer)
+        info.ping_interval_secs = Int32(config.pingIntervalSecs)
+        info.hangup_secs = Int32(config.hangupSecs)
+        info.send_stall_secs = Int32(config.sendStallSecs)
+        info.echo_mode = echo ? 1 : 0
+        ftws_set_log_level(config.logLevel >= .info ? 1 : 0)
+
+        var callbacks = ftws_callbacks()
+        callbacks.owner = Unmanaged.passUnretained(self).toOpaque()
+        callbacks.allow_upgrade = { owner, origin, host, _ in
+            LWSTransport.from(owner).allowUpgrade(origin: origin.map { String(cString: $0) }, host: host.map { String(cString: $0) }) ? 1 : 0
+        }
+        callbacks.on_open = { owner, conn in
+            LWSTransport.from(owner).delegate?.connectionOpened(Connection(conn), peer: String(cString: ftws_conn_peer(conn)))
+        }
+        callbacks.on_message = { owner, conn, data, length in
+            LWSTransport.from(owner).delegate?.connectionReceived(Connection(conn), message: UnsafeRawBufferPointer(start: data, count: length))
+        }
+        callbacks.on_close = { owner, conn, code in
+            LWSTransport.from(owner).delegate?.connectionClosed(Connection(conn), code: Int(code))
+        }
+        callbacks.on_drain = { owner, conn in
+            LWSTransport.from(owner).delegate?.connectionDrained(Connection(conn))
+        }
+        callbacks.on_wake = { _ in }
+        callbacks.on_timer = { owner, token in
+            LWSTransport.from(owner).delegate?.timerFired(token)
+        }
+        var error = [CChar](repeating: 0, count: 512)
+        guard let created = ftws_server_create(&info, callbacks, &error, error.count) else {
+            let line = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            for pointer in retainedStrings { free(pointer) }
+            retainedStrings = []
+            throw StartError(description: line.isEmpty ? "cannot start the server" : line)
+        }
+        server = created
+    }
+
+    deinit {
+        if let server { ftws_server_destroy(server) }
+        for pointer in retainedStrings { free(pointer) }
+    }
+
+    /// The bound port (the real one when configured as 0).
+    public var port: Int { server.map { Int(ftws_server_port($0)) } ?? 0 }
+
+    public var stopHandle: StopHandle { StopHandle(server: server!) }
+
+    /// Serves until stopped; returns 0 after a clean stop.
+    public func run() -> Int32 { ftws_server_run(server) }
+
+    private func retain(_ text: String) -> UnsafeMutablePointer<CChar> {
+        let pointer = strdup(text)!
+        retainedStrings.append(pointer)
+        return pointer
+    }
+
+    private static func from(_ owner: UnsafeMutableRawPointer?) -> LWSTransport {
+        Unmanaged<LWSTransport>.fromOpaque(owner!).takeUnretainedValue()
+    }
+
+    /// Cross-site WebSocket hijacking guard (RFC 6455 §10.2): requests without Origin (non-browser
+    /// clients), same-origin requests (Origin's host equals Host) and allow-listed origins only.
+    private func allowUpgrade(origin: String?, host: String?) -> Bool {
+        guard let origin else { return true }
+        if allowedOrigins.contains(origin) || allowedOrigins.contains("*") { return true }
+        guard let host, let schemeEnd = origin.range(of: "://") else { return false }
+        return origin[schemeEnd.upperBound...].lowercased() == host.lowercased()
+    }
+
+    // MARK: - Transport
+
+    private func frame(for message: OutboundMessage) -> OpaquePointer? {
+        if let existing = message.transportFrame as? SharedFrame { return existing.frame }
+        let frame = message.bytes.withUnsafeBufferPointer { ftws_frame_create($0.baseAddress, $0.count) }
+        message.transportFrame = SharedFrame(frame)
+        return frame
+    }
+
+    public func broadcast(_ message: OutboundMessage, to connections: [Connection]) {
+        guard !connections.isEmpty else { return }
+        let frame = frame(for: message)
+        broadcastScratch.removeAll(keepingCapacity: true)
+        for connection in connections { broadcastScratch.append(OpaquePointer(connection.handle)) }
+        _ = broadcastScratch.withUnsafeBufferPointer { ftws_broadcast(frame, $0.baseAddress, $0.count) }
+    }
+
+    public func send(_ message: OutboundMessage, to connection: Connection) {
+        _ = ftws_conn_send(OpaquePointer(connection.handle), frame(for: message))
+    }
+
+    public func close(_ connection: Connection, code: Int, reason: String) {
+        ftws_conn_close(OpaquePointer(connection.handle), Int32(code), reason)
+    }
+
+    public func queuedBytes(_ connection: Connection) -> Int {
+        ftws_conn_queued_bytes(OpaquePointer(connection.handle))
+    }
+
+    public func requestDrain(_ connection: Connection, lowMark: Int) {
+        ftws_conn_request_drain(OpaquePointer(connection.handle), lowMark)
+    }
+
+    public func armTimer(token: UInt64, milliseconds: UInt64) { ftws_timer_arm(server, token, milliseconds) }
+    public func cancelTimer(token: UInt64) { ftws_timer_cancel(server, token) }
+    public func nowMilliseconds() -> UInt64 { ftws_now_ms() }
+}
+
+/// Owns one reference to a C frame; attached to an OutboundMessage so every send of that
+/// message reuses it.
+private final class SharedFrame {
+    let frame: OpaquePointer?
+    init(_ frame: OpaquePointer?) { self.frame = frame }
+    deinit { ftws_frame_release(frame) }
+}
+
+extension Connection {
+    fileprivate init(_ conn: OpaquePointer?) {
+        self.init(id: ftws_conn_id(conn), handle: UnsafeMutableRawPointer(conn))
+    }
+}

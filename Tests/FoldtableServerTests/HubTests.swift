@@ -1,0 +1,322 @@
+import FoldtableCore
+import Testing
+
+@testable import FoldtableServer
+
+@Suite struct Joining {
+    @Test func joinSendsAWelcomeWithTheDemoTableAndPresence() throws {
+        let h = Harness()
+        h.join(1, name: "ana")
+        let welcome = try #require(h.transport.messages(1, type: "welcome").first)
+        #expect(welcome["session"] == .string("demo"))
+        #expect(welcome["client"] == .string("c1"))
+        #expect(welcome["epoch"] == .string("e1"))
+        #expect(welcome["seq"] == .integer(0))
+        guard case .array(let sections)? = welcome["table"]?["sections"] else {
+            Issue.record("no sections")
+            return
+        }
+        let keys = sections.compactMap { section -> String? in if case .string(let key)? = section["key"] { return key } else { return nil } }
+        #expect(keys.contains("mac") && keys.contains("big") && keys.contains("empty"))
+        let mac = try #require(sections.first { $0["key"] == .string("mac") })
+        #expect(mac["rows"] != nil)
+        let big = try #require(sections.first { $0["key"] == .string("big") })
+        #expect(big["rows"] == nil)
+        #expect(big["rowCount"] == .integer(5_000))
+        #expect(welcome["presence"] == .array([.object([("client", .string("c1")), ("name", .string("ana"))])]))
+    }
+
+    @Test func othersAreToldWhoJoinedAndLeft() {
+        let h = Harness()
+        h.join(1)
+        h.join(2, name: "bo")
+        #expect(h.transport.messages(1, type: "presence").last?["event"] == .string("joined"))
+        #expect(h.transport.messages(1, type: "presence").last?["count"] == .integer(2))
+        h.close(2)
+        let left = h.transport.messages(1, type: "presence").last
+        #expect(left?["event"] == .string("left"))
+        #expect(left?["name"] == .string("bo"))
+        #expect(left?["count"] == .integer(1))
+    }
+
+    @Test func aNewSessionIsCreatedEmptyOnFirstJoin() throws {
+        let h = Harness()
+        h.join(1, session: "team-7")
+        let welcome = try #require(h.transport.messages(1, type: "welcome").first)
+        #expect(welcome["table"]?["sections"] == .array([]))
+        #expect(h.hub.sessionMembers["team-7"] == 1)
+    }
+
+    @Test func listShowsSessionsWithMemberCountsBeforeJoining() {
+        let h = Harness()
+        h.join(1)
+        h.open(2)
+        h.say(2, #"{"type":"list"}"#)
+        #expect(h.transport.sent[2]?.last == #"{"type":"sessions","sessions":[{"name":"demo","members":1}]}"#)
+    }
+
+    @Test func changesBeforeJoinAreRefusedAsNotJoined() {
+        let h = Harness()
+        h.open(1)
+        h.say(1, #"{"type":"toggle","section":"mac","id":"x"}"#)
+        #expect(h.transport.messages(1).last?["code"] == .string("not_joined"))
+        #expect(h.transport.messages(1).last?["id"] == .string("x"))
+    }
+
+    @Test func aSecondJoinIsRefused() {
+        let h = Harness()
+        h.join(1)
+        h.say(1, #"{"type":"join","session":"other","name":"x"}"#)
+        #expect(h.transport.messages(1).last?["code"] == .string("already_joined"))
+    }
+
+    @Test func noJoinWithinTheDeadlineClosesWith4001() {
+        let h = Harness { $0.joinTimeoutMs = 1_000 }
+        h.open(1)
+        h.say(1, #"{"type":"list"}"#)
+        h.transport.fireTimers()
+        #expect(h.transport.closed[1]?.code == CloseCode.joinTimeout)
+    }
+
+    @Test func joiningCancelsTheDeadline() {
+        let h = Harness()
+        h.join(1)
+        h.transport.fireTimers()
+        #expect(h.transport.closed[1] == nil)
+    }
+
+    @Test func tooManyRefusedMessagesInARowClose4500() {
+        let h = Harness { $0.maxConsecutiveErrors = 3 }
+        h.join(1)
+        for _ in 0..<2 { h.say(1, "nonsense") }
+        #expect(h.transport.closed[1] == nil)
+        h.say(1, "nonsense")
+        #expect(h.transport.closed[1]?.code == CloseCode.tooManyErrors)
+    }
+}
+
+@Suite struct Changes {
+    @Test func everyMemberGetsTheSameEventOnceEncodedAndTheAuthorAnAck() {
+        let h = Harness()
+        for id in UInt64(1)...3 { h.join(id) }
+        h.transport.clear()
+        h.transport.broadcastObjects = []
+        h.say(2, #"{"type":"toggle","section":"mac","id":"k-1"}"#)
+        let events = (UInt64(1)...3).map { h.transport.sent[$0]?.first }
+        #expect(Set(events).count == 1)
+        #expect(
+            events[0]
+                == #"{"type":"event","seq":1,"by":{"client":"c2","name":"n2"},"id":"k-1","change":{"type":"toggle","section":"mac"},"collapsed":{"mac":true}}"#
+        )
+        #expect(h.transport.broadcastObjects.count == 1)
+        #expect(h.transport.sent[2]?.last == #"{"type":"ack","id":"k-1","seq":1}"#)
+        #expect(h.transport.messages(1, type: "ack").isEmpty)
+    }
+
+    @Test func aRetriedChangeIdIsAcknowledgedAgainAndAppliedOnce() {
+        let h = Harness()
+        h.join(1)
+        h.join(2)
+        h.say(1, #"{"type":"toggle","section":"mac","id":"k-1"}"#)
+        h.transport.clear()
+        h.say(1, #"{"type":"toggle","section":"mac","id":"k-1"}"#)
+        #expect(h.transport.sent[1] == [#"{"type":"ack","id":"k-1","seq":1}"#])
+        #expect(h.transport.sent[2] == nil)
+    }
+
+    @Test func errorsAreRepliesAndTheConnectionStaysUsable() {
+        let h = Harness()
+        h.join(1)
+        h.say(1, #"{"type":"toggle","title":"Nope","id":"k-1"}"#)
+        let error = h.transport.messages(1, type: "error").last
+        #expect(error?["code"] == .string("unknown_section"))
+        #expect(error?["field"] == .string("title"))
+        #expect(error?["id"] == .string("k-1"))
+        h.say(1, #"{"type":"toggle","title":"Mac","id":"k-2"}"#)
+        #expect(h.transport.messages(1, type: "ack").last?["seq"] == .integer(1))
+        #expect(h.transport.closed.isEmpty)
+    }
+
+    @Test func expandingASectionStreamsItsRowsToEveryMember() throws {
+        let h = Harness()
+        h.join(1)
+        h.join(2)
+        h.say(1, #"{"type":"toggle","section":"iphone"}"#)
+        for id in UInt64(1)...2 {
+            let rows = h.transport.messages(id, type: "rows")
+            #expect(rows.count == 1)
+            #expect(rows.first?["section"] == .string("iphone"))
+            #expect(rows.first?["seq"] == .integer(1))
+            #expect(rows.first?["final"] == .bool(true))
+        }
+    }
+}
+
+@Suite struct BusySections {
+    /// Expands the demo's large section while member 2 reads nothing.
+    func expandWithSlowReader(threshold: Int) -> Harness {
+        let h = Harness {
+            $0.busyThresholdMs = threshold
+            $0.rowChunkRows = 100
+            $0.maxQueueBytes = 16_384
+        }
+        h.transport.holdsQueues = true
+        h.join(1)
+        h.join(2)
+        h.transport.flush(1)
+        h.transport.flush(2)
+        h.transport.clear()
+        h.say(1, #"{"type":"toggle","section":"big","id":"x"}"#)
+        return h
+    }
+
+    /// Lets every member read until the stream is done.
+    func drainAll(_ h: Harness, ids: [UInt64]) {
+        for _ in 0..<1_000 {
+            if ids.allSatisfy({ h.transport.drainRequests[$0] == nil }) { return }
+            for id in ids { h.transport.flush(id) }
+        }
+    }
+
+    @Test func aStreamOutlastingTheThresholdShowsTheSectionBusyThenNotBusy() {
+        let h = expandWithSlowReader(threshold: 500)
+        #expect(h.transport.messages(1, type: "busy").isEmpty)
+        #expect(h.transport.timers.values.contains(500))
+        h.transport.fireTimers()
+        #expect(h.transport.messages(2, type: "busy").map { $0["busy"] } == [.bool(true)])
+        drainAll(h, ids: [1, 2])
+        #expect(h.transport.messages(2, type: "busy").map { $0["busy"] } == [.bool(true), .bool(false)])
+        let rows = h.transport.messages(2, type: "rows")
+        #expect(rows.count == 50)
+        #expect(rows.last?["final"] == .bool(true))
+        #expect(rows.allSatisfy { $0["seq"] == .integer(1) })
+    }
+
+    @Test func aStreamFinishingWithinTheThresholdNeverShowsBusy() {
+        let h = Harness { $0.busyThresholdMs = 500 }
+        h.join(1)
+        h.say(1, #"{"type":"toggle","section":"big"}"#)
+        #expect(h.transport.messages(1, type: "rows").count == 10)
+        #expect(h.transport.messages(1, type: "busy").isEmpty)
+        #expect(h.transport.timers.isEmpty)
+    }
+
+    @Test func thresholdZeroShowsBusyAtOnce() {
+        let h = expandWithSlowReader(threshold: 0)
+        #expect(h.transport.messages(1, type: "busy").first?["busy"] == .bool(true))
+        drainAll(h, ids: [1, 2])
+        #expect(h.transport.messages(1, type: "busy").last?["busy"] == .bool(false))
+    }
+
+    @Test func aSecondToggleOfABusySectionIsAppliedAfterTheFirstCompletes() {
+        let h = expandWithSlowReader(threshold: 500)
+        h.say(2, #"{"type":"toggle","section":"big","id":"y"}"#)
+        h.say(2, #"{"type":"toggle","section":"mac","id":"z"}"#)
+        // Both wait: the first touches the busy section, the second is behind it.
+        #expect(h.transport.messages(2, type: "event").count == 1)
+        drainAll(h, ids: [1, 2])
+        let events = h.transport.messages(2, type: "event")
+        #expect(events.map { $0["seq"] } == [.integer(1), .integer(2), .integer(3)])
+        #expect(events[1]["collapsed"] == .object([("big", .bool(true))]))
+        // No rows arrive after the collapse: every row message precedes event 2.
+        let all = h.transport.messages(2)
+        let collapseIndex = all.firstIndex { $0["seq"] == .integer(2) && $0["type"] == .string("event") }!
+        #expect(all[collapseIndex...].allSatisfy { $0["type"] != .string("rows") })
+    }
+
+    @Test func aMemberJoiningMidStreamSeesTheSectionBusyAndGetsItsRows() throws {
+        let h = expandWithSlowReader(threshold: 500)
+        h.transport.fireTimers()
+        h.join(3)
+        let welcome = try #require(h.transport.messages(3, type: "welcome").first)
+        guard case .array(let sections)? = welcome["table"]?["sections"] else {
+            Issue.record("no sections")
+            return
+        }
+        let big = try #require(sections.first { $0["key"] == .string("big") })
+        #expect(big["busy"] == .bool(true))
+        #expect(big["collapsed"] == .bool(false))
+        #expect(big["rows"] == nil)
+        drainAll(h, ids: [1, 2, 3])
+        let rows = h.transport.messages(3, type: "rows")
+        #expect(rows.last?["final"] == .bool(true))
+        #expect(rows.count == 50)
+    }
+
+    @Test func aMemberLeavingMidStreamDoesNotBlockTheSession() {
+        let h = expandWithSlowReader(threshold: 500)
+        h.say(1, #"{"type":"toggle","section":"big","id":"y"}"#)
+        drainAll(h, ids: [1])
+        #expect(h.transport.messages(1, type: "event").count == 1)
+        h.close(2)
+        #expect(h.transport.messages(1, type: "event").count == 2)
+    }
+}
+
+@Suite struct Resume {
+    @Test func aClientResumesWithTheEventsItMissed() throws {
+        let h = Harness()
+        h.join(1)
+        h.say(1, #"{"type":"toggle","section":"mac"}"#)
+        h.close(1)
+        h.join(2)
+        h.say(2, #"{"type":"toggle","section":"iphone"}"#)
+        h.say(2, #"{"type":"toggle","section":"ipad"}"#)
+        h.open(3)
+        h.say(3, #"{"type":"join","session":"demo","name":"ana","since":1,"epoch":"e1"}"#)
+        let messages = h.transport.messages(3)
+        #expect(messages.first?["type"] == .string("resume"))
+        #expect(messages.first?["seq"] == .integer(3))
+        #expect(h.transport.messages(3, type: "event").map { $0["seq"] } == [.integer(2), .integer(3)])
+        #expect(h.transport.messages(3, type: "rows").first?["section"] == .string("iphone"))
+    }
+
+    @Test func anUnknownEpochOrTooOldSinceGetsAFreshWelcome() {
+        let h = Harness { $0.historyEvents = 1 }
+        h.join(1)
+        h.say(1, #"{"type":"toggle","section":"mac"}"#)
+        h.say(1, #"{"type":"toggle","section":"mac"}"#)
+        h.open(2)
+        h.say(2, #"{"type":"join","session":"demo","name":"a","since":0,"epoch":"e1"}"#)
+        #expect(h.transport.messages(2).first?["type"] == .string("welcome"))
+        #expect(h.transport.messages(2).first?["recovered"] == .bool(false))
+        h.open(3)
+        h.say(3, #"{"type":"join","session":"demo","name":"a","since":2,"epoch":"other"}"#)
+        #expect(h.transport.messages(3).first?["recovered"] == .bool(false))
+        h.open(4)
+        h.say(4, #"{"type":"join","session":"demo","name":"a","since":1,"epoch":"e1"}"#)
+        #expect(h.transport.messages(4).first?["type"] == .string("resume"))
+    }
+}
+
+@Suite struct Configuration {
+    @Test func flagsAndEnvironmentFillTheConfig() throws {
+        let parsed = try ServerConfig.parse(arguments: ["--port", "0", "--busy-threshold-ms=0"], environment: ["FOLDTABLE_HOST": "::1"])
+        guard case .run(let config) = parsed else {
+            Issue.record("not run")
+            return
+        }
+        #expect(config.port == 0)
+        #expect(config.busyThresholdMs == 0)
+        #expect(config.host == "::1")
+    }
+
+    @Test func badSettingsFailWithOneClearLine() {
+        let cases: [[String]] = [
+            ["--port", "70000"], ["--port"], ["--nope", "1"], ["--tls-cert", "a.pem"], ["--ping-interval-secs", "40", "--hangup-secs", "30"],
+            ["--log-level", "loud"], ["stray"],
+        ]
+        for arguments in cases {
+            #expect(throws: ServerConfig.Invalid.self, "\(arguments)") { try ServerConfig.parse(arguments: arguments) }
+        }
+        do {
+            _ = try ServerConfig.parse(arguments: ["--port", "x"])
+        } catch {
+            #expect(error.description == "--port must be a whole number from 0 to 65535, not \"x\"")
+        }
+    }
+
+    @Test func helpIsRecognised() throws {
+        #expect(try ServerConfig.parse(arguments: ["--help"]) == .help)
+    }
+}

@@ -1,0 +1,85 @@
+import FoldtableCore
+import FoldtableServer
+
+/// An in-memory Transport: records what the hub sends to each connection. By default every
+/// message is written at once; with `holdsQueues` bytes stay queued until `flush`, to play a
+/// client that reads slowly.
+final class TestTransport: Transport {
+    var sent: [UInt64: [String]] = [:]
+    var closed: [UInt64: (code: Int, reason: String)] = [:]
+    var queued: [UInt64: Int] = [:]
+    var drainRequests: [UInt64: Int] = [:]
+    var timers: [UInt64: UInt64] = [:]
+    var holdsQueues = false
+    var clock: UInt64 = 0
+    /// Every distinct message object handed to the transport, to check sharing.
+    var broadcastObjects: [ObjectIdentifier] = []
+    weak var delegate: TransportDelegate?
+
+    func broadcast(_ message: OutboundMessage, to connections: [Connection]) {
+        broadcastObjects.append(ObjectIdentifier(message))
+        for connection in connections { send(message, to: connection) }
+    }
+
+    func send(_ message: OutboundMessage, to connection: Connection) {
+        sent[connection.id, default: []].append(String(decoding: message.bytes, as: UTF8.self))
+        if holdsQueues { queued[connection.id, default: 0] += message.bytes.count }
+    }
+
+    func close(_ connection: Connection, code: Int, reason: String) { closed[connection.id] = (code, reason) }
+    func queuedBytes(_ connection: Connection) -> Int { queued[connection.id] ?? 0 }
+    func requestDrain(_ connection: Connection, lowMark: Int) { drainRequests[connection.id] = lowMark }
+    func armTimer(token: UInt64, milliseconds: UInt64) { timers[token] = milliseconds }
+    func cancelTimer(token: UInt64) { timers[token] = nil }
+    func nowMilliseconds() -> UInt64 { clock }
+
+    /// The client read everything queued to it.
+    func flush(_ id: UInt64) {
+        queued[id] = 0
+        if drainRequests.removeValue(forKey: id) != nil { delegate?.connectionDrained(Connection(id: id)) }
+    }
+
+    /// Fires every armed timer whose delay is at most `milliseconds`.
+    func fireTimers(upTo milliseconds: UInt64 = .max) {
+        for (token, delay) in timers.sorted(by: { $0.key < $1.key }) where delay <= milliseconds {
+            timers[token] = nil
+            delegate?.timerFired(token)
+        }
+    }
+
+    /// Messages sent to a connection, parsed, optionally only of one type.
+    func messages(_ id: UInt64, type: String? = nil) -> [JSONValue] {
+        (sent[id] ?? []).compactMap { try? JSONParser.parse($0, limits: .init(maxDepth: 16, maxStringBytes: 1 << 20)) }
+            .filter { type == nil || $0["type"] == .string(type!) }
+    }
+
+    func clear() { sent = [:] }
+}
+
+/// A hub over a TestTransport with helpers to play clients.
+final class Harness {
+    let transport = TestTransport()
+    let hub: Hub
+
+    init(configure: (inout ServerConfig) -> Void = { _ in }) {
+        var config = ServerConfig()
+        config.demoLargeRows = 5_000
+        configure(&config)
+        hub = Hub(config: config, transport: transport, log: Log(level: .error), makeEpoch: { "e1" })
+        transport.delegate = hub
+    }
+
+    func open(_ id: UInt64) { hub.connectionOpened(Connection(id: id), peer: "127.0.0.1") }
+
+    func say(_ id: UInt64, _ text: String) {
+        let bytes = Array(text.utf8)
+        bytes.withUnsafeBytes { hub.connectionReceived(Connection(id: id), message: $0) }
+    }
+
+    func join(_ id: UInt64, session: String = "demo", name: String? = nil) {
+        open(id)
+        say(id, #"{"type":"join","session":"\#(session)","name":"\#(name ?? "n\(id)")"}"#)
+    }
+
+    func close(_ id: UInt64) { hub.connectionClosed(Connection(id: id), code: 1000) }
+}

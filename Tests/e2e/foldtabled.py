@@ -1,0 +1,177 @@
+"""Helpers for end-to-end tests: start the real foldtabled binary and talk to it with real
+WebSocket clients (the Python `websockets` library) or raw sockets."""
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from websockets.asyncio.client import connect
+
+BIN = os.environ.get("FOLDTABLE_BIN", ".build/debug/foldtabled")
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+class Server:
+    """A running foldtabled on a free port (port 0, read back from its first line)."""
+
+    def __init__(self, *args, web_root=None):
+        web_root = web_root or os.path.join(REPO, "web")
+        self.proc = subprocess.Popen(
+            [BIN, "--port", "0", "--web-root", web_root, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        assert line.startswith("listening on http"), f"unexpected start line {line!r}: {self.proc.stderr.read()}"
+        self.url = line.split()[-1]
+        self.port = int(self.url.rsplit(":", 1)[1])
+        self.ws = f"ws://127.0.0.1:{self.port}/ws"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def alive(self):
+        return self.proc.poll() is None
+
+
+class Client:
+    """A WebSocket client that splits batched messages (one JSON object per line)."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.inbox = []
+        self.all = []
+
+    @classmethod
+    async def join(cls, url, session="demo", name="ana", **extra):
+        ws = await connect(url, max_size=None, open_timeout=5)
+        client = cls(ws)
+        await client.send({"type": "join", "session": session, "name": name, **extra})
+        client.welcome = await client.next(lambda m: m["type"] in ("welcome", "resume"))
+        return client
+
+    async def send(self, obj):
+        await self.ws.send(json.dumps(obj))
+
+    async def next(self, predicate=lambda m: True, timeout=5.0):
+        """The next message matching predicate; earlier non-matching ones stay in the inbox."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, message in enumerate(self.inbox):
+                if predicate(message):
+                    return self.inbox.pop(i)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no matching message; inbox has {[m['type'] for m in self.inbox][:20]}")
+            frame = await asyncio.wait_for(self.ws.recv(), remaining)
+            for line in frame.split("\n"):
+                message = json.loads(line)
+                self.inbox.append(message)
+                self.all.append(message)
+
+    async def close(self):
+        await self.ws.close()
+
+
+def raw_ws(port, path="/ws", headers=()):
+    """A raw socket after a WebSocket handshake: for frames the libraries refuse to send."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    request = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n")
+    for header in headers:
+        request += header + "\r\n"
+    sock.sendall((request + "\r\n").encode())
+    response = b""
+    while b"\r\n\r\n" not in response:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        response += chunk
+    return sock, response.split(b"\r\n\r\n")[0].decode(errors="replace")
+
+
+def frame(payload, opcode=1, fin=True, mask=True):
+    """One client frame (masked, as RFC 6455 requires of clients)."""
+    head = bytes([(0x80 if fin else 0) | opcode])
+    length = len(payload)
+    mask_bit = 0x80 if mask else 0
+    if length < 126:
+        head += bytes([mask_bit | length])
+    elif length < 65536:
+        head += bytes([mask_bit | 126]) + length.to_bytes(2, "big")
+    else:
+        head += bytes([mask_bit | 127]) + length.to_bytes(8, "big")
+    if not mask:
+        return head + payload
+    key = b"\x01\x02\x03\x04"
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def read_close_code(sock, timeout=5):
+    """Reads server frames until a close frame; returns its code (None if the socket just ends)."""
+    sock.settimeout(timeout)
+    buffer = b""
+    while True:
+        while len(buffer) >= 2:
+            length = buffer[1] & 0x7F
+            offset = 2
+            if length == 126:
+                if len(buffer) < 4:
+                    break
+                length = int.from_bytes(buffer[2:4], "big")
+                offset = 4
+            elif length == 127:
+                if len(buffer) < 10:
+                    break
+                length = int.from_bytes(buffer[2:10], "big")
+                offset = 10
+            if len(buffer) < offset + length:
+                break
+            opcode = buffer[0] & 0x0F
+            payload = buffer[offset:offset + length]
+            buffer = buffer[offset + length:]
+            if opcode == 8:
+                return int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            return None
+        if not chunk:
+            return None
+        buffer += chunk
+
+
+def http_get(port, path, headers=()):
+    """A raw HTTP/1.1 GET (the path is sent exactly as given, no normalisation)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+    for header in headers:
+        request += header + "\r\n"
+    sock.sendall((request + "\r\n").encode())
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1]) if lines and len(lines[0].split()) > 1 else 0
+    header_map = {}
+    for line in lines[1:]:
+        if ":" in line:
+            key, value = line.split(":", 1)
+            header_map[key.strip().lower()] = value.strip()
+    return status, header_map, body
