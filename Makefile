@@ -10,7 +10,7 @@ RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev
 TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver python3-selenium procps
 BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
 
-.PHONY: run build test test-unit test-e2e test-browser lint bench venv deps-run deps-test clean
+.PHONY: run build test test-unit test-e2e test-browser lint docs bench venv deps-run deps-test clean
 
 deps-run:
 	@.ci/ensure-packages $(RUN_PACKAGES)
@@ -34,6 +34,10 @@ $(VENV)/.ready:
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift
 
+# The DocC catalogs (protocol, architecture, API) must build without warnings.
+docs:
+	.ci/docs
+
 test-unit:
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
@@ -47,7 +51,7 @@ test-browser: venv
 	$(SWIFT) build -c release --product foldtabled
 	FOLDTABLE_BIN=.build/release/foldtabled $(PY) -m pytest -q Tests/browser
 
-test: deps-test lint test-unit test-e2e test-browser
+test: deps-test lint docs test-unit test-e2e test-browser
 
 bench: deps-run
 	@.ci/ensure-packages $(BENCH_PACKAGES)

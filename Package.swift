@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // Foldtable: a self-hosted, multi-user WebSocket server for shared collapsible tables.
-// Layers (see Sources/FoldtableCore/FoldtableCore.docc/Architecture.md):
+// Layers (see Sources/FoldtableServer/FoldtableServer.docc/Architecture.md):
 //   FoldtableCore      pure Swift: table model, changes -> events, wire protocol. No I/O, no C.
 //   FoldtableServer    hub, table sessions, clients, busy tracking; talks to a Transport protocol.
 //   FoldtableTransport the only Swift module that imports CFoldtableWS (libwebsockets).

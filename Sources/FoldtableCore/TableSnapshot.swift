@@ -1,6 +1,6 @@
 /// A table at one sequence number, as sent in `welcome` and kept by stores.
 ///
-/// The compact form (``init(_:includeRows:busy:)`` with a predicate) carries rows only for the
+/// The compact form (``init(_:rows:busy:)`` with a predicate) carries rows only for the
 /// sections the predicate picks — expanded ones small enough to send at once — plus every
 /// section's row count; clients get the other rows as `rows` chunks when needed. With
 /// ``RowPolicy/all`` it carries everything and ``table(limits:)`` rebuilds the same table.

@@ -355,3 +355,79 @@ def test_help_lists_every_option_with_its_default():
     assert result.returncode == 0
     for flag in ["--host", "--port", "--web-root", "--busy-threshold-ms", "--tls-cert", "--tls-key", "--memory", "--max-message-bytes"]:
         assert flag in result.stdout
+
+
+def test_a_client_that_stops_reading_is_closed_as_slow_and_others_are_unaffected(web_root):
+    s = Server("--max-queue-bytes", "16384", "--send-stall-secs", "30", web_root=str(web_root))
+    try:
+        async def scenario():
+            slow, response = raw_ws(s.port)
+            assert " 101 " in response
+            slow.sendall(frame(json.dumps({"type": "join", "session": "slow", "name": "sloth"}).encode()))
+            author = await Client.join(s.ws, session="slow", name="author")
+            reader = await Client.join(s.ws, session="slow", name="reader")
+            await author.send({"type": "addSection", "title": "x" * 1000, "key": "k", "id": "setup"})
+            await author.next(lambda m: m["type"] == "ack")
+            closed_code = None
+            for batch in range(200):
+                for i in range(50):
+                    await author.send({"type": "updateSection", "section": "k", "set": {"detail": f"{batch}-{i}-" + "y" * 900}})
+                last = lambda m: m["type"] == "event" and m["change"].get("set", {}).get("detail", "").startswith(f"{batch}-49-")
+                await asyncio.gather(reader.next(last, timeout=10), author.next(last, timeout=10))
+                author.inbox.clear()
+                reader.inbox.clear()
+                presence = [m for m in reader.all if m["type"] == "presence" and m["event"] == "left"]
+                if presence:
+                    closed_code = "left"
+                    break
+            assert closed_code == "left", "the slow reader was never closed"
+            assert read_close_code(slow, timeout=5) in (4000, None)
+            rss_kb = int(open(f"/proc/{s.proc.pid}/status").read().split("VmRSS:")[1].split()[0])
+            assert rss_kb < 200_000, rss_kb
+            slow.close()
+            await author.close()
+            await reader.close()
+        run(scenario())
+        assert s.alive()
+    finally:
+        assert s.stop() == 0
+
+
+def test_with_a_certificate_the_same_port_speaks_wss(web_root, tmp_path):
+    import ssl
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    proc = subprocess.Popen([BIN, "--port", "0", "--web-root", str(web_root), "--tls-cert", str(cert), "--tls-key", str(key)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.startswith("listening on https://"), line
+        port = int(line.rsplit(":", 1)[1])
+        context = ssl.create_default_context(cafile=str(cert))
+        context.check_hostname = False
+
+        async def scenario():
+            ws = await connect(f"wss://127.0.0.1:{port}/ws", ssl=context)
+            await ws.send(json.dumps({"type": "join", "session": "tls", "name": "ana"}))
+            welcome = json.loads((await ws.recv()).split("\n")[0])
+            assert welcome["type"] == "welcome"
+            await ws.close()
+        run(scenario())
+        # Plaintext to the TLS port neither works nor crashes the server.
+        status, _, _ = http_get(port, "/")
+        assert status != 200
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+
+
+def test_a_mismatched_key_stops_start_up_with_one_line(tmp_path):
+    for name in ("a", "b"):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                        "-keyout", str(tmp_path / f"{name}.key"), "-out", str(tmp_path / f"{name}.pem")], check=True, capture_output=True)
+    result = subprocess.run([BIN, "--port", "0", "--tls-cert", str(tmp_path / "a.pem"), "--tls-key", str(tmp_path / "b.key")],
+                            capture_output=True, text=True, timeout=10)
+    assert result.returncode != 0
+    assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1, result.stderr
