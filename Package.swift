@@ -4,7 +4,8 @@
 //   FoldtableCore      pure Swift: table model, changes -> events, wire protocol. No I/O, no C.
 //   FoldtableServer    hub, table sessions, clients, busy tracking; talks to a Transport protocol.
 //   FoldtableTransport the only Swift module that imports CFoldtableWS (libwebsockets).
-//   foldtabled         executable that only wires things up.
+//   FoldtableClient    the client side: session replica, lws client adapter, terminal UI.
+//   foldtabled, foldtable  executables that only wire things up.
 import PackageDescription
 
 let package = Package(
@@ -12,6 +13,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "foldtabled", targets: ["foldtabled"]),
+        .executable(name: "foldtable", targets: ["foldtable"]),
         .executable(name: "foldtable-bench", targets: ["foldtable-bench"]),
     ],
     targets: [
@@ -34,6 +36,9 @@ let package = Package(
             name: "foldtabled",
             dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport"]
         ),
+        // Client side: the session replica, the lws client adapter and the terminal UI pieces.
+        .target(name: "FoldtableClient", dependencies: ["CFoldtableWS", "FoldtableCore"]),
+        .executableTarget(name: "foldtable", dependencies: ["FoldtableClient"]),
         .executableTarget(
             name: "foldtable-echo",
             dependencies: ["CFoldtableWS"]
@@ -44,5 +49,6 @@ let package = Package(
         ),
         .testTarget(name: "FoldtableCoreTests", dependencies: ["FoldtableCore"]),
         .testTarget(name: "FoldtableServerTests", dependencies: ["FoldtableServer", "FoldtableCore"]),
+        .testTarget(name: "FoldtableClientTests", dependencies: ["FoldtableClient", "FoldtableCore"]),
     ]
 )
