@@ -14,6 +14,9 @@ final class ClientState {
     var joinTimer: UInt64?
     /// Keys of the sections whose row streams this client is in.
     var streams: Set<String> = []
+    /// False once the transport reported the connection closed: its handle is then dead and
+    /// nothing may be sent to it (changes it left waiting are still applied, without replies).
+    private(set) var isOpen = true
 
     init(connection: Connection) {
         self.connection = connection
@@ -22,6 +25,11 @@ final class ClientState {
 
     var author: Author { Author(client: clientId, name: name) }
     var member: ServerMessage.Member { ServerMessage.Member(client: clientId, name: name) }
+
+    func markClosed() {
+        isOpen = false
+        session = nil
+    }
 
     func joined(_ session: TableSession, as name: String) {
         self.session = session

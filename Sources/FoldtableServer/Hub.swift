@@ -94,7 +94,9 @@ public final class Hub: TransportDelegate {
     public func connectionClosed(_ connection: Connection, code: Int) {
         guard let client = clients.removeValue(forKey: connection.id) else { return }
         if let timer = client.joinTimer { cancelTimer(timer) }
-        client.session?.leave(client)
+        let session = client.session
+        client.markClosed()
+        session?.leave(client)
         log(.info, "closed", ["client": client.clientId, "code": String(code)])
     }
 

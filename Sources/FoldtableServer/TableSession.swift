@@ -126,21 +126,21 @@ final class TableSession {
         do {
             outcome = try table.apply(change, by: author, changeId: id)
         } catch {
-            if let client, client.session === self {
+            if let client, client.isOpen, client.session === self {
                 transport.send(OutboundMessage(ServerMessage.error(error, id: id)), to: client.connection)
             }
             return
         }
         switch outcome {
         case .duplicate(let event):
-            if let id, let client, client.session === self {
+            if let id, let client, client.isOpen, client.session === self {
                 transport.send(OutboundMessage(ServerMessage.ack(id: id, seq: event.seq)), to: client.connection)
             }
         case .applied(let event):
             let message = OutboundMessage(ServerMessage.event(event))
             transport.broadcast(message, to: connections)
             remember(event.seq, message, expanded: event.expandedSections)
-            if let id, let client, client.session === self {
+            if let id, let client, client.isOpen, client.session === self {
                 transport.send(OutboundMessage(ServerMessage.ack(id: id, seq: event.seq)), to: client.connection)
             }
             hub.log(.debug, "change", ["session": name, "seq": String(event.seq), "type": event.change.typeName])

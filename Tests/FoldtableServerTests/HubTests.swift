@@ -243,6 +243,16 @@ import Testing
         #expect(rows.count == 50)
     }
 
+    @Test func aChangeLeftWaitingByAClientThatClosedIsAppliedWithoutRepliesToIt() {
+        let h = expandWithSlowReader(threshold: 500)
+        h.say(2, #"{"type":"toggle","section":"big","id":"late"}"#)
+        h.say(2, #"{"type":"toggle","section":"nope","id":"bad"}"#)
+        h.close(2)
+        drainAll(h, ids: [1])
+        #expect(h.transport.messages(1, type: "event").last?["id"] == .string("late"))
+        #expect(h.transport.sendsToClosedConnections == 0)
+    }
+
     @Test func aMemberLeavingMidStreamDoesNotBlockTheSession() {
         let h = expandWithSlowReader(threshold: 500)
         h.say(1, #"{"type":"toggle","section":"big","id":"y"}"#)

@@ -1,5 +1,6 @@
 import FoldtableCore
 import FoldtableServer
+import Testing
 
 /// An in-memory Transport: records what the hub sends to each connection. By default every
 /// message is written at once; with `holdsQueues` bytes stay queued until `flush`, to play a
@@ -15,6 +16,9 @@ final class TestTransport: Transport {
     /// Every distinct message object handed to the transport, to check sharing.
     var broadcastObjects: [ObjectIdentifier] = []
     weak var delegate: TransportDelegate?
+    /// Connections the transport reported closed: their handles are dead, so any send to one is a bug.
+    var gone: Set<UInt64> = []
+    var sendsToClosedConnections = 0
 
     func broadcast(_ message: OutboundMessage, to connections: [Connection]) {
         broadcastObjects.append(ObjectIdentifier(message))
@@ -22,6 +26,7 @@ final class TestTransport: Transport {
     }
 
     func send(_ message: OutboundMessage, to connection: Connection) {
+        if gone.contains(connection.id) { sendsToClosedConnections += 1 }
         sent[connection.id, default: []].append(String(decoding: message.bytes, as: UTF8.self))
         if holdsQueues { queued[connection.id, default: 0] += message.bytes.count }
     }
@@ -81,5 +86,8 @@ final class Harness {
         say(id, #"{"type":"join","session":"\#(session)","name":"\#(name ?? "n\(id)")"}"#)
     }
 
-    func close(_ id: UInt64) { hub.connectionClosed(Connection(id: id), code: 1000) }
+    func close(_ id: UInt64) {
+        transport.gone.insert(id)
+        hub.connectionClosed(Connection(id: id), code: 1000)
+    }
 }
