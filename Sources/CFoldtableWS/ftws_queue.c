@@ -1,0 +1,234 @@
+/*
+ * The outbound side of a connection: its FIFO of frames, the public send/broadcast/close
+ * calls, and what happens on LWS_CALLBACK_SERVER_WRITEABLE.
+ *
+ * The rule from lws (READMEs/README.coding.md) is one lws_write per WRITEABLE callback. To
+ * still deliver many messages per callback, several queued text frames are joined with '\n'
+ * into one shared scratch buffer and written as a single frame. lws copies whatever the
+ * kernel did not take into its own per-connection buffer, so the scratch buffer and the
+ * frames are free to reuse as soon as lws_write returns.
+ */
+#include "ftws_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- ring buffer ---------------------------------------------------------------------- */
+
+static int queue_grow(ftws_queue *q)
+{
+    size_t ncap = q->cap ? q->cap * 2 : 8;
+    ftws_frame **ns = malloc(ncap * sizeof(*ns));
+    if (!ns)
+        return -1;
+    /* Unwrap into the new array so head restarts at 0. */
+    for (size_t i = 0; i < q->count; i++)
+        ns[i] = ftws__queue_at(q, i);
+    free(q->slots);
+    q->slots = ns;
+    q->cap = ncap;
+    q->head = 0;
+    return 0;
+}
+
+int ftws__queue_push(ftws_queue *q, ftws_frame *f)
+{
+    if (q->count == q->cap && queue_grow(q))
+        return -1;
+    q->slots[(q->head + q->count) & (q->cap - 1)] = f;
+    q->count++;
+    q->bytes += f->len;
+    ftws_frame_retain(f);
+    return 0;
+}
+
+void ftws__queue_drop_front(ftws_queue *q, size_t n)
+{
+    while (n-- && q->count) {
+        ftws_frame *f = q->slots[q->head];
+        q->head = (q->head + 1) & (q->cap - 1);
+        q->count--;
+        q->bytes -= f->len;
+        ftws_frame_release(f);
+    }
+}
+
+void ftws__queue_clear(ftws_queue *q)
+{
+    ftws__queue_drop_front(q, q->count);
+}
+
+void ftws__queue_free(ftws_queue *q)
+{
+    ftws__queue_clear(q);
+    free(q->slots);
+    q->slots = NULL;
+    q->cap = q->head = 0;
+}
+
+/* ---- public connection API --------------------------------------------------------------- */
+
+/* Queue a frame. Refuses (-1) once a close is decided. Passing max_queue_bytes means the peer
+ * is not keeping up: its queue is dropped at once (so memory stays bounded) and it is closed
+ * with slow_close_code. The frame count is capped too, because zero-length frames would
+ * otherwise grow the ring without adding bytes. */
+int ftws_conn_send(ftws_conn *conn, ftws_frame *frame)
+{
+    if (!conn || !frame || conn->closing)
+        return -1;
+    ftws_server *s = conn->server;
+    ftws_queue *q = &conn->q;
+    size_t cap = s->cfg.max_queue_bytes;
+    if (frame->len > cap - q->bytes || q->count >= cap / 8 + 64) {
+        ftws__conn_close_soon(conn, s->cfg.slow_close_code, "slow consumer", true);
+        return -1;
+    }
+    bool was_empty = q->count == 0;
+    if (ftws__queue_push(q, frame)) {
+        ftws__conn_close_soon(conn, FTWS_CLOSE_SERVER_ERROR, "out of memory", true);
+        return -1;
+    }
+    if (was_empty) {
+        /* The send-stall clock starts when the queue becomes busy, not at the last write
+         * of some earlier burst. */
+        conn->last_progress_us = lws_now_usecs();
+        ftws__conn_request_writable(conn);
+    }
+    return 0;
+}
+
+/* Fan-out: the same frame pushed to every connection; each push is a pointer plus a
+ * refcount increment. Returns how many connections refused it. */
+size_t ftws_broadcast(ftws_frame *frame, ftws_conn *const *conns, size_t count)
+{
+    size_t refused = 0;
+    for (size_t i = 0; i < count; i++)
+        if (ftws_conn_send(conns[i], frame))
+            refused++;
+    return refused;
+}
+
+/* Graceful close: the frame goes out after everything already queued. */
+void ftws_conn_close(ftws_conn *conn, int code, const char *reason)
+{
+    if (!conn || conn->closing)
+        return;
+    ftws__conn_close_soon(conn, code, reason, false);
+}
+
+size_t ftws_conn_queued_bytes(const ftws_conn *conn)
+{
+    return conn ? conn->q.bytes : 0;
+}
+
+/* One on_drain once the queue is at or below low_mark. If it already is, the callback still
+ * comes from the next WRITEABLE rather than from inside this call, so the owner never sees
+ * on_drain re-entering the code that asked for it. */
+void ftws_conn_request_drain(ftws_conn *conn, size_t low_mark)
+{
+    if (!conn || conn->closing)
+        return;
+    conn->drain_requested = true;
+    conn->drain_low_mark = low_mark;
+    if (conn->q.bytes <= low_mark)
+        ftws__conn_request_writable(conn);
+}
+
+void ftws_conn_set_user(ftws_conn *conn, void *user)
+{
+    if (conn)
+        conn->user = user;
+}
+
+void *ftws_conn_user(const ftws_conn *conn)
+{
+    return conn ? conn->user : NULL;
+}
+
+uint64_t ftws_conn_id(const ftws_conn *conn)
+{
+    return conn ? conn->id : 0;
+}
+
+const char *ftws_conn_peer(const ftws_conn *conn)
+{
+    return conn ? conn->peer : "";
+}
+
+/* ---- LWS_CALLBACK_SERVER_WRITEABLE --------------------------------------------------------- */
+
+static void maybe_drain(ftws_conn *c)
+{
+    if (c->drain_requested && !c->closing && c->q.bytes <= c->drain_low_mark) {
+        c->drain_requested = false;
+        ftws_server *s = c->server;
+        if (s->cb.on_drain)
+            s->cb.on_drain(s->cb.owner, c);
+    }
+}
+
+/* Exactly one lws_write (data or, via return -1, the close frame). Returns -1 to make lws
+ * close the connection. */
+int ftws__conn_writeable(ftws_conn *c)
+{
+    ftws_server *s = c->server;
+    ftws_queue *q = &c->q;
+    struct lws *wsi = c->wsi;
+
+    c->writable_requested = false;
+
+    if (q->count == 0) {
+        if (c->close_pending) {
+            /* lws only delivers WRITEABLE with nothing of ours still buffered, so the close
+             * frame really goes out now (lws skips it when a partial write is pending). */
+            lws_close_reason(wsi, (enum lws_close_status)c->pending_code,
+                             (unsigned char *)c->pending_reason, c->pending_reason_len);
+            c->close_code = c->pending_code;
+            return -1;
+        }
+        maybe_drain(c);
+        return 0;
+    }
+
+    ftws_frame *f0 = ftws__queue_at(q, 0);
+    size_t batch = s->cfg.max_batch_bytes;
+    size_t used;
+    int n;
+
+    bool single = q->count == 1 || batch == 0 || f0->binary;
+    if (!single) {
+        ftws_frame *f1 = ftws__queue_at(q, 1);
+        single = f1->binary || f0->len > batch || f1->len + 1 > batch - f0->len;
+    }
+
+    if (single) {
+        /* Straight from the shared frame: its headroom takes the header. */
+        n = lws_write(wsi, ftws__frame_payload(f0), f0->len,
+                      f0->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+        used = 1;
+    } else {
+        uint8_t *out = s->scratch + LWS_PRE;
+        size_t total = 0;
+        for (used = 0; used < q->count; used++) {
+            ftws_frame *f = ftws__queue_at(q, used);
+            size_t need = f->len + (used ? 1 : 0);
+            if (f->binary || need > batch - total)
+                break;
+            if (used)
+                out[total++] = '\n';
+            memcpy(out + total, ftws__frame_payload(f), f->len);
+            total += f->len;
+        }
+        n = lws_write(wsi, out, total, LWS_WRITE_TEXT);
+    }
+
+    ftws__queue_drop_front(q, used);
+    if (n < 0)
+        return -1;
+
+    c->last_progress_us = lws_now_usecs();
+    if (q->count || c->close_pending)
+        ftws__conn_request_writable(c);
+    maybe_drain(c);
+    return 0;
+}

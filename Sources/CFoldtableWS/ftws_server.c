@@ -1,0 +1,763 @@
+/*
+ * Context, vhost, the single lws protocol callback, connection lifecycle and shutdown.
+ *
+ * One context, one vhost, one protocol ("foldtable") that handles both HTTP and WebSocket.
+ * Being protocols[0] matters: lws 4.1.6 binds an upgrade without Sec-WebSocket-Protocol to
+ * the vhost's default protocol (index 0), which is how browsers that send no subprotocol
+ * reach us, and it is also the protocol plain HTTP requests land on when no mount matches.
+ */
+#include "ftws_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+/* Per-wsi storage lws allocates for our protocol (HTTP and WS alike). The connection itself
+ * is a separate allocation so it can outlive lws's bookkeeping until on_close returns. */
+struct ftws_pss {
+    ftws_conn *conn;
+};
+
+/* ---- logging ---------------------------------------------------------------------------- */
+
+static int g_log_level; /* 0 = errors only */
+static bool g_log_capture;
+static char g_log_first_error[256];
+
+static int lws_levels(int level)
+{
+    int l = LLL_ERR;
+    if (level >= 1)
+        l |= LLL_WARN;
+    if (level >= 2)
+        l |= LLL_NOTICE;
+    return l;
+}
+
+/* While ftws_server_create runs, lws's error lines are captured instead of printed, so a
+ * failed start produces the one line the caller prints (with lws's reason folded in). */
+static void log_emit(int level, const char *line)
+{
+    if (g_log_capture) {
+        if (level == LLL_ERR && !g_log_first_error[0]) {
+            snprintf(g_log_first_error, sizeof(g_log_first_error), "%s", line);
+            for (char *p = g_log_first_error; *p; p++)
+                if (*p == '\n' || *p == '\r')
+                    *p = ' ';
+            size_t n = strlen(g_log_first_error);
+            while (n && g_log_first_error[n - 1] == ' ')
+                g_log_first_error[--n] = '\0';
+        }
+        return;
+    }
+    lwsl_emit_stderr(level, line);
+}
+
+/* 0 = errors only (default), 1 = +warnings, 2 = +notices. Applies immediately. */
+void ftws_set_log_level(int level)
+{
+    g_log_level = level;
+    lws_set_log_level(lws_levels(level), log_emit);
+}
+
+/* Monotonic milliseconds from the clock lws schedules with (CLOCK_MONOTONIC). */
+uint64_t ftws_now_ms(void)
+{
+    return (uint64_t)lws_now_usecs() / 1000u;
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+ftws_server *ftws__server_from_wsi(struct lws *wsi)
+{
+    return (ftws_server *)lws_context_user(lws_get_context(wsi));
+}
+
+/* Ask lws for one WRITEABLE; repeated asks before it arrives are free. */
+void ftws__conn_request_writable(ftws_conn *c)
+{
+    if (!c->writable_requested) {
+        c->writable_requested = true;
+        lws_callback_on_writable(c->wsi);
+    }
+}
+
+/* Truncate to FTWS_MAX_CLOSE_REASON bytes without cutting a UTF-8 sequence in half (the peer
+ * must fail the connection on an invalid close reason). */
+static size_t copy_reason(char *dst, const char *reason)
+{
+    size_t n = reason ? strlen(reason) : 0;
+    if (n > FTWS_MAX_CLOSE_REASON) {
+        n = FTWS_MAX_CLOSE_REASON;
+        while (n && ((unsigned char)reason[n] & 0xC0) == 0x80)
+            n--;
+    }
+    if (n)
+        memcpy(dst, reason, n);
+    dst[n] = '\0';
+    return n;
+}
+
+/* Decide to close: no more sends are accepted and incoming messages are ignored. The close
+ * frame goes out from the next WRITEABLE with nothing queued before it (drop_queue discards
+ * what is queued: used for slow consumers, where the queue is the problem). When the queue is
+ * dropped nothing can make progress any more, so a deadline drops a peer that does not read. */
+void ftws__conn_close_soon(ftws_conn *c, int code, const char *reason, bool drop_queue)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    c->close_pending = true;
+    c->drain_requested = false;
+    c->pending_code = code;
+    c->pending_reason_len = copy_reason(c->pending_reason, reason);
+    if (drop_queue) {
+        /* A forced close: if the deadline drops the socket before the frame is out, on_close
+         * still reports this code (for a graceful close it would be 1006: nothing was said). */
+        c->intent_code = code;
+        ftws__queue_clear(&c->q);
+        int secs = c->server->cfg.send_stall_secs;
+        if (secs <= 0 || secs > FTWS_CLOSE_DEADLINE_SECS)
+            secs = FTWS_CLOSE_DEADLINE_SECS;
+        lws_set_timeout(c->wsi, FTWS_TIMEOUT_REASON, secs);
+    } else if (!c->q.count) {
+        c->last_progress_us = lws_now_usecs();
+    }
+    ftws__conn_request_writable(c);
+}
+
+/* Drop the socket now, without a close handshake (stalled or past shutdown grace). The
+ * timeout path marks the socket unusable, so lws does not try to write a close frame. */
+static void conn_kill(ftws_conn *c, int intent_code)
+{
+    c->closing = true;
+    if (!c->intent_code)
+        c->intent_code = intent_code;
+    lws_set_timeout(c->wsi, FTWS_TIMEOUT_REASON, LWS_TO_KILL_ASYNC);
+}
+
+/* lws_get_peer_simple, with IPv4-mapped IPv6 addresses shown as plain IPv4. */
+void ftws__peer_ip(struct lws *wsi, char *buf, size_t len)
+{
+    char tmp[64];
+    const char *p = lws_get_peer_simple(wsi, tmp, sizeof(tmp));
+    if (!p)
+        p = "";
+    if (!strncasecmp(p, "::ffff:", 7) && strchr(p + 7, '.'))
+        p += 7;
+    snprintf(buf, len, "%s", p);
+}
+
+static void check_done(ftws_server *s)
+{
+    if (s->stopping && s->conn_count == 0)
+        s->done = true;
+}
+
+/* ---- receive ---------------------------------------------------------------------------- */
+
+static void deliver(ftws_server *s, ftws_conn *c, const uint8_t *data, size_t len, bool binary)
+{
+    if (s->cfg.echo_mode) {
+        ftws_frame *f = ftws__frame_create(data, len, binary);
+        if (!f) {
+            ftws__conn_close_soon(c, FTWS_CLOSE_SERVER_ERROR, "out of memory", true);
+            return;
+        }
+        ftws_conn_send(c, f);
+        ftws_frame_release(f);
+    }
+    if (!binary && s->cb.on_message)
+        s->cb.on_message(s->cb.owner, c, data, len);
+}
+
+/* Close right now with a code, from inside this connection's own callback. If lws still holds
+ * part of an earlier write it would skip the close frame, so then the close waits for the next
+ * WRITEABLE instead (input is ignored meanwhile, so nothing more is buffered). */
+static int close_from_callback(ftws_conn *c, int code, const char *reason)
+{
+    if (lws_partial_buffered(c->wsi)) {
+        ftws__conn_close_soon(c, code, reason, true);
+        return 0;
+    }
+    c->closing = true;
+    c->close_code = code;
+    c->pending_reason_len = copy_reason(c->pending_reason, reason);
+    lws_close_reason(c->wsi, (enum lws_close_status)code, (unsigned char *)c->pending_reason,
+                     c->pending_reason_len);
+    return -1;
+}
+
+/* One chunk of a message. lws validated UTF-8 (LWS_SERVER_OPTION_VALIDATE_UTF8, state carried
+ * across fragments) before calling us. The size cap is checked against what has arrived plus
+ * what the current frame still announces, so an oversized message is refused at its first
+ * chunk and nothing past the cap is ever allocated; an announced length alone allocates
+ * nothing, the buffer only grows with bytes that actually arrived. */
+static int on_receive(ftws_server *s, ftws_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
+{
+    if (c->closing)
+        return 0;
+
+    bool first = lws_is_first_fragment(wsi);
+    bool final = lws_is_final_fragment(wsi);
+    size_t remaining = lws_remaining_packet_payload(wsi);
+    size_t cap = s->cfg.max_message_bytes;
+
+    if (first) {
+        c->rx_len = 0;
+        c->rx_binary = lws_frame_is_binary(wsi);
+    }
+    if (c->rx_binary && !s->cfg.echo_mode)
+        return close_from_callback(c, FTWS_CLOSE_UNSUPPORTED, "binary messages are not supported");
+    if (len > cap - c->rx_len || remaining > cap - c->rx_len - len)
+        return close_from_callback(c, FTWS_CLOSE_TOO_BIG, "message too big");
+
+    if (first && final) {
+        /* Whole message in one chunk: hand over lws's buffer, no copy. */
+        deliver(s, c, in, len, c->rx_binary);
+        return 0;
+    }
+
+    if (c->rx_len + len > c->rx_cap) {
+        size_t ncap = c->rx_cap ? c->rx_cap : (cap < 4096 ? cap : 4096);
+        while (ncap < c->rx_len + len)
+            ncap = ncap > cap / 2 ? cap : ncap * 2;
+        uint8_t *nb = realloc(c->rx, ncap);
+        if (!nb)
+            return close_from_callback(c, FTWS_CLOSE_SERVER_ERROR, "out of memory");
+        c->rx = nb;
+        c->rx_cap = ncap;
+    }
+    if (len)
+        memcpy(c->rx + c->rx_len, in, len);
+    c->rx_len += len;
+
+    if (final) {
+        deliver(s, c, c->rx, c->rx_len, c->rx_binary);
+        c->rx_len = 0;
+        /* Do not keep a once-needed big buffer per idle connection. */
+        if (c->rx_cap > 65536) {
+            free(c->rx);
+            c->rx = NULL;
+            c->rx_cap = 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- open / close ----------------------------------------------------------------------- */
+
+static int on_established(ftws_server *s, struct ftws_pss *pss, struct lws *wsi)
+{
+    ftws_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -1;
+    c->server = s;
+    c->wsi = wsi;
+    c->id = ++s->next_conn_id;
+    c->last_valid_us = c->last_progress_us = lws_now_usecs();
+    ftws__peer_ip(wsi, c->peer, sizeof(c->peer));
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->conn_count++;
+    pss->conn = c;
+    if (s->cb.on_open)
+        s->cb.on_open(s->cb.owner, c);
+    /* Raced with a stop request: it is already part of the shutdown. */
+    if (s->stopping)
+        ftws_conn_close(c, FTWS_CLOSE_GOING_AWAY, "server shutting down");
+    return 0;
+}
+
+/* Does the peer still have a live socket? A peek: > 0 bytes waiting or "would block" means
+ * yes; 0 (EOF) or a reset means it has gone and no close frame should be attempted. */
+static bool peer_alive(struct lws *wsi)
+{
+    int fd = lws_get_socket_fd(wsi);
+    if (fd < 0)
+        return false;
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
+/* LWS_CALLBACK_WS_SERVER_DROP_PROTOCOL runs just before lws decides whether to send a close
+ * frame. lws 4.1.6 fails some protocol violations (control frame with a 16/64-bit length,
+ * i.e. a ping over 125 bytes; a 64-bit length with the top bit set) by returning -1 from its
+ * parser without setting a close reason, so it would just drop TCP. When none of the other
+ * causes of a reason-less close applies (peer gone, validity hangup, our own kill), this is
+ * such a violation: give it the 1002 the RFC asks for. */
+static void on_drop_protocol(ftws_server *s, ftws_conn *c, struct lws *wsi)
+{
+    if (!c)
+        return;
+    c->closing = true; /* lws is closing it, whoever decided: refuse further sends */
+    if (c->close_code || c->intent_code || c->peer_closed || lws_get_close_length(wsi))
+        return;
+    if (s->retry.secs_since_valid_hangup &&
+        lws_now_usecs() - c->last_valid_us >=
+            (lws_usec_t)s->retry.secs_since_valid_hangup * LWS_US_PER_SEC - 250 * LWS_US_PER_MS)
+        return; /* lws's keepalive hung up a silent peer */
+    if (!peer_alive(wsi))
+        return;
+    static const char reason[] = "protocol error";
+    lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, (unsigned char *)reason,
+                     sizeof(reason) - 1);
+}
+
+static void on_closed(ftws_server *s, struct ftws_pss *pss, struct lws *wsi)
+{
+    ftws_conn *c = pss ? pss->conn : NULL;
+    if (!c)
+        return;
+    pss->conn = NULL;
+
+    int code = c->close_code;
+    if (!code)
+        code = c->intent_code;
+    if (!code && lws_get_close_length(wsi) >= 2) {
+        /* lws's own reason (1002 bad framing, 1007 bad UTF-8). */
+        const unsigned char *p = lws_get_close_payload(wsi);
+        code = (p[0] << 8) | p[1];
+    }
+    if (!code)
+        code = FTWS_CLOSE_ABNORMAL;
+
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->conn_count--;
+
+    /* Sends from inside on_close (or later) are refused. */
+    c->closing = true;
+    if (s->cb.on_close)
+        s->cb.on_close(s->cb.owner, c, code);
+
+    ftws__queue_free(&c->q);
+    free(c->rx);
+    free(c);
+    check_done(s);
+}
+
+/* ---- shutdown ------------------------------------------------------------------------------ */
+
+static void giveup_fired(lws_sorted_usec_list_t *sul)
+{
+    ftws_server *s = lws_container_of(sul, ftws_server, sul_giveup);
+    s->done = true; /* lws never reported some close: do not hang the caller */
+}
+
+static void grace_fired(lws_sorted_usec_list_t *sul)
+{
+    ftws_server *s = lws_container_of(sul, ftws_server, sul_grace);
+    s->grace_expired = true;
+    for (ftws_conn *c = s->conns; c; c = c->next)
+        conn_kill(c, FTWS_CLOSE_GOING_AWAY);
+    check_done(s);
+    if (!s->done)
+        lws_sul_schedule(s->ctx, 0, &s->sul_giveup, giveup_fired, 2 * LWS_US_PER_SEC);
+}
+
+static void begin_shutdown(ftws_server *s)
+{
+    if (s->stopping)
+        return;
+    s->stopping = true;
+    for (ftws_conn *c = s->conns; c; c = c->next)
+        ftws_conn_close(c, FTWS_CLOSE_GOING_AWAY, "server shutting down");
+    int grace = atomic_load(&s->stop_grace_ms);
+    if (grace < 0)
+        grace = 0;
+    lws_sul_schedule(s->ctx, 0, &s->sul_grace, grace_fired, (lws_usec_t)grace * LWS_US_PER_MS);
+    check_done(s);
+}
+
+/* Once a second: connections whose queue (or pending close) has made no progress for
+ * send_stall_secs are dropped. One scan per second instead of an lws timeout re-armed on
+ * every write: lws keeps timeouts in a sorted list, so per-write re-arming costs a list walk
+ * per write across all connections. */
+static void tick_fired(lws_sorted_usec_list_t *sul)
+{
+    ftws_server *s = lws_container_of(sul, ftws_server, sul_tick);
+    if (s->cfg.send_stall_secs > 0) {
+        lws_usec_t now = lws_now_usecs();
+        lws_usec_t limit = (lws_usec_t)s->cfg.send_stall_secs * LWS_US_PER_SEC;
+        for (ftws_conn *c = s->conns; c; c = c->next)
+            if ((c->q.count || c->close_pending) && now - c->last_progress_us > limit)
+                conn_kill(c, s->cfg.slow_close_code);
+    }
+    lws_sul_schedule(s->ctx, 0, &s->sul_tick, tick_fired, LWS_US_PER_SEC);
+}
+
+/* ---- the protocol callback --------------------------------------------------------------------- */
+
+static int ftws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                         size_t len)
+{
+    ftws_server *s = ftws__server_from_wsi(wsi);
+    struct ftws_pss *pss = user;
+    ftws_conn *c = pss ? pss->conn : NULL;
+
+    if (!s)
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+
+    switch (reason) {
+    case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+        /* Once stopping, new TCP connections are closed straight after accept. */
+        return s->stopping || atomic_load(&s->stop_requested);
+
+    case LWS_CALLBACK_HTTP:
+        return ftws__http_serve(s, wsi, in, len);
+
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return ftws__http_confirm_upgrade(s, wsi, in);
+
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        /* Backstop: CONFIRM_UPGRADE already answered anything but ws_path. */
+        return !ftws__is_ws_path(s, wsi);
+
+    case LWS_CALLBACK_ESTABLISHED:
+        return pss ? on_established(s, pss, wsi) : -1;
+
+    case LWS_CALLBACK_RECEIVE:
+        return c ? on_receive(s, c, wsi, in, len) : -1;
+
+    case LWS_CALLBACK_RECEIVE_PONG:
+        if (c)
+            c->last_valid_us = lws_now_usecs();
+        return 0;
+
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        return c ? ftws__conn_writeable(c) : 0;
+
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+        if (c) {
+            const unsigned char *p = in;
+            c->peer_closed = true;
+            c->closing = true;
+            if (!c->close_code)
+                c->close_code = len >= 2 ? (p[0] << 8) | p[1] : 1005; /* 1005: no status */
+        }
+        return 0;
+
+    case LWS_CALLBACK_WS_SERVER_DROP_PROTOCOL:
+        on_drop_protocol(s, c, wsi);
+        return 0;
+
+    case LWS_CALLBACK_CLOSED:
+        on_closed(s, pss, wsi);
+        return 0;
+
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        /* lws_cancel_service from ftws_server_stop or ftws_server_wake (any thread), but lws
+         * also cancels its own wait, e.g. on every accepted connection: only a wake that was
+         * really asked for reaches on_wake. */
+        if (atomic_load(&s->stop_requested))
+            begin_shutdown(s);
+        if (atomic_exchange(&s->wake_pending, 0) && s->cb.on_wake)
+            s->cb.on_wake(s->cb.owner);
+        return 0;
+
+    default:
+        /* File completion, keep-alive, HTTP writeable for file streaming, ... */
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+static void set_err(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (!err || !err_len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* A readable regular file, checked up front so the error names the file (lws would only say
+ * that TLS setup failed). */
+static bool readable_file(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st))
+        return false;
+    if (!S_ISREG(st.st_mode)) {
+        errno = EISDIR;
+        return false;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    fclose(f);
+    return true;
+}
+
+static void server_free(ftws_server *s)
+{
+    if (!s)
+        return;
+    free(s->host);
+    free(s->web_root);
+    free(s->ws_path);
+    free(s->spa_prefix);
+    free(s->tls_cert);
+    free(s->tls_key);
+    free(s->scratch);
+    free(s);
+}
+
+/* Validate the config, create the context and the listening vhost. On failure: NULL and one
+ * line in err. Nothing is served until ftws_server_run. */
+ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callbacks, char *err,
+                                size_t err_len)
+{
+    if (err && err_len)
+        err[0] = '\0';
+    if (!config) {
+        set_err(err, err_len, "no configuration");
+        return NULL;
+    }
+    const ftws_config *cfg = config;
+    if (!cfg->ws_path || cfg->ws_path[0] != '/') {
+        set_err(err, err_len, "ws_path must start with '/' (got \"%s\")", cfg->ws_path ? cfg->ws_path : "");
+        return NULL;
+    }
+    if (cfg->port < 0 || cfg->port > 65535) {
+        set_err(err, err_len, "port must be 0..65535");
+        return NULL;
+    }
+    if (!cfg->max_message_bytes || !cfg->max_queue_bytes) {
+        set_err(err, err_len, "max_message_bytes and max_queue_bytes must be positive");
+        return NULL;
+    }
+    if (cfg->slow_close_code < 1000 || cfg->slow_close_code > 4999) {
+        set_err(err, err_len, "slow_close_code must be a close code (1000-4999)");
+        return NULL;
+    }
+    if (cfg->ping_interval_secs < 0 || cfg->hangup_secs < 0 || cfg->send_stall_secs < 0 ||
+        cfg->ping_interval_secs > 65535 || cfg->hangup_secs > 65535) {
+        set_err(err, err_len, "ping/hangup/stall seconds must be 0..65535");
+        return NULL;
+    }
+    if (cfg->ping_interval_secs > 0 && cfg->hangup_secs <= cfg->ping_interval_secs) {
+        set_err(err, err_len, "hangup_secs must be greater than ping_interval_secs");
+        return NULL;
+    }
+    if (cfg->spa_prefix && cfg->spa_prefix[0] != '/') {
+        set_err(err, err_len, "spa_prefix must start with '/' (got \"%s\")", cfg->spa_prefix);
+        return NULL;
+    }
+    /* TLS is all or nothing: never fall back to plaintext because one half is missing. */
+    bool tls = cfg->tls_cert_path || cfg->tls_key_path;
+    if (tls && (!cfg->tls_cert_path || !cfg->tls_key_path)) {
+        set_err(err, err_len, "TLS needs both a certificate and a key (got only the %s)",
+                cfg->tls_cert_path ? "certificate" : "key");
+        return NULL;
+    }
+    if (tls && !readable_file(cfg->tls_cert_path)) {
+        set_err(err, err_len, "cannot read TLS certificate %s: %s", cfg->tls_cert_path,
+                strerror(errno));
+        return NULL;
+    }
+    if (tls && !readable_file(cfg->tls_key_path)) {
+        set_err(err, err_len, "cannot read TLS key %s: %s", cfg->tls_key_path,
+                strerror(errno));
+        return NULL;
+    }
+
+    ftws_server *s = calloc(1, sizeof(*s));
+    if (!s) {
+        set_err(err, err_len, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->cb = callbacks;
+    s->tls = tls;
+    atomic_init(&s->stop_requested, 0);
+    atomic_init(&s->stop_grace_ms, 0);
+    atomic_init(&s->wake_pending, 0);
+
+    if (cfg->web_root) {
+        s->web_root = realpath(cfg->web_root, NULL);
+        struct stat st;
+        if (!s->web_root || stat(s->web_root, &st) || !S_ISDIR(st.st_mode)) {
+            set_err(err, err_len, "web root %s is not a readable directory", cfg->web_root);
+            server_free(s);
+            return NULL;
+        }
+        s->web_root_len = strlen(s->web_root);
+    }
+    s->host = dup_or_null(cfg->host);
+    s->ws_path = dup_or_null(cfg->ws_path);
+    s->spa_prefix = dup_or_null(cfg->spa_prefix);
+    s->spa_prefix_len = s->spa_prefix ? strlen(s->spa_prefix) : 0;
+    s->tls_cert = dup_or_null(cfg->tls_cert_path);
+    s->tls_key = dup_or_null(cfg->tls_key_path);
+    if (cfg->max_batch_bytes)
+        s->scratch = malloc(LWS_PRE + cfg->max_batch_bytes);
+    if ((cfg->host && !s->host) || !s->ws_path || (cfg->spa_prefix && !s->spa_prefix) ||
+        (tls && (!s->tls_cert || !s->tls_key)) || (cfg->max_batch_bytes && !s->scratch)) {
+        set_err(err, err_len, "out of memory");
+        server_free(s);
+        return NULL;
+    }
+
+    s->protocols[0].name = "foldtable";
+    s->protocols[0].callback = ftws_callback;
+    s->protocols[0].per_session_data_size = sizeof(struct ftws_pss);
+    /* rx chunk size per connection (lws allocates it for each ws). Small keeps idle
+     * connections cheap; messages are reassembled by us anyway. */
+    s->protocols[0].rx_buffer_size = 4096;
+    /* lws caps each send() at tx_packet_size (default: the rx buffer size, 4 KB) and copies
+     * the rest of the frame into its overflow buffer, to be sent on later POLLOUTs. A large cap
+     * lets the kernel take whatever fits in one call, so lws copies only the true remainder.
+     * (lws casts it to int and adds LWS_PRE: keep well below INT_MAX.) */
+    s->protocols[0].tx_packet_size = (size_t)1 << 30;
+
+    /* Keepalive: lws pings after secs_since_valid_ping without a pong and hangs up after
+     * secs_since_valid_hangup. Zeros switch it off (lws's default would be 300/310). */
+    s->retry.secs_since_valid_ping = (uint16_t)(cfg->ping_interval_secs > 0 ? cfg->ping_interval_secs : 0);
+    s->retry.secs_since_valid_hangup = (uint16_t)(cfg->ping_interval_secs > 0 ? cfg->hangup_secs : 0);
+
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof(info)); /* 4.1.6 has no lws_context_info_defaults() */
+    info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_VALIDATE_UTF8 |
+                   LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE |
+                   LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND;
+    if (tls)
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    info.user = s;
+    info.protocols = s->protocols;
+    info.port = cfg->port;
+    info.iface = s->host;
+    info.vhost_name = "foldtable";
+    info.server_string = "foldtable";
+    info.retry_and_idle_policy = &s->retry;
+    info.count_threads = 1;
+    if (tls) {
+        info.ssl_cert_filepath = s->tls_cert;
+        info.ssl_private_key_filepath = s->tls_key;
+        /* HTTP/1.1 only: over h2 a WebSocket would be an h2 stream whose frame header is
+         * per stream, which breaks sharing one frame buffer between connections. */
+        info.alpn = "http/1.1";
+    }
+
+    g_log_first_error[0] = '\0';
+    g_log_capture = true;
+    lws_set_log_level(lws_levels(g_log_level), log_emit);
+
+    s->ctx = lws_create_context(&info);
+    if (s->ctx)
+        s->vh = lws_create_vhost(s->ctx, &info);
+    g_log_capture = false;
+
+    if (!s->ctx || !s->vh) {
+        const char *why = g_log_first_error[0] ? g_log_first_error : "libwebsockets refused the configuration";
+        char where[200];
+        snprintf(where, sizeof(where), "%s:%d", s->host ? s->host : "*", cfg->port);
+        if (tls)
+            set_err(err, err_len,
+                    "cannot start TLS on %s with certificate %s and key %s "
+                    "(key does not match, invalid PEM, or address unavailable): %s",
+                    where, s->tls_cert, s->tls_key, why);
+        else
+            set_err(err, err_len, "cannot listen on %s: %s", where, why);
+        if (s->ctx)
+            lws_context_destroy(s->ctx);
+        server_free(s);
+        return NULL;
+    }
+    s->port = lws_get_vhost_listen_port(s->vh);
+    return s;
+}
+
+/* Any thread: the port is written once in create and never changes. */
+int ftws_server_port(const ftws_server *server)
+{
+    return server ? server->port : 0;
+}
+
+/* The service loop. lws_service(ctx, 0) sleeps until the next socket event, sul deadline or
+ * lws_cancel_service; every callback runs inside it, on this thread. */
+int ftws_server_run(ftws_server *server)
+{
+    if (!server || !server->ctx)
+        return -1;
+    ftws_server *s = server;
+    int rc = 0;
+    lws_sul_schedule(s->ctx, 0, &s->sul_tick, tick_fired, LWS_US_PER_SEC);
+    /* A stop requested before run began: its cancel may have been consumed already. */
+    if (atomic_load(&s->stop_requested))
+        begin_shutdown(s);
+    while (!s->done) {
+        if (lws_service(s->ctx, 0) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    lws_sul_cancel(&s->sul_tick);
+    lws_sul_cancel(&s->sul_grace);
+    lws_sul_cancel(&s->sul_giveup);
+    return rc;
+}
+
+/* Any thread: only an atomic flag and lws_cancel_service (the one lws call that is safe from
+ * other threads); the service thread does the rest in EVENT_WAIT_CANCELLED. */
+void ftws_server_stop(ftws_server *server, int grace_ms)
+{
+    if (!server || !server->ctx)
+        return;
+    /* Grace first, flag second: the service thread reads the grace after seeing the flag. */
+    if (!atomic_load(&server->stop_requested)) {
+        atomic_store(&server->stop_grace_ms, grace_ms);
+        atomic_store(&server->stop_requested, 1);
+    }
+    lws_cancel_service(server->ctx);
+}
+
+/* Any thread: on_wake follows on the service thread (several wakes may become one). */
+void ftws_server_wake(ftws_server *server)
+{
+    if (!server || !server->ctx)
+        return;
+    /* Flag before cancel: the service thread tests the flag after it wakes. */
+    atomic_store(&server->wake_pending, 1);
+    lws_cancel_service(server->ctx);
+}
+
+/* After run returned. Connections still open (only if run was never called or failed) get
+ * their on_close from inside lws_context_destroy. */
+void ftws_server_destroy(ftws_server *server)
+{
+    if (!server)
+        return;
+    ftws__timers_cancel_all(server);
+    lws_sul_cancel(&server->sul_tick);
+    lws_sul_cancel(&server->sul_grace);
+    lws_sul_cancel(&server->sul_giveup);
+    server->stopping = true;
+    if (server->ctx)
+        lws_context_destroy(server->ctx);
+    server->ctx = NULL;
+    server_free(server);
+}

@@ -1,0 +1,208 @@
+// foldtable-echo: the C wrapper (CFoldtableWS) alone, as an echo server for the transport tests
+// and the Autobahn TestSuite. Not part of the product.
+//
+// Default is echo_mode = 1 (the C layer echoes text and binary). --swift-echo instead echoes
+// text from Swift through on_message + ftws_frame_create + ftws_conn_send (binary then closes
+// 1003), which exercises the callback path the real server uses.
+import CFoldtableWS
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// One line to stderr, unbuffered (tests read it while the process runs). write(2) rather than
+/// fputs(stderr): Swift 6 refuses the global C `stderr` as shared mutable state.
+func errorLine(_ line: String) {
+    let text = line + "\n"
+    _ = text.withCString { write(2, $0, strlen($0)) }
+}
+
+func fail(_ message: String) -> Never {
+    errorLine("foldtable-echo: \(message)")
+    exit(1)
+}
+
+struct Options {
+    var host = "127.0.0.1"
+    var port = 0
+    var webRoot: String?
+    var wsPath = "/ws"
+    var spaPrefix = "/s/"
+    var tlsCert: String?
+    var tlsKey: String?
+    var maxMessageBytes = 16_777_216
+    var maxQueueBytes = 67_108_864
+    var maxBatchBytes = 65_536
+    var slowCloseCode = 4008
+    var pingInterval = 25
+    var hangup = 35
+    var sendStall = 30
+    var graceMs = 2000
+    var swiftEcho = false
+    var logCloses = false
+    var logLevel = 0
+}
+
+func parseOptions(_ args: [String]) -> Options {
+    var o = Options()
+    var i = 0
+    func value(_ name: String) -> String {
+        i += 1
+        guard i < args.count else { fail("\(name) needs a value") }
+        return args[i]
+    }
+    func int(_ name: String) -> Int {
+        let v = value(name)
+        guard let n = Int(v), n >= 0 else { fail("\(name) needs a non-negative integer, got \(v)") }
+        return n
+    }
+    while i < args.count {
+        let a = args[i]
+        switch a {
+        case "--host": o.host = value(a)
+        case "--port": o.port = int(a)
+        case "--web-root": o.webRoot = value(a)
+        case "--ws-path": o.wsPath = value(a)
+        case "--spa-prefix": o.spaPrefix = value(a)
+        case "--tls-cert": o.tlsCert = value(a)
+        case "--tls-key": o.tlsKey = value(a)
+        case "--max-message-bytes": o.maxMessageBytes = int(a)
+        case "--max-queue-bytes": o.maxQueueBytes = int(a)
+        case "--max-batch-bytes": o.maxBatchBytes = int(a)
+        case "--slow-close-code": o.slowCloseCode = int(a)
+        case "--ping-interval": o.pingInterval = int(a)
+        case "--hangup": o.hangup = int(a)
+        case "--send-stall": o.sendStall = int(a)
+        case "--grace-ms": o.graceMs = int(a)
+        case "--swift-echo": o.swiftEcho = true
+        case "--log-closes": o.logCloses = true
+        case "--log-level": o.logLevel = int(a)
+        default: fail("unknown option \(a)")
+        }
+        i += 1
+    }
+    return o
+}
+
+/// The owner behind the `owner` pointer of every callback (reached with Unmanaged). The signal
+/// thread reads `server` too; it is set before that thread starts and never changes.
+final class EchoOwner: @unchecked Sendable {
+    let logCloses: Bool
+    let graceMs: Int32
+    var server: OpaquePointer?
+    init(logCloses: Bool, graceMs: Int32) {
+        self.logCloses = logCloses
+        self.graceMs = graceMs
+    }
+}
+
+// Callbacks are top-level functions converted to @convention(c): they capture nothing and find
+// their owner through the opaque pointer.
+func owner(_ p: UnsafeMutableRawPointer?) -> EchoOwner {
+    Unmanaged<EchoOwner>.fromOpaque(p!).takeUnretainedValue()
+}
+
+func onOpen(_ p: UnsafeMutableRawPointer?, _ conn: OpaquePointer?) {
+    if owner(p).logCloses {
+        errorLine("open \(ftws_conn_id(conn)) \(String(cString: ftws_conn_peer(conn)))")
+    }
+}
+
+func onClose(_ p: UnsafeMutableRawPointer?, _ conn: OpaquePointer?, _ code: Int32) {
+    if owner(p).logCloses {
+        errorLine("close \(ftws_conn_id(conn)) \(code)")
+    }
+}
+
+func onMessage(
+    _ p: UnsafeMutableRawPointer?, _ conn: OpaquePointer?,
+    _ data: UnsafePointer<UInt8>?, _ len: Int
+) {
+    guard let frame = ftws_frame_create(data, len) else { return }
+    _ = ftws_conn_send(conn, frame)
+    ftws_frame_release(frame)
+}
+
+// SIGTERM/SIGINT are blocked before any other thread exists (threads inherit the mask) and
+// taken with sigwait on one thread of ours: a signal can then neither kill the process early
+// nor get lost, and stopping needs no async-signal-safe code.
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+sigaddset(&stopSignals, SIGTERM)
+sigaddset(&stopSignals, SIGINT)
+pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+
+/// Body of the signal thread: wait for SIGTERM/SIGINT, ask the server to stop (the one
+/// thread-safe call besides wake), repeat (a second signal is harmless).
+func signalWaiter(_ arg: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    let echo = Unmanaged<EchoOwner>.fromOpaque(arg!).takeUnretainedValue()
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGTERM)
+    sigaddset(&set, SIGINT)
+    while true {
+        var sig: Int32 = 0
+        if sigwait(&set, &sig) == 0 {
+            ftws_server_stop(echo.server, echo.graceMs)
+        }
+    }
+}
+
+let options = parseOptions(Array(CommandLine.arguments.dropFirst()))
+ftws_set_log_level(Int32(options.logLevel))
+
+// Stable C strings for the config: ftws_server_create copies what it keeps, and these few bytes
+// live for the process anyway.
+func cString(_ s: String?) -> UnsafePointer<CChar>? {
+    guard let s else { return nil }
+    return UnsafePointer(strdup(s))
+}
+
+var config = ftws_config()
+config.host = cString(options.host)
+config.port = Int32(options.port)
+config.web_root = cString(options.webRoot)
+config.ws_path = cString(options.wsPath)
+config.spa_prefix = cString(options.spaPrefix.isEmpty ? nil : options.spaPrefix)
+config.tls_cert_path = cString(options.tlsCert)
+config.tls_key_path = cString(options.tlsKey)
+config.max_message_bytes = options.maxMessageBytes
+config.max_queue_bytes = options.maxQueueBytes
+config.max_batch_bytes = options.maxBatchBytes
+config.slow_close_code = Int32(options.slowCloseCode)
+config.ping_interval_secs = Int32(options.pingInterval)
+config.hangup_secs = Int32(options.hangup)
+config.send_stall_secs = Int32(options.sendStall)
+config.echo_mode = options.swiftEcho ? 0 : 1
+
+let echoOwner = EchoOwner(logCloses: options.logCloses, graceMs: Int32(options.graceMs))
+var callbacks = ftws_callbacks()
+callbacks.owner = Unmanaged.passRetained(echoOwner).toOpaque()
+callbacks.on_open = onOpen
+callbacks.on_close = onClose
+if options.swiftEcho {
+    callbacks.on_message = onMessage
+}
+
+var errorBuffer = [CChar](repeating: 0, count: 1024)
+guard let server = ftws_server_create(&config, callbacks, &errorBuffer, errorBuffer.count) else {
+    let message = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    fail(message)
+}
+
+echoOwner.server = server
+var signalThread = pthread_t()
+guard pthread_create(&signalThread, nil, signalWaiter, callbacks.owner) == 0 else {
+    fail("cannot start the signal thread")
+}
+
+let tls = options.tlsCert != nil
+let shownHost = options.host.contains(":") ? "[\(options.host)]" : options.host
+print("listening on \(tls ? "https" : "http")://\(shownHost):\(ftws_server_port(server))")
+fflush(nil)  // all C streams: print() buffers stdout when it is a pipe
+
+let rc = ftws_server_run(server)
+ftws_server_destroy(server)
+exit(rc == 0 ? 0 : 1)
