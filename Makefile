@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 
 # System packages: to build and run, and what the test suites use as real peers.
 RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev
-TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver python3-selenium procps
+TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver procps tmux
 BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
 
 .PHONY: run build test test-unit test-e2e test-browser lint docs bench venv deps-run deps-test clean
@@ -28,7 +28,7 @@ run: build
 venv: $(VENV)/.ready
 $(VENV)/.ready:
 	python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets
+	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium
 	touch $@
 
 lint:

@@ -3,6 +3,8 @@ public enum ClientMessage: Equatable, Sendable {
     case join(JoinRequest)
     /// Ask for the sessions that exist.
     case list
+    /// Change the display name others see.
+    case rename(String)
     /// A change to the joined session's table, with the client's change id if it gave one.
     case change(Change, id: String?)
 
@@ -32,6 +34,14 @@ public enum ClientMessage: Equatable, Sendable {
         }
     }
 
+    private static func displayName(_ reader: FieldReader, limits: Limits) throws(ProtocolError) -> String {
+        let name = try reader.string("name")
+        guard !name.isEmpty, name.utf8.count <= limits.maxNameBytes, !name.contains(where: { $0.isNewline }) else {
+            throw ProtocolError(.invalidValue, "name must be 1 to \(limits.maxNameBytes) bytes on one line", field: "name")
+        }
+        return name
+    }
+
     private static func decode(_ value: JSONValue, limits: Limits) throws(ProtocolError) -> ClientMessage {
         let reader = try FieldReader(value)
         let type = try reader.string("type")
@@ -41,10 +51,7 @@ public enum ClientMessage: Equatable, Sendable {
             guard JoinRequest.isValidSessionName(session) else {
                 throw ProtocolError(.invalidSession, "session names are 1 to 64 letters, digits, _ or -", field: "session")
             }
-            let name = try reader.string("name")
-            guard !name.isEmpty, name.utf8.count <= limits.maxNameBytes, !name.contains(where: { $0.isNewline }) else {
-                throw ProtocolError(.invalidValue, "name must be 1 to \(limits.maxNameBytes) bytes on one line", field: "name")
-            }
+            let name = try displayName(reader, limits: limits)
             let since = try reader.optionalInteger("since")
             if let since, since < 0 {
                 throw ProtocolError(.invalidValue, "since must not be negative", field: "since")
@@ -55,6 +62,8 @@ public enum ClientMessage: Equatable, Sendable {
                     token: try reader.optionalString("token")))
         case "list":
             return .list
+        case "rename":
+            return .rename(try displayName(reader, limits: limits))
         default:
             guard Change.typeNames.contains(type) else {
                 throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")

@@ -30,6 +30,16 @@ public enum ServerMessage {
             out.bool(effect.collapsed)
         }
         out.byte(UInt8(ascii: "}"))
+        if let from = event.from {
+            out.nextKey("from")
+            out.raw("{\"section\":")
+            out.string(from.section)
+            out.nextKey("index")
+            out.integer(from.index)
+            out.nextKey("row")
+            from.row.encode(into: &out)
+            out.byte(UInt8(ascii: "}"))
+        }
         out.byte(UInt8(ascii: "}"))
     }
 
@@ -54,9 +64,18 @@ public enum ServerMessage {
             }
             effects.append(CollapseEffect(key: key, collapsed: collapsed))
         }
+        var from: RowOrigin?
+        if reader.has("from") {
+            let origin = try reader.object("from")
+            guard let index = try origin.optionalIndex("index") else {
+                throw ProtocolError(.missingField, "from.index is missing", field: "from.index")
+            }
+            guard let rowValue = origin.value("row") else { throw ProtocolError(.missingField, "from.row is missing", field: "from.row") }
+            from = RowOrigin(section: try origin.string("section"), index: index, row: try Row.decode(rowValue))
+        }
         return TableEvent(
             seq: UInt64(seq), author: Author(client: try by.string("client"), name: try by.string("name")),
-            changeId: try reader.optionalString("id"), change: change, collapsed: effects)
+            changeId: try reader.optionalString("id"), change: change, collapsed: effects, from: from)
     }
 
     /// A member as shown in presence lists.
@@ -156,7 +175,7 @@ public enum ServerMessage {
 
     /// Whether a member came or went.
     public enum PresenceChange: String, Sendable {
-        case joined, left
+        case joined, left, renamed
     }
 
     /// `{"type":"presence","event":"joined",...}`.

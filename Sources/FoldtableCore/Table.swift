@@ -75,9 +75,10 @@ public struct Table: Sendable {
             try checkKey(changeId, field: "id")
         }
         let next = seq + 1
+        let origin = try rowOrigin(of: change)
         let (resolved, effects) = try perform(change, seq: next)
         seq = next
-        let event = TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects)
+        let event = TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: origin)
         if let changeId { remember(event, as: changeId) }
         return .applied(event)
     }
@@ -104,6 +105,17 @@ public struct Table: Sendable {
             eventsByChangeId[changeIdOrder[changeIdOldest]] = nil
             changeIdOrder[changeIdOldest] = changeId
             changeIdOldest = (changeIdOldest + 1) % changeIdOrder.count
+        }
+    }
+
+    /// Where the row a `removeRow` or `moveRow` names is now (before the change).
+    private func rowOrigin(of change: Change) throws(ProtocolError) -> RowOrigin? {
+        switch change {
+        case .removeRow(let key), .moveRow(let key, _, _):
+            let (position, index) = try locateRow(key)
+            return RowOrigin(section: sections[position].key, index: index, row: sections[position].rows[index])
+        default:
+            return nil
         }
     }
 

@@ -9,18 +9,38 @@ public struct TableEvent: Equatable, Sendable {
     public var change: Change
     /// Every section whose collapsed state this change altered, in table order.
     public var collapsed: [CollapseEffect]
+    /// For `removeRow` and `moveRow`: where the row was and what it held, so a client that has
+    /// not loaded that section's rows can still keep its row counts and show the moved row.
+    public var from: RowOrigin?
 
-    public init(seq: UInt64, author: Author, changeId: String?, change: Change, collapsed: [CollapseEffect]) {
+    public init(seq: UInt64, author: Author, changeId: String?, change: Change, collapsed: [CollapseEffect], from: RowOrigin? = nil) {
         self.seq = seq
         self.author = author
         self.changeId = changeId
         self.change = change
         self.collapsed = collapsed
+        self.from = from
     }
 
     /// The sections this event expanded (their rows must be sent to members).
     public var expandedSections: [String] {
         collapsed.compactMap { $0.collapsed ? nil : $0.key }
+    }
+}
+
+/// Where a removed or moved row was before the change.
+public struct RowOrigin: Equatable, Sendable {
+    /// The key of the section that held the row.
+    public var section: String
+    /// Its position there.
+    public var index: Int
+    /// The row as it was.
+    public var row: Row
+
+    public init(section: String, index: Int, row: Row) {
+        self.section = section
+        self.index = index
+        self.row = row
     }
 }
 

@@ -5,8 +5,8 @@ final class ClientState {
     let connection: Connection
     /// The id other members see (`c<connection id>`).
     let clientId: String
-    /// Display name, set by `join`.
-    private(set) var name = ""
+    /// Display name, set by `join` and `rename`.
+    var name = ""
     private(set) weak var session: TableSession?
     /// Refused messages in a row; reset by an accepted one.
     var consecutiveErrors = 0

@@ -117,6 +117,13 @@ public final class Hub: TransportDelegate {
             transport.send(OutboundMessage(ServerMessage.sessions(Array(list))), to: connection)
         case .success(.join(let request)):
             join(client, request)
+        case .success(.rename(let name)):
+            guard let session = client.session else {
+                refuse(client, ProtocolError(.notJoined, "join a session first"), id: id)
+                return
+            }
+            client.consecutiveErrors = 0
+            session.rename(client, to: name)
         case .success(.change(let change, let id)):
             guard let session = client.session else {
                 refuse(client, ProtocolError(.notJoined, "join a session first"), id: id)

@@ -104,12 +104,18 @@ public struct ServerConfig: Sendable, Equatable {
         case help
     }
 
-    /// Reads flags, then fills what they leave from `FOLDTABLE_*` environment variables, then validates.
+    /// Reads `FOLDTABLE_*` environment variables, then flags (which win), then validates.
+    /// Unknown flags are errors; unknown environment variables are ignored, since the environment
+    /// is shared with other programs (test harnesses set FOLDTABLE_BIN, for one).
     public static func parse(arguments: [String], environment: [String: String] = [:]) throws(Invalid) -> Parsed {
-        var values: [String: String] = [:]
-        for (name, value) in environment where name.hasPrefix("FOLDTABLE_") {
-            let flag = name.dropFirst("FOLDTABLE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
-            values[flag] = value
+        var config = ServerConfig()
+        for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("FOLDTABLE_") {
+            let option = name.dropFirst("FOLDTABLE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
+            do {
+                _ = try config.set(option, value)
+            } catch {
+                throw Invalid("\(name): \(error.description)")
+            }
         }
         var index = 0
         while index < arguments.count {
@@ -129,17 +135,14 @@ public struct ServerConfig: Sendable, Equatable {
                 value = arguments[index]
                 index += 1
             }
-            values[name] = value
-        }
-        var config = ServerConfig()
-        for (name, value) in values.sorted(by: { $0.key < $1.key }) {
-            try config.set(name, value)
+            guard try config.set(name, value) else { throw Invalid("unknown option --\(name) (see --help)") }
         }
         try config.validate()
         return .run(config)
     }
 
-    private mutating func set(_ name: String, _ value: String) throws(Invalid) {
+    /// Sets one option; returns false when there is no option of that name.
+    private mutating func set(_ name: String, _ value: String) throws(Invalid) -> Bool {
         func integer(_ range: ClosedRange<Int>) throws(Invalid) -> Int {
             guard let number = Int(value), range.contains(number) else {
                 throw Invalid("--\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(value)\"")
@@ -180,9 +183,9 @@ public struct ServerConfig: Sendable, Equatable {
             case "debug": logLevel = .debug
             default: throw Invalid("--log-level must be error, warning, info or debug, not \"\(value)\"")
             }
-        case "bin", "echo-bin": break  // test harness variables (FOLDTABLE_BIN), not settings
-        default: throw Invalid("unknown option --\(name) (see --help)")
+        default: return false
         }
+        return true
     }
 
     /// Checks settings against each other.

@@ -94,6 +94,12 @@ final class TableSession {
         drainPending()
     }
 
+    /// A member changed its display name; everyone (the member too) is told.
+    func rename(_ client: ClientState, to name: String) {
+        client.name = name
+        transport.broadcast(OutboundMessage(ServerMessage.presence(.renamed, member: client.member, count: members.count)), to: connections)
+    }
+
     // MARK: - Changes
 
     /// Applies `change` now, or after the streams of the sections it touches complete (in the

@@ -18,6 +18,7 @@ func decode(_ text: String) -> (Result<ClientMessage, ProtocolError>, id: String
                 == .change(.setCollapsed(section: .key("k"), collapsed: true), id: "c2"))
         #expect(try decode(#"{"type":"setAll","collapsed":false}"#).0.get() == .change(.setAll(collapsed: false), id: nil))
         #expect(try decode(#"{"type":"list"}"#).0.get() == .list)
+        #expect(try decode(#"{"type":"rename","name":"bo"}"#).0.get() == .rename("bo"))
     }
 
     @Test func decodesEveryChangeType() throws {
@@ -162,6 +163,18 @@ func decode(_ text: String) -> (Result<ClientMessage, ProtocolError>, id: String
                 == #"{"type":"event","seq":43,"by":{"client":"c7","name":"ana"},"id":"k3f9-1","change":{"type":"toggle","section":"mac"},"collapsed":{"mac":true}}"#
         )
         #expect(try ServerMessage.decodeEvent(JSONParser.parse(text)) == event)
+    }
+
+    @Test func removedAndMovedRowsCarryWhereTheyCameFrom() throws {
+        var table = try sampleTable()
+        let moved = try table.apply(.moveRow(row: "a2", section: .key("b"), index: 0), by: ana).event
+        #expect(moved.from == RowOrigin(section: "a", index: 1, row: Row(key: "a2", label: "two")))
+        let removed = try table.apply(.removeRow(row: "b1"), by: ana).event
+        #expect(removed.from == RowOrigin(section: "b", index: 1, row: Row(key: "b1", label: "three")))
+        let text = String(decoding: ServerMessage.event(removed), as: UTF8.self)
+        #expect(text.hasSuffix(#""collapsed":{},"from":{"section":"b","index":1,"row":{"key":"b1","label":"three","value":""}}}"#))
+        #expect(try ServerMessage.decodeEvent(JSONParser.parse(text)) == removed)
+        #expect(try table.apply(.toggle(section: .key("a")), by: ana).event.from == nil)
     }
 
     @Test func stringsNeverContainARawNewline() {

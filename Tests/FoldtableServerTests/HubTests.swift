@@ -39,6 +39,19 @@ import Testing
         #expect(left?["count"] == .integer(1))
     }
 
+    @Test func aRenameIsShownToEveryMember() {
+        let h = Harness()
+        h.join(1, name: "ana")
+        h.join(2, name: "bo")
+        h.say(2, #"{"type":"rename","name":"bob"}"#)
+        for id in UInt64(1)...2 {
+            #expect(h.transport.sent[id]?.last == #"{"type":"presence","event":"renamed","client":"c2","name":"bob","count":2}"#)
+        }
+        h.open(3)
+        h.say(3, #"{"type":"rename","name":"x"}"#)
+        #expect(h.transport.messages(3).last?["code"] == .string("not_joined"))
+    }
+
     @Test func aNewSessionIsCreatedEmptyOnFirstJoin() throws {
         let h = Harness()
         h.join(1, session: "team-7")
@@ -324,6 +337,13 @@ import Testing
         } catch {
             #expect(error.description == "--port must be a whole number from 0 to 65535, not \"x\"")
         }
+    }
+
+    @Test func unknownEnvironmentVariablesAreIgnoredButBadValuesAreNot() throws {
+        #expect(throws: Never.self) { try ServerConfig.parse(arguments: [], environment: ["FOLDTABLE_BIN": "x", "FOLDTABLE_SCREENSHOT_OUT": "y"]) }
+        #expect(throws: ServerConfig.Invalid.self) { try ServerConfig.parse(arguments: [], environment: ["FOLDTABLE_PORT": "high"]) }
+        guard case .run(let config) = try ServerConfig.parse(arguments: ["--port", "1"], environment: ["FOLDTABLE_PORT": "2"]) else { return }
+        #expect(config.port == 1)
     }
 
     @Test func helpIsRecognised() throws {
