@@ -10,7 +10,7 @@ RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev
 TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver procps tmux
 BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
 
-.PHONY: run build test test-unit test-e2e test-browser lint docs bench venv deps-run deps-test clean
+.PHONY: screenshot run build test test-unit test-e2e test-browser lint docs bench venv deps-run deps-test clean
 
 deps-run:
 	@.ci/ensure-packages $(RUN_PACKAGES)
@@ -50,6 +50,12 @@ test-e2e: venv
 test-browser: venv
 	$(SWIFT) build -c release --product foldtabled
 	FOLDTABLE_BIN=.build/release/foldtabled $(PY) -m pytest -q Tests/browser
+
+# Refreshes the README screenshot (made by the browser tests against the real server).
+screenshot: venv
+	$(SWIFT) build -c release --product foldtabled
+	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_SCREENSHOT_OUT=$(CURDIR)/Tests/browser/screenshot.png \
+		$(PY) -m pytest -q Tests/browser -k demo
 
 test: deps-test lint docs test-unit test-e2e test-browser
 

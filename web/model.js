@@ -10,14 +10,14 @@ export class Table {
   }
 
   /** Replace everything with a welcome snapshot. */
-  load(table, seq) {
+  load(table) {
     this.options = { ...table.options };
     this.byKey.clear();
     this.rowHome.clear();
-    this.sections = (table.sections || []).map((s) => this.adopt(s, seq));
+    this.sections = (table.sections || []).map((s) => this.adopt(s));
   }
 
-  adopt(src, seq) {
+  adopt(src) {
     const s = {
       key: src.key, title: src.title ?? '', detail: src.detail, footer: src.footer,
       collapsed: !!src.collapsed, busy: !!src.busy,
@@ -100,7 +100,7 @@ export class Table {
         const key = src.key ?? ch.key;
         if (!key || this.byKey.has(key)) break;
         const collapsed = ev.collapsed?.[key] ?? src.collapsed ?? !!this.options.sectionsInitiallyCollapsed;
-        const s = this.adopt({ ...src, key, collapsed, rows: src.rows ?? [], rowCount: src.rows?.length ?? 0 }, ev.seq);
+        const s = this.adopt({ ...src, key, collapsed, rows: src.rows ?? [], rowCount: src.rows?.length ?? 0 });
         this.sections.splice(clampIndex(ch.index ?? src.index, this.sections.length), 0, s);
         touch(s);
         break;
@@ -142,18 +142,25 @@ export class Table {
       }
       case 'moveRow': {
         const s = this.byKey.get(ch.section);
-        const row = this.takeRow(ch.row, touch);
+        // `from` says where the row was and what it held, also when we never loaded that section.
+        let row = this.takeRow(ch.row, touch);
+        if (!row && ev.from) {
+          const old = this.byKey.get(ev.from.section);
+          if (old) touch(old).rowCount = Math.max(0, old.rowCount - 1);
+          row = ev.from.row;
+        }
         if (!s) break;
-        // A row moved out of a section whose rows we never had: we know it exists, not its text.
         if (row) this.putRow(s, row, ch.index); else s.rowCount++;
         s.fresh.add(ch.row);
         touch(s);
         break;
       }
       case 'removeRow': {
-        // The event names only the row; if we never had it, `section` (if sent) tells where it was.
         if (this.rowHome.has(ch.row)) this.takeRow(ch.row, touch);
-        else if (this.byKey.has(ch.section)) touch(this.byKey.get(ch.section)).rowCount--;
+        else if (ev.from && this.byKey.has(ev.from.section)) {
+          const old = touch(this.byKey.get(ev.from.section));
+          old.rowCount = Math.max(0, old.rowCount - 1);
+        }
         for (const o of this.streaming()) o.fix.set(ch.row, null);
         break;
       }

@@ -14,11 +14,12 @@ export class Connection {
    * @param {object} o
    * @param {string|null} o.session  session to join, or null for the lobby (only `list`)
    * @param {() => string} o.name     display name, read at every (re)join
-   * @param {(msg: object) => void} o.onMessage
+   * @param {(msg: object, entry?: {msg: object}) => void} o.onMessage
    * @param {(status: object) => void} o.onStatus  {state: 'connecting'|'open'|'down'|'fatal', queued, retryAt, code}
+   * @param {() => boolean} [o.canResume]  false: rejoin from a fresh snapshot instead of resuming
    */
-  constructor({ session, name, onMessage, onStatus }) {
-    Object.assign(this, { session, name, onMessage, onStatus });
+  constructor({ session, name, onMessage, onStatus, canResume = () => true }) {
+    Object.assign(this, { session, name, onMessage, onStatus, canResume });
     this.ws = null;
     this.ready = false;        // joined (welcome/resume seen) or, in the lobby, open
     this.seq = null;           // last event seq applied, for `since`
@@ -27,24 +28,25 @@ export class Connection {
     this.outbox = new Map();   // id -> {msg, sent}; insertion order = send order
     this.attempt = 0;
     this.timer = null;
-    this.stopped = false;
     this.info = { state: 'connecting' };
     addEventListener('online', () => this.retryNow());
+    // A socket may linger half-dead after the network went away; do not wait for it to time out.
+    addEventListener('offline', () => this.drop());
   }
 
   url() {
     return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws`;
   }
 
-  connect() {
+  connect(quiet = false) {
     clearTimeout(this.timer);
     this.timer = null;
-    this.status('connecting');
+    if (!quiet) this.status('connecting');
     const ws = (this.ws = new WebSocket(this.url()));
     ws.onopen = () => {
       if (this.session) {
         const join = { type: 'join', session: this.session, name: this.name() };
-        if (this.seq !== null && this.epoch) Object.assign(join, { since: this.seq, epoch: this.epoch });
+        if (this.seq !== null && this.epoch && this.canResume()) Object.assign(join, { since: this.seq, epoch: this.epoch });
         ws.send(JSON.stringify(join));
       } else {
         this.ready = true;
@@ -61,20 +63,31 @@ export class Connection {
         this.receive(msg);
       }
     };
-    ws.onclose = (e) => {
-      if (this.ws !== ws) return;
-      this.ready = false;
-      this.ws = null;
-      if (this.stopped) return;
-      if (FATAL.has(e.code) || (e.code >= 4500 && e.code <= 4999)) {
-        this.status('fatal', { code: e.code });
-        return;
-      }
-      // Exponential backoff with jitter, so a restarted server is not hit by everyone at once.
-      const delay = Math.min(10000, 400 * 2 ** this.attempt++) * (0.75 + Math.random() / 4);
-      this.timer = setTimeout(() => this.connect(), delay);
-      this.status('down', { retryAt: Date.now() + delay, code: e.code });
-    };
+    ws.onclose = (e) => { if (this.ws === ws) this.lost(e.code); };
+  }
+
+  lost(code) {
+    this.ready = false;
+    this.ws = null;
+    // The lobby never joins, so the server closes it at the join deadline (4001): just reopen.
+    if (!this.session && code === 4001) { this.connect(true); return; }
+    if (FATAL.has(code) || (code >= 4500 && code <= 4999)) {
+      this.status('fatal', { code });
+      return;
+    }
+    // Exponential backoff with jitter, so a restarted server is not hit by everyone at once.
+    const delay = Math.min(10000, 400 * 2 ** this.attempt++) * (0.75 + Math.random() / 4);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.connect(), delay);
+    this.status('down', { retryAt: Date.now() + delay, code });
+  }
+
+  drop() {
+    const ws = this.ws;
+    if (!ws) return;
+    ws.onclose = null;
+    ws.close();
+    this.lost(1006);
   }
 
   retryNow() {
@@ -88,6 +101,8 @@ export class Connection {
   }
 
   receive(msg) {
+    // For ack and error: the change they answer, so the app can settle what it showed early.
+    const entry = msg.id != null ? this.outbox.get(msg.id) : undefined;
     switch (msg.type) {
       case 'welcome':
         // A welcome is a full snapshot, whether or not we asked to resume.
@@ -110,7 +125,7 @@ export class Connection {
         if (msg.id) this.outbox.delete(msg.id);
         break;
     }
-    this.onMessage(msg);
+    this.onMessage(msg, entry);
     if (['welcome', 'resume', 'ack', 'error'].includes(msg.type)) this.status(this.ready ? 'open' : this.info.state);
   }
 

@@ -14,18 +14,20 @@ const el = (tag, cls, text) => {
   return e;
 };
 const setText = (e, t) => { t = t ?? ''; if (e.textContent !== t) e.textContent = t; };
+const setAttr = (e, a, v) => { if (e.getAttribute(a) !== v) e.setAttribute(a, v); };
 const button = (act, text, label) => {
   const b = el('button', 'mini', text);
   b.type = 'button';
   b.dataset.act = act;
+  b.dataset.label = b.title = label;
   b.setAttribute('aria-label', label);
-  b.title = label;
   return b;
 };
 const input = (field, label, max = 1024) => {
   const i = el('input', `in-${field}`);
   i.dataset.field = field;
   i.maxLength = max;
+  i.dataset.label = label;
   i.setAttribute('aria-label', label);
   return i;
 };
@@ -110,8 +112,8 @@ export class TableView {
     const spinning = s.busy || this.ui.spinning(s);
     v.el.classList.toggle('collapsed', collapsed);
     v.el.classList.toggle('spinning', spinning);
-    v.el.setAttribute('aria-busy', String(spinning));
-    v.btn.setAttribute('aria-expanded', String(!collapsed));
+    setAttr(v.el, 'aria-busy', String(spinning));
+    setAttr(v.btn, 'aria-expanded', String(!collapsed));
     setText(v.ind, collapsed ? o.collapsedIndicator ?? '+' : o.expandedIndicator ?? '−');
     setText(v.title, s.title);
     setText(v.detail, s.detail);
@@ -122,19 +124,19 @@ export class TableView {
     if (v.editing !== editing) {
       v.tools.replaceChildren();
       if (editing) {
-        const lab = `section ${s.title}`;
-        v.tools.append(
-          input('title', `Title of ${lab}`), input('detail', `Detail of ${lab}`), input('footer', `Footer of ${lab}`),
-          button('up', '↑', `Move ${lab} up`), button('down', '↓', `Move ${lab} down`),
-          button('addrow', '+ row', `Add a row to ${lab}`), button('remove', '✕', `Remove ${lab}`));
-        v.tools.querySelector('.in-title').required = true;
+        v.tools.append(input('title', 'Title of section'), input('detail', 'Detail of section'),
+          input('footer', 'Footer of section'), button('up', '↑', 'Move section up'),
+          button('down', '↓', 'Move section down'), button('addrow', '+ row', 'Add a row to section'),
+          button('remove', '✕', 'Remove section'));
       }
       v.tools.hidden = !editing;
     }
     if (editing) {
-      for (const f of ['title', 'detail', 'footer']) {
-        const i = v.tools.querySelector(`.in-${f}`);
-        if (i !== document.activeElement) i.value = s[f] ?? '';
+      for (const c of v.tools.children) {
+        // Name the section in every control's label ("Move section Fruit up").
+        setAttr(c, 'aria-label', c.dataset.label.replace('section', `section ${s.title}`));
+        const f = c.dataset.field;
+        if (f && c !== document.activeElement) c.value = s[f] ?? '';
       }
     }
     if (v.v !== s.v || v.editing !== editing || v.pendingRows) this.updateRows(v, s, editing);
@@ -212,12 +214,11 @@ export class TableView {
   makeRow(row, editing) {
     const r = el('li', 'row');
     r.dataset.row = row.key;
-    if (editing) {
-      r.append(input('label', 'Label'), input('value', 'Value'), el('span', 'rdetail'),
-        button('rup', '↑', 'Move row up'), button('rdown', '↓', 'Move row down'), button('rremove', '✕', 'Remove row'));
-    } else {
-      r.append(el('span', 'label'), input('value', 'Value'), el('span', 'rdetail'));
-    }
+    r.onanimationend = () => r.classList.remove('enter', 'hit'); // so a later move does not replay it
+    const lab = el('div', 'lab');
+    lab.append(editing ? input('label', 'Label of row') : el('span', 'label'), el('span', 'rdetail'));
+    r.append(lab, input('value', 'Value'));
+    if (editing) r.append(button('rup', '↑', 'Move row up'), button('rdown', '↓', 'Move row down'), button('rremove', '✕', 'Remove row'));
     return r;
   }
 
@@ -230,7 +231,8 @@ export class TableView {
     const val = r.querySelector('.in-value');
     // An edit of ours not yet acknowledged wins over what the model says (it may be offline).
     if (!(this.ui.rowPending(row.key) || val.dataset.typing)) { if (val.value !== (row.value ?? '')) val.value = row.value ?? ''; }
-    if (val.getAttribute('aria-label') !== row.label) val.setAttribute('aria-label', row.label || 'Value');
+    setAttr(val, 'aria-label', row.label || 'Value');
+    for (const c of r.querySelectorAll('button, .in-label')) setAttr(c, 'aria-label', c.dataset.label.replace('row', row.label || 'row'));
     setText(r.querySelector('.rdetail'), row.detail);
     if (windowed) {
       r.style.setProperty('--i', i);
@@ -315,9 +317,11 @@ export class TableView {
   flash(key, name) {
     const v = this.views.get(key);
     if (!v) return;
+    // One badge per person: a second change restarts theirs rather than adding another.
+    for (const old of v.badges.children) if (old.textContent === name) { clearTimeout(old.timer); old.remove(); }
     const b = el('span', 'badge', name);
     v.badges.append(b);
-    setTimeout(() => b.remove(), 2500);
+    b.timer = setTimeout(() => b.remove(), 2500);
   }
 
   /** Mark rows for re-render (e.g. our edit was acknowledged, so the model may show again). */
@@ -351,7 +355,8 @@ export class TableView {
     r.classList.remove('hit');
     void r.offsetWidth; // restart the highlight animation
     r.classList.add('hit');
-    r.querySelector('.in-value').focus({ preventScroll: true });
-    return true;
+    const field = r.querySelector('.in-value');
+    field.focus({ preventScroll: true });
+    return document.activeElement === field; // not yet focusable (still hidden): try again later
   }
 }

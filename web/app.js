@@ -1,0 +1,376 @@
+// Page wiring: the lobby at /, a session at /s/<name>. Connection in protocol.js, table state in
+// model.js, drawing in table.js.
+import { Connection } from './protocol.js';
+import { Table } from './model.js';
+import { TableView } from './table.js';
+
+const $ = (id) => document.getElementById(id);
+const SESSION_RE = /^[A-Za-z0-9_-]{1,64}$/;
+const NAME_KEY = 'foldtable.name';
+
+// ---- display name: remembered per browser, editable at any time ----
+let myName = localStorage.getItem(NAME_KEY);
+if (!myName) {
+  myName = `guest-${Math.random().toString(36).slice(2, 6)}`;
+  localStorage.setItem(NAME_KEY, myName);
+}
+const nameInput = $('name');
+nameInput.value = myName;
+let onRename = () => {};
+nameInput.addEventListener('change', () => {
+  const n = nameInput.value.trim();
+  if (!n || new TextEncoder().encode(n).length > 64) { nameInput.value = myName; return; }
+  myName = n;
+  localStorage.setItem(NAME_KEY, n);
+  onRename();
+});
+
+// ---- connection banner ----
+// The banner is a status region: its words change only when the situation does; the countdown
+// ticks in an aria-hidden part so screen readers are not told every second.
+let bannerTick = 0;
+function showStatus(st, everOpen) {
+  const banner = $('banner');
+  clearInterval(bannerTick);
+  if (st.state === 'open' || (st.state === 'connecting' && !everOpen)) {
+    banner.hidden = true;
+    return;
+  }
+  banner.hidden = false;
+  banner.classList.toggle('fatal', st.state === 'fatal');
+  const queued = st.queued ? ` ${st.queued} change${st.queued === 1 ? '' : 's'} will be sent when back.` : '';
+  const text = st.state === 'fatal'
+    ? `Disconnected by the server (code ${st.code}). Reload the page to try again.`
+    : `Connection lost. Reconnecting…${queued}`;
+  if (banner.dataset.text !== text) {
+    banner.dataset.text = text;
+    const countdown = document.createElement('span');
+    countdown.className = 'countdown';
+    countdown.setAttribute('aria-hidden', 'true');
+    const retry = document.createElement('button');
+    retry.type = 'button';
+    retry.textContent = 'Retry now';
+    retry.addEventListener('click', () => conn.retryNow());
+    banner.replaceChildren(text, countdown, retry);
+  }
+  const [countdown, retry] = banner.querySelectorAll('.countdown, button');
+  retry.hidden = st.state !== 'down';
+  const tick = () => {
+    const secs = st.state === 'down' ? Math.ceil((st.retryAt - Date.now()) / 1000) : 0;
+    countdown.textContent = secs > 0 ? `next try in ${secs} s` : '';
+  };
+  tick();
+  if (st.state === 'down') bannerTick = setInterval(tick, 1000);
+}
+
+// ---- polite announcements, coalesced so a burst of remote edits is one message ----
+let said = [];
+let sayTimer = 0;
+function say(text) {
+  said.push(text);
+  if (sayTimer) return;
+  sayTimer = setTimeout(() => {
+    $('live').textContent = said.length === 1 ? said[0] : `${said.at(-1)} (and ${said.length - 1} more changes)`;
+    said = [];
+    sayTimer = 0;
+  }, 700);
+}
+
+function note(text) {
+  const n = $('note');
+  n.textContent = text;
+  clearTimeout(n.timer);
+  n.timer = setTimeout(() => { n.textContent = ''; }, 5000);
+}
+
+let conn;
+const route = location.pathname.match(/^\/s\/([^/]+)\/?$/);
+const session = route && decodeURIComponent(route[1]);
+if (session && SESSION_RE.test(session)) startSession(session); else startLobby(route && session);
+
+// ---- lobby: the sessions that exist, and a form to join or create one ----
+function startLobby(badName) {
+  $('lobby').hidden = false;
+  if (badName) note(`“${badName}” is not a session name: use letters, digits, - and _.`);
+  let everOpen = false;
+  conn = new Connection({
+    session: null,
+    name: () => myName,
+    onMessage(msg) {
+      if (msg.type !== 'sessions') return;
+      const ul = $('sessions');
+      ul.replaceChildren(...msg.sessions.map(({ name, members }) => {
+        const li = document.createElement('li');
+        const a = document.createElement('a');
+        a.href = `/s/${encodeURIComponent(name)}`;
+        a.textContent = name;
+        li.append(a, ` ${members} here`);
+        return li;
+      }));
+      $('no-sessions').hidden = msg.sessions.length > 0;
+    },
+    onStatus(st) {
+      if (st.state === 'open') { everOpen = true; conn.sendNow({ type: 'list' }); }
+      showStatus(st, everOpen);
+    },
+  });
+  conn.connect();
+  // `list` is not pushed: ask again now and then while the lobby is open.
+  setInterval(() => conn.sendNow({ type: 'list' }), 4000);
+  $('join-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    location.assign(`/s/${encodeURIComponent($('session-name').value.trim())}`);
+  });
+}
+
+// ---- a session ----
+function startSession(name) {
+  document.title = `${name} — Foldtable`;
+  $('session').hidden = false;
+  $('session-title').textContent = name;
+  $('share').href = location.href;
+  $('share').textContent = location.href;
+
+  const table = new Table();
+  let me = null;
+  let loaded = false;
+  let everOpen = false;
+  const people = new Map();   // client -> name
+  let count = 0;
+  // Sections we asked to collapse/expand and show that way until the server answers.
+  const want = new Map();     // section key -> {collapsed, id}
+  // Sections we asked to expand, with when: a spinner if rows take more than half a second.
+  const waiting = new Map();  // section key -> ms
+  let reveal = null;          // {section, row, until}: scroll there once its rows are drawn
+  let flashes = [];
+  let catchUp = null;         // {to, n} while replaying what we missed
+
+  const ui = {
+    editing: () => $('edit').checked,
+    collapsedShown: (s) => (want.has(s.key) ? want.get(s.key).collapsed : s.collapsed),
+    spinning(s) {
+      const t = waiting.get(s.key);
+      if (t === undefined) return false;
+      if (ui.collapsedShown(s) || (table.complete(s) && !want.has(s.key))) { waiting.delete(s.key); return false; }
+      return performance.now() - t >= 500 && !table.complete(s);
+    },
+    rowPending(rowKey) {
+      for (const { msg } of conn.outbox.values()) {
+        if (msg.type === 'updateRow' && msg.row === rowKey && 'value' in msg.set) return true;
+      }
+      return false;
+    },
+    send(change) {
+      try { return conn.send(change); } catch (e) { note(e.message); return null; }
+    },
+    // `set` rather than `toggle`: a press queued while offline must mean "expanded", not "flip
+    // whatever it is by the time we are back".
+    toggle(key) {
+      const s = table.section(key);
+      const collapsed = !ui.collapsedShown(s);
+      expect(key, collapsed, ui.send({ type: 'set', section: key, collapsed }));
+    },
+  };
+  const view = new TableView($('table'), ui);
+
+  function expect(key, collapsed, id) {
+    if (!id) return;
+    want.set(key, { collapsed, id });
+    if (collapsed) waiting.delete(key);
+    else { waiting.set(key, performance.now()); setTimeout(schedule, 520); }
+    schedule();
+  }
+
+  // Drawing is batched per frame; the timer also covers hidden windows, where frames stop.
+  let raf = 0;
+  let tid = 0;
+  function schedule() {
+    if (raf || tid) return;
+    raf = requestAnimationFrame(draw);
+    tid = setTimeout(draw, 100);
+  }
+  function draw() {
+    cancelAnimationFrame(raf);
+    clearTimeout(tid);
+    raf = tid = 0;
+    if (!loaded) return;
+    view.render(table);
+    for (const [key, who] of flashes) view.flash(key, who);
+    flashes = [];
+    const o = table.options;
+    $('accordion').checked = !!o.accordion;
+    $('expand-all').disabled = !!o.accordion;
+    const names = [...people.entries()].map(([c, n]) => (c === me ? `${n} (you)` : n));
+    $('people').textContent = `${count} here: ${names.slice(0, 20).join(', ')}${names.length > 20 ? ` and ${names.length - 20} more` : ''}`;
+    if (reveal) {
+      if (performance.now() > reveal.until) reveal = null;
+      else if (view.showRow(reveal.section, reveal.row)) reveal = null;
+    }
+    // Spinners appear, and reveals may complete, with time rather than with a message.
+    for (const key of waiting.keys()) if (!table.section(key)) waiting.delete(key);
+    if (waiting.size || reveal) setTimeout(schedule, 200);
+  }
+
+  function settle(entry) {
+    const m = entry?.msg;
+    if (!m) return;
+    for (const [key, w] of want) if (w.id === m.id) want.delete(key);
+    if (m.type === 'updateRow') view.touchRow(m.row);
+  }
+
+  conn = new Connection({
+    session: name,
+    name: () => myName,
+    // Resume replays events, and streams rows only for sections those events expanded: rows of
+    // a section that was still streaming when we dropped would never complete. Start afresh.
+    canResume: () => !table.sections.some((s) => s.pending),
+    onStatus(st) {
+      if (st.state === 'open') everOpen = true;
+      showStatus(st, everOpen);
+    },
+    onMessage(msg, entry) {
+      switch (msg.type) {
+        case 'welcome':
+          me = msg.client;
+          table.load(msg.table);
+          view.views.forEach((v) => { v.v = -1; });
+          people.clear();
+          for (const p of msg.presence || []) people.set(p.client, p.name);
+          count = people.size;
+          if (loaded) say('Reconnected. The table was reloaded from the server.');
+          loaded = true;
+          break;
+        case 'resume':
+          // Events up to msg.seq are the ones we missed; they follow now.
+          catchUp = { to: msg.seq, n: 0 };
+          if (conn.seq >= msg.seq) { say('Reconnected. Nothing was missed.'); catchUp = null; }
+          me = msg.client;
+          people.clear();
+          for (const p of msg.presence || []) people.set(p.client, p.name);
+          count = people.size;
+          break;
+        case 'event': {
+          const { sections, text } = table.applyEvent(msg);
+          const remote = msg.by && msg.by.client !== me;
+          if (remote) for (const key of sections) flashes.push([key, msg.by.name]);
+          if (catchUp && msg.seq <= catchUp.to) {
+            catchUp.n++;
+            if (msg.seq === catchUp.to) {
+              say(`Reconnected. Caught up on ${catchUp.n} change${catchUp.n === 1 ? '' : 's'}.`);
+              catchUp = null;
+            }
+          } else if (remote) {
+            say(`${msg.by.name} ${text}`);
+          }
+          break;
+        }
+        case 'rows': table.applyRows(msg); break;
+        case 'busy': table.setBusy(msg.section, msg.busy); break;
+        case 'presence':
+          if (msg.event === 'joined') people.set(msg.client, msg.name); else people.delete(msg.client);
+          count = msg.count ?? people.size;
+          if (msg.client !== me) say(`${msg.name} ${msg.event === 'joined' ? 'joined' : 'left'}`);
+          break;
+        case 'ack': settle(entry); break;
+        case 'error':
+          settle(entry);
+          note(`Not done: ${msg.message || msg.code}`);
+          break;
+      }
+      schedule();
+    },
+  });
+  onRename = () => conn.rejoin(); // the protocol has no rename: join again under the new name
+  conn.connect();
+
+  // ---- toolbar ----
+  $('expand-all').addEventListener('click', () => ui.send({ type: 'setAll', collapsed: false }));
+  $('collapse-all').addEventListener('click', () => ui.send({ type: 'setAll', collapsed: true }));
+  $('accordion').addEventListener('change', (e) => ui.send({ type: 'setOptions', options: { accordion: e.target.checked } }));
+  $('edit').addEventListener('change', () => {
+    $('add-section').hidden = !ui.editing();
+    document.body.classList.toggle('editing', ui.editing());
+    schedule();
+  });
+  $('add-section').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const title = $('new-section-title').value.trim();
+    if (title && ui.send({ type: 'addSection', title })) $('new-section-title').value = '';
+  });
+  $('copy-link').addEventListener('click', async () => {
+    try { await navigator.clipboard.writeText(location.href); note('Link copied.'); } catch { getSelection().selectAllChildren($('share')); }
+  });
+
+  // ---- find: over section titles and the rows this page has ----
+  const find = $('find');
+  const results = $('results');
+  let hits = [];
+  let active = -1;
+  find.addEventListener('input', () => {
+    const q = find.value.trim().toLowerCase();
+    hits = [];
+    if (q) {
+      for (const s of table.sections) {
+        if (hits.length >= 30) break;
+        if (s.title.toLowerCase().includes(q)) hits.push({ s, text: s.title, sub: 'section' });
+        for (const r of table.list(s)) {
+          if (hits.length >= 30) break;
+          if (r.label?.toLowerCase().includes(q) || r.value?.toLowerCase().includes(q)) {
+            hits.push({ s, r, text: r.label, sub: `${s.title}${r.value ? ` · ${r.value}` : ''}` });
+          }
+        }
+      }
+    }
+    active = hits.length ? 0 : -1;
+    drawHits();
+  });
+  find.addEventListener('keydown', (e) => {
+    if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+      e.preventDefault();
+      if (hits.length) active = (active + (e.key === 'ArrowDown' ? 1 : hits.length - 1)) % hits.length;
+      drawHits();
+    } else if (e.key === 'Enter' && active >= 0) {
+      e.preventDefault();
+      pick(hits[active]);
+    } else if (e.key === 'Escape') {
+      hits = [];
+      drawHits();
+    }
+  });
+  results.addEventListener('mousedown', (e) => e.preventDefault()); // keep focus in the field
+  results.addEventListener('click', (e) => {
+    const li = e.target.closest('li');
+    if (li) pick(hits[+li.dataset.i]);
+  });
+  function drawHits() {
+    results.replaceChildren(...hits.map((h, i) => {
+      const li = document.createElement('li');
+      li.id = `hit${i}`;
+      li.dataset.i = i;
+      li.setAttribute('role', 'option');
+      li.setAttribute('aria-selected', String(i === active));
+      const small = document.createElement('small');
+      small.textContent = h.sub;
+      li.append(h.text, ' ', small);
+      return li;
+    }));
+    results.hidden = !hits.length;
+    find.setAttribute('aria-expanded', String(hits.length > 0));
+    if (active >= 0) find.setAttribute('aria-activedescendant', `hit${active}`);
+    else find.removeAttribute('aria-activedescendant');
+    results.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: 'nearest' });
+  }
+  function pick(h) {
+    hits = [];
+    drawHits();
+    if (!h) return;
+    if (ui.collapsedShown(h.s)) {
+      // reveal: the server expands the row's section (for everyone), then sends its rows.
+      if (h.r) expect(h.s.key, false, ui.send({ type: 'reveal', row: h.r.key }));
+      else expect(h.s.key, false, ui.send({ type: 'set', section: h.s.key, collapsed: false }));
+    }
+    if (h.r) reveal = { section: h.s.key, row: h.r.key, until: performance.now() + 15000 };
+    else view.focusSection(h.s.key);
+    schedule();
+  }
+}
