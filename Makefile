@@ -63,6 +63,7 @@ bench: deps-run
 	@.ci/ensure-packages $(BENCH_PACKAGES)
 	$(SWIFT) build -c release
 	taskset -c 0 .build/release/foldtable-bench core
+	bash Tests/bench/fanout.sh
 
 clean:
 	rm -rf .build $(VENV)

@@ -3,6 +3,7 @@
 // within a run, not across runs).
 //
 //   foldtable-bench core [--seconds S]
+//   foldtable-bench fanout --url ws://127.0.0.1:PORT/ws --kind foldtable|mirror ...  (FanoutBench.swift)
 import FoldtableCore
 import Foundation
 
@@ -96,7 +97,9 @@ if let index = arguments.firstIndex(of: "--seconds"), index + 1 < arguments.coun
 switch mode {
 case "core":
     benchCore(seconds: seconds)
+case "fanout":
+    exit(runFanout(arguments: arguments))
 default:
-    FileHandle.standardError.write("usage: foldtable-bench core [--seconds S]\n".data(using: .utf8)!)
+    FileHandle.standardError.write("usage: foldtable-bench core [--seconds S]\n\(FanoutOptions.usage)\n".data(using: .utf8)!)
     exit(2)
 }
