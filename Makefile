@@ -44,7 +44,7 @@ test-unit:
 
 test-e2e: venv
 	$(SWIFT) build -c release
-	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_ECHO_BIN=.build/release/foldtable-echo \
+	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_ECHO_BIN=.build/release/foldtable-echo FOLDTABLE_CLIENT_BIN=.build/release/foldtable \
 		$(PY) -m pytest -q Tests/e2e
 
 test-browser: venv

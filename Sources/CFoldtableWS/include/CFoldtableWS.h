@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "CFoldtableWSClient.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -1,0 +1,176 @@
+import FoldtableCore
+
+/// One message from the server, decoded strictly (Protocol.md, "Server to client").
+///
+/// Decoding never traps: anything malformed is a ``ProtocolError`` naming the field, and a
+/// message type this client does not know is ``other(type:)`` (newer servers may add some).
+public enum ServerUpdate: Equatable, Sendable {
+    case welcome(Welcome)
+    case resume(Resume)
+    case event(TableEvent)
+    case ack(id: String, seq: UInt64)
+    case error(ServerError)
+    case rows(RowsChunk)
+    case busy(section: String, busy: Bool)
+    case presence(PresenceChange)
+    case sessions([SessionInfo])
+    case other(type: String)
+
+    /// The snapshot after `join`.
+    public struct Welcome: Equatable, Sendable {
+        public var session: String
+        /// This connection's client id and display name.
+        public var me: Author
+        public var epoch: String
+        public var seq: UInt64
+        /// `false` when a resume was asked for and could not be honoured.
+        public var recovered: Bool?
+        public var table: TableSnapshot
+        public var presence: [ServerMessage.Member]
+    }
+
+    /// The answer to a join that can resume: the missed events follow.
+    public struct Resume: Equatable, Sendable {
+        public var session: String
+        public var me: Author
+        public var epoch: String
+        public var seq: UInt64
+        public var presence: [ServerMessage.Member]
+    }
+
+    /// One chunk of an expanded section's rows.
+    public struct RowsChunk: Equatable, Sendable {
+        public var section: String
+        /// The expansion (or snapshot) the rows belong to.
+        public var seq: UInt64
+        public var from: Int
+        public var total: Int
+        public var rows: [Row]
+        public var final: Bool
+    }
+
+    /// Someone joined or left.
+    public struct PresenceChange: Equatable, Sendable {
+        public var joined: Bool
+        public var member: ServerMessage.Member
+        /// Members after the change.
+        public var count: Int
+    }
+
+    /// One entry of a `sessions` answer.
+    public struct SessionInfo: Equatable, Sendable {
+        public var name: String
+        public var members: Int
+    }
+
+    /// JSON limits for server messages: the server's own strings are at most 4,096 bytes, an
+    /// error message a little more; the margin costs nothing.
+    static let limits = JSONParser.Limits(maxDepth: 32, maxStringBytes: 65_536)
+
+    /// Decodes one line (one JSON object) of a server message.
+    public static func decode(_ line: some Collection<UInt8>) throws(ProtocolError) -> ServerUpdate {
+        try decode(try JSONParser.parse(line, limits: limits))
+    }
+
+    /// Decodes one parsed server message.
+    public static func decode(_ value: JSONValue) throws(ProtocolError) -> ServerUpdate {
+        let reader = try FieldReader(value)
+        let type = try reader.string("type")
+        switch type {
+        case "welcome":
+            let seq = try sequence(reader, "seq")
+            return .welcome(
+                Welcome(
+                    session: try reader.string("session"), me: Author(client: try reader.string("client"), name: try reader.string("name")),
+                    epoch: try reader.string("epoch"), seq: seq, recovered: try reader.optionalBool("recovered"),
+                    table: try TableSnapshot.decode(try reader.object("table").asValue, seq: seq), presence: try members(reader)))
+        case "resume":
+            return .resume(
+                Resume(
+                    session: try reader.string("session"), me: Author(client: try reader.string("client"), name: try reader.string("name")),
+                    epoch: try reader.string("epoch"), seq: try sequence(reader, "seq"), presence: try members(reader)))
+        case "event":
+            return .event(try ServerMessage.decodeEvent(value))
+        case "ack":
+            return .ack(id: try reader.string("id"), seq: try sequence(reader, "seq"))
+        case "error":
+            return .error(
+                ServerError(
+                    id: try reader.optionalString("id"), code: try reader.string("code"), field: try reader.optionalString("field"),
+                    message: try reader.string("message")))
+        case "rows":
+            var rows: [Row] = []
+            for element in try reader.array("rows") { rows.append(try Row.decode(element)) }
+            return .rows(
+                RowsChunk(
+                    section: try reader.string("section"), seq: try sequence(reader, "seq"), from: try count(reader, "from"),
+                    total: try count(reader, "total"), rows: rows, final: try reader.bool("final")))
+        case "busy":
+            return .busy(section: try reader.string("section"), busy: try reader.bool("busy"))
+        case "presence":
+            let event = try reader.string("event")
+            guard event == "joined" || event == "left" else {
+                throw ProtocolError(.invalidValue, "presence event must be joined or left", field: "event")
+            }
+            return .presence(
+                PresenceChange(
+                    joined: event == "joined", member: ServerMessage.Member(client: try reader.string("client"), name: try reader.string("name")),
+                    count: try count(reader, "count")))
+        case "sessions":
+            var list: [SessionInfo] = []
+            for element in try reader.array("sessions") {
+                let entry = try FieldReader(element, path: "sessions.")
+                list.append(SessionInfo(name: try entry.string("name"), members: try count(entry, "members")))
+            }
+            return .sessions(list)
+        default:
+            return .other(type: type)
+        }
+    }
+
+    private static func sequence(_ reader: FieldReader, _ name: String) throws(ProtocolError) -> UInt64 {
+        let number = try reader.integer(name)
+        guard number >= 0 else { throw ProtocolError(.invalidValue, "\(name) must not be negative", field: name) }
+        return UInt64(number)
+    }
+
+    private static func count(_ reader: FieldReader, _ name: String) throws(ProtocolError) -> Int {
+        let number = try reader.integer(name)
+        guard number >= 0 && number <= Int64(Int32.max) else {
+            throw ProtocolError(.invalidValue, "\(name) must be between 0 and \(Int32.max)", field: name)
+        }
+        return Int(number)
+    }
+
+    private static func members(_ reader: FieldReader) throws(ProtocolError) -> [ServerMessage.Member] {
+        var list: [ServerMessage.Member] = []
+        for element in try reader.array("presence") {
+            let entry = try FieldReader(element, path: "presence.")
+            list.append(ServerMessage.Member(client: try entry.string("client"), name: try entry.string("name")))
+        }
+        return list
+    }
+}
+
+/// A refused message, as the server's `error` reply says it.
+public struct ServerError: Error, Equatable, Sendable {
+    /// The refused change's id, when it had one.
+    public var id: String?
+    /// A code from Protocol.md (`unknown_section`, ...); kept as text so new codes pass through.
+    public var code: String
+    public var field: String?
+    /// One sentence for people.
+    public var message: String
+
+    public init(id: String?, code: String, field: String?, message: String) {
+        self.id = id
+        self.code = code
+        self.field = field
+        self.message = message
+    }
+}
+
+extension FieldReader {
+    /// The object this reader reads, as a value again (to hand to a decoder taking a value).
+    fileprivate var asValue: JSONValue { .object(members) }
+}

@@ -1,0 +1,379 @@
+import FoldtableCore
+
+/// The client's copy of one session's table, kept in step with the server's messages.
+///
+/// Pure value: feed it every ``ServerUpdate`` in the order they arrived. Unlike the server's
+/// ``Table`` it may lack rows: a section that was collapsed when we joined has only its
+/// `rowCount` until it is expanded and its rows arrive in `rows` chunks. Events still keep that
+/// count right, because they name rows by key and the replica remembers where every row it has
+/// heard of lives. When the count cannot be kept right (a row we never saw leaves one of several
+/// sections whose rows we lack), ``needsSnapshot`` says so and the connection rejoins for a
+/// fresh welcome instead of showing a wrong number.
+public struct SessionReplica: Sendable {
+    /// One section as the client knows it.
+    public struct SectionState: Equatable, Sendable {
+        public var key: String
+        public var title: String
+        public var detail: String?
+        public var footer: String?
+        public var collapsed: Bool
+        /// The server is working on the section (streaming a large expansion).
+        public var busy: Bool
+        /// The section's rows on the server, loaded or not.
+        public var rowCount: Int
+        /// Every row in order when the client has them all (collapsed sections keep rows they
+        /// once had: events keep them current); `nil` when they are not loaded.
+        public var rows: [Row]?
+        /// Rows arriving in chunks for the current expansion.
+        public var incoming: [Row]?
+        /// The sequence number of the latest collapse: `rows` chunks older than it are stale.
+        public var collapseSeq: UInt64
+
+        public init(
+            key: String, title: String, detail: String? = nil, footer: String? = nil, collapsed: Bool, busy: Bool = false, rowCount: Int,
+            rows: [Row]?, incoming: [Row]? = nil, collapseSeq: UInt64 = 0
+        ) {
+            self.key = key
+            self.title = title
+            self.detail = detail
+            self.footer = footer
+            self.collapsed = collapsed
+            self.busy = busy
+            self.rowCount = rowCount
+            self.rows = rows
+            self.incoming = incoming
+            self.collapseSeq = collapseSeq
+        }
+
+        /// Expanded, but its rows are not (all) here yet.
+        public var isLoading: Bool { !collapsed && rows == nil }
+
+        /// The rows to show: the complete list, or what has arrived of it so far.
+        public var knownRows: [Row] { rows ?? incoming ?? [] }
+    }
+
+    /// Most rows accepted into one section from `rows` chunks: a bound on what a misbehaving
+    /// server can make the client hold (the server's own default limit is 200,000).
+    public static let maxRowsPerSection = 1_000_000
+
+    public private(set) var options = TableOptions()
+    public private(set) var sections: [SectionState] = []
+    public private(set) var session: String?
+    /// This connection's client id and display name, from the latest welcome or resume.
+    public private(set) var me: Author?
+    /// The session incarnation, sent back with ``seq`` to resume.
+    public private(set) var epoch: String?
+    /// The sequence number of the last event applied (or of the welcome).
+    public private(set) var seq: UInt64 = 0
+    /// A welcome has been applied.
+    public private(set) var hasSnapshot = false
+    public private(set) var presence: [ServerMessage.Member] = []
+    /// The replica can no longer be kept right from events (missed events, rows it cannot
+    /// place): rejoin without `since` to get a fresh welcome.
+    public private(set) var needsSnapshot = false
+
+    /// Section key -> position in `sections`.
+    private var positions: [String: Int] = [:]
+    /// Row key -> key of the section holding it, for every row whose place is known (loaded
+    /// rows, and rows events added to sections whose other rows are not loaded).
+    private var rowHome: [String: String] = [:]
+    /// Rows events told us about in full (added, or moved from a loaded section) that live in
+    /// sections whose other rows are not loaded: kept so a later move can still show them.
+    private var looseRows: [String: Row] = [:]
+
+    public init() {}
+
+    /// The section with `key`.
+    public func section(_ key: String) -> SectionState? { positions[key].map { sections[$0] } }
+
+    /// The key of the section holding row `key`, when known.
+    public func sectionKey(ofRow key: String) -> String? { rowHome[key] }
+
+    /// Whether a reconnect may ask to resume: nothing is missing that only a fresh snapshot
+    /// would bring (the server does not re-send rows that were streaming when the link dropped).
+    public var canResume: Bool {
+        hasSnapshot && epoch != nil && !needsSnapshot && !sections.contains(where: \.isLoading)
+    }
+
+    // MARK: - Applying messages
+
+    /// Applies one message. Messages that do not concern the table (ack, error, sessions) are
+    /// ignored.
+    public mutating func apply(_ update: ServerUpdate) {
+        switch update {
+        case .welcome(let welcome): load(welcome)
+        case .resume(let resume): resumed(resume)
+        case .event(let event): apply(event)
+        case .rows(let chunk): receive(chunk)
+        case .busy(let key, let busy):
+            if let position = positions[key] { sections[position].busy = busy }
+        case .presence(let change): updatePresence(change)
+        case .ack, .error, .sessions, .other: break
+        }
+    }
+
+    private mutating func load(_ welcome: ServerUpdate.Welcome) {
+        options = welcome.table.options
+        session = welcome.session
+        me = welcome.me
+        epoch = welcome.epoch
+        seq = welcome.seq
+        presence = welcome.presence
+        hasSnapshot = true
+        needsSnapshot = false
+        positions = [:]
+        rowHome = [:]
+        looseRows = [:]
+        sections = []
+        for snapshot in welcome.table.sections where positions[snapshot.key] == nil {
+            var rows = snapshot.rows
+            if rows == nil && !snapshot.collapsed && snapshot.rowCount == 0 { rows = [] }
+            positions[snapshot.key] = sections.count
+            for row in rows ?? [] { rowHome[row.key] = snapshot.key }
+            sections.append(
+                SectionState(
+                    key: snapshot.key, title: snapshot.title, detail: snapshot.detail, footer: snapshot.footer, collapsed: snapshot.collapsed,
+                    busy: snapshot.busy, rowCount: max(0, rows?.count ?? snapshot.rowCount), rows: rows))
+        }
+    }
+
+    private mutating func resumed(_ resume: ServerUpdate.Resume) {
+        guard hasSnapshot else {
+            needsSnapshot = true
+            return
+        }
+        session = resume.session
+        me = resume.me
+        epoch = resume.epoch
+        presence = resume.presence
+        for position in sections.indices {
+            // Busy state is not part of a resume; a spinner nobody will ever stop is worse
+            // than a missed one. Streams cut by the drop are not resumed either.
+            sections[position].busy = false
+            sections[position].incoming = nil
+        }
+    }
+
+    private mutating func updatePresence(_ change: ServerUpdate.PresenceChange) {
+        presence.removeAll { $0.client == change.member.client }
+        if change.joined { presence.append(change.member) }
+    }
+
+    private mutating func receive(_ chunk: ServerUpdate.RowsChunk) {
+        guard let position = positions[chunk.section] else { return }
+        // Rows belong to the expansion with that seq; a later collapse makes them stale.
+        guard !sections[position].collapsed, chunk.seq >= sections[position].collapseSeq else { return }
+        if chunk.from == 0 { sections[position].incoming = [] }
+        guard let arrived = sections[position].incoming?.count, chunk.from == arrived,
+            arrived + chunk.rows.count <= Self.maxRowsPerSection
+        else {
+            // A chunk out of step: rows went missing on the way; only a snapshot mends that.
+            needsSnapshot = true
+            return
+        }
+        let key = sections[position].key
+        for row in chunk.rows { rowHome[row.key] = key }
+        // Appended in place (not through a copy of the section): a large section arrives in
+        // hundreds of chunks, and copying what arrived so far for each would be quadratic.
+        sections[position].incoming?.append(contentsOf: chunk.rows)
+        if chunk.final {
+            let rows = sections[position].incoming ?? []
+            sections[position].incoming = nil
+            for row in rows where looseRows[row.key] != nil { looseRows[row.key] = nil }
+            sections[position].rows = rows
+            sections[position].rowCount = rows.count
+        } else {
+            sections[position].rowCount = max(chunk.total, arrived + chunk.rows.count)
+        }
+    }
+
+    // MARK: - Events
+
+    private mutating func apply(_ event: TableEvent) {
+        guard hasSnapshot, event.seq > seq else { return }  // before a snapshot, or seen already
+        if event.seq != seq + 1 { needsSnapshot = true }  // events were missed
+        seq = event.seq
+        switch event.change {
+        case .toggle, .setCollapsed, .setAll, .reveal:
+            break  // only collapse effects, below
+        case .addSection(let new):
+            guard let key = new.key, positions[key] == nil else { break }
+            let section = SectionState(
+                key: key, title: new.title, detail: new.detail, footer: new.footer,
+                collapsed: new.collapsed ?? options.sectionsInitiallyCollapsed, rowCount: 0, rows: [])
+            sections.insert(section, at: Self.clamp(new.index, sections.count))
+            reindex()
+        case .removeSection(let ref):
+            guard let position = position(ref) else { break }
+            let removed = sections.remove(at: position)
+            for key in rowHome.filter({ $0.value == removed.key }).keys {
+                rowHome[key] = nil
+                looseRows[key] = nil
+            }
+            reindex()
+        case .updateSection(let ref, let patch):
+            guard let position = position(ref) else { break }
+            if let title = patch.title { sections[position].title = title }
+            if let detail = patch.detail { sections[position].detail = detail }
+            if let footer = patch.footer { sections[position].footer = footer }
+        case .moveSection(let ref, let index):
+            guard let position = position(ref) else { break }
+            let moved = sections.remove(at: position)
+            sections.insert(moved, at: Self.clamp(index, sections.count))
+            reindex()
+        case .addRow(let ref, let new):
+            guard let position = position(ref), let key = new.key else { break }
+            insert(Row(key: key, label: new.label, value: new.value, detail: new.detail), at: new.index, into: position)
+        case .removeRow(let key):
+            _ = take(key, origin: event.from)
+        case .updateRow(let key, let patch):
+            func update(_ row: inout Row) {
+                if let label = patch.label { row.label = label }
+                if let value = patch.value { row.value = value }
+                if let detail = patch.detail { row.detail = detail }
+            }
+            if looseRows[key] != nil { update(&looseRows[key]!) }
+            guard let home = rowHome[key], let position = positions[home] else { break }
+            sections[position].rows?.mutateFirst(key, update)
+        case .moveRow(let key, let ref, let index):
+            let row = take(key, origin: event.from)
+            guard let position = position(ref) else { break }
+            if let row {
+                insert(row, at: index, into: position)
+            } else {
+                // We know the row exists now, not what it says.
+                sections[position].rowCount += 1
+                rowHome[key] = sections[position].key
+                if sections[position].rows != nil {
+                    sections[position].rows = nil
+                    if !sections[position].collapsed { needsSnapshot = true }
+                }
+            }
+        case .setOptions(let patch):
+            if let value = patch.sectionsInitiallyCollapsed { options.sectionsInitiallyCollapsed = value }
+            if let value = patch.collapsedIndicator { options.collapsedIndicator = value }
+            if let value = patch.expandedIndicator { options.expandedIndicator = value }
+            if let value = patch.accordion { options.accordion = value }
+            if let value = patch.busyThresholdMs { options.busyThresholdMs = value }
+        }
+        for effect in event.collapsed { setCollapsed(effect.key, effect.collapsed, at: event.seq) }
+    }
+
+    private mutating func setCollapsed(_ key: String, _ collapsed: Bool, at eventSeq: UInt64) {
+        guard let position = positions[key], sections[position].collapsed != collapsed else { return }
+        sections[position].collapsed = collapsed
+        sections[position].incoming = nil
+        if collapsed {
+            sections[position].collapseSeq = eventSeq
+        } else if sections[position].rowCount == 0 && sections[position].rows == nil {
+            sections[position].rows = []
+        }
+        // Expanded: the server now streams the rows to every member; they replace what we
+        // have (if anything) when the final chunk arrives.
+    }
+
+    /// Removes a row wherever it is; returns it when its content was known.
+    /// Removes a row wherever the replica has it; `origin` (the event's `from`) says where it was
+    /// and what it held when the replica never loaded that section's rows.
+    private mutating func take(_ key: String, origin: RowOrigin?) -> Row? {
+        let loose = looseRows.removeValue(forKey: key)
+        if let home = rowHome.removeValue(forKey: key), let position = positions[home] {
+            sections[position].rowCount = max(0, sections[position].rowCount - 1)
+            if let index = sections[position].rows?.firstIndex(where: { $0.key == key }) {
+                return sections[position].rows?.remove(at: index)
+            }
+            return loose
+        }
+        if let origin, let position = positions[origin.section] {
+            sections[position].rowCount = max(0, sections[position].rowCount - 1)
+            return origin.row
+        }
+        // A row we never saw and an event without its origin (an older server): it can only be
+        // in a section whose rows we lack. With one such section the count stays right; with
+        // several we cannot tell which.
+        let candidates = sections.indices.filter { sections[$0].rows == nil && sections[$0].rowCount > 0 }
+        if candidates.count == 1 {
+            sections[candidates[0]].rowCount -= 1
+        } else {
+            needsSnapshot = true
+        }
+        return nil
+    }
+
+    private mutating func insert(_ row: Row, at index: Int?, into position: Int) {
+        sections[position].rowCount += 1
+        rowHome[row.key] = sections[position].key
+        if sections[position].rows != nil {
+            let at = Self.clamp(index, sections[position].rows?.count ?? 0)
+            sections[position].rows?.insert(row, at: at)
+        } else {
+            looseRows[row.key] = row
+        }
+    }
+
+    private func position(_ ref: SectionRef) -> Int? {
+        switch ref {
+        case .key(let key): return positions[key]
+        case .title(let title): return sections.firstIndex { $0.title == title }
+        }
+    }
+
+    private mutating func reindex() {
+        positions = [:]
+        for (position, section) in sections.enumerated() { positions[section.key] = position }
+    }
+
+    private static func clamp(_ index: Int?, _ count: Int) -> Int {
+        guard let index else { return count }
+        return min(max(0, index), count)
+    }
+
+    // MARK: - Words for people
+
+    /// What an event did, in a few words ("ana collapsed Mac"), worded from the replica as it
+    /// is before the event is applied.
+    public func describe(_ event: TableEvent) -> String {
+        func title(_ ref: SectionRef) -> String {
+            switch ref {
+            case .key(let key): return oneLine(section(key)?.title ?? key)
+            case .title(let title): return oneLine(title)
+            }
+        }
+        func rowLabel(_ key: String) -> String {
+            guard let home = rowHome[key], let row = section(home)?.knownRows.first(where: { $0.key == key }) else { return "a row" }
+            return row.label
+        }
+        let flips = event.collapsed.map { "\($0.collapsed ? "collapsed" : "expanded") \(title(.key($0.key)))" }.joined(separator: ", ")
+        let what: String
+        switch event.change {
+        case .toggle(let ref), .setCollapsed(let ref, _):
+            what = flips.isEmpty ? "left \(title(ref)) as it was" : flips
+        case .reveal(let key):
+            what = flips.isEmpty ? "showed \(rowLabel(key))" : "showed \(rowLabel(key)): \(flips)"
+        case .setAll(let collapsed): what = collapsed ? "collapsed all sections" : "expanded all sections"
+        case .addSection(let new): what = "added section \(oneLine(new.title))"
+        case .removeSection(let ref): what = "removed section \(title(ref))"
+        case .updateSection(let ref, let patch):
+            what = patch.title.map { "renamed \(title(ref)) to \(oneLine($0))" } ?? "edited section \(title(ref))"
+        case .moveSection(let ref, _): what = "moved section \(title(ref))"
+        case .addRow(let ref, let row): what = "added \(row.label) to \(title(ref))"
+        case .removeRow(let key): what = "removed \(rowLabel(key))"
+        case .updateRow(let key, let patch):
+            what = patch.value.map { "set \(rowLabel(key)) to \"\($0)\"" } ?? "edited \(rowLabel(key))"
+        case .moveRow(let key, let ref, _): what = "moved \(rowLabel(key)) to \(title(ref))"
+        case .setOptions: what = "changed the table options"
+        }
+        return DisplayText.sanitize("\(event.author.name) \(what)")
+    }
+
+    private func oneLine(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).joined(separator: " ")
+    }
+}
+
+extension Array where Element == Row {
+    /// Changes the first row with `key`, if any.
+    fileprivate mutating func mutateFirst(_ key: String, _ change: (inout Row) -> Void) {
+        if let index = firstIndex(where: { $0.key == key }) { change(&self[index]) }
+    }
+}

@@ -1,0 +1,547 @@
+"""End-to-end tests of `foldtable`, the terminal client, against the real foldtabled.
+
+Script mode: every subcommand and its failures, run as a subprocess (exit status, stdout JSON,
+one line on stderr). Interactive mode: the client runs full-screen inside tmux (its own tmux
+server, so nothing else running tmux is disturbed); keys go in with send-keys and the screen
+comes back with capture-pane. A second member is a Python `websockets` client (foldtabled.py).
+
+Binaries: FOLDTABLE_BIN (server) and FOLDTABLE_CLIENT_BIN (client), default .build/debug/.
+"""
+import asyncio
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from foldtabled import REPO, Client, Server
+
+CLIENT = os.environ.get("FOLDTABLE_CLIENT_BIN", ".build/debug/foldtable")
+CLIENT = CLIENT if os.path.isabs(CLIENT) else os.path.join(REPO, CLIENT)
+TMUX = ["tmux", "-L", f"foldtable-test-{os.getpid()}"]
+
+
+def demo_server(*args):
+    return Server("--demo-large-rows", "2000", *args)
+
+
+@pytest.fixture
+def server():
+    s = demo_server()
+    yield s
+    s.stop()
+
+
+def ft(*args, timeout=20):
+    """Runs the client in script mode; returns the finished process (text stdout/stderr)."""
+    return subprocess.run([CLIENT, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def one_line(text):
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, f"expected one stderr line, got {lines!r}"
+    return lines[0]
+
+
+def free_port():
+    """A port nothing listens on (bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def collapsed_map(url, session="demo"):
+    done = ft("get", url, session)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+# ---- script mode -----------------------------------------------------------------------------
+
+
+def test_get_prints_each_sections_state_by_key_and_by_title(server):
+    by_key = ft("get", server.ws, "demo")
+    assert by_key.returncode == 0 and by_key.stderr == ""
+    assert by_key.stdout.count("\n") == 1
+    assert json.loads(by_key.stdout) == {
+        "mac": False, "ipad": False, "iphone": True, "guangdong": True, "zhejiang": True,
+        "sichuan": True, "friends": True, "empty": False, "big": True}
+    assert list(json.loads(by_key.stdout)) == ["mac", "ipad", "iphone", "guangdong", "zhejiang",
+                                              "sichuan", "friends", "empty", "big"]
+    by_title = ft("get", server.ws, "demo", "--by-title")
+    assert by_title.returncode == 0
+    titles = json.loads(by_title.stdout)
+    assert titles["Mac"] is False and titles["Province\nGuangdong"] is True and titles["Inventory"] is True
+
+
+def test_toggle_expand_and_collapse_change_the_session_for_everyone(server):
+    async def scenario():
+        other = await Client.join(server.ws, name="bo")
+        done = ft("toggle", server.ws, "demo", "mac", "--name", "script")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"mac": True}
+        event = await other.next(lambda m: m["type"] == "event")
+        assert event["by"]["name"] == "script" and event["collapsed"] == {"mac": True}
+
+        done = ft("expand", server.ws, "demo", "--title", "Province\nSichuan")
+        assert done.returncode == 0 and json.loads(done.stdout) == {"sichuan": False}
+        assert (await other.next(lambda m: m["type"] == "event"))["collapsed"] == {"sichuan": False}
+
+        done = ft("collapse", server.ws, "demo", "ipad")
+        assert done.returncode == 0 and json.loads(done.stdout) == {"ipad": True}
+        # Collapsing what is collapsed changes nothing, and says so.
+        done = ft("collapse", server.ws, "demo", "ipad")
+        assert done.returncode == 0 and json.loads(done.stdout) == {}
+        await other.close()
+
+    run(scenario())
+    state = collapsed_map(server.ws)
+    assert state["mac"] is True and state["sichuan"] is False and state["ipad"] is True
+
+
+def test_expand_all_and_collapse_all(server):
+    done = ft("expand-all", server.ws, "demo")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {k: False for k in
+                                       ["iphone", "guangdong", "zhejiang", "sichuan", "friends", "big"]}
+    assert not any(collapsed_map(server.ws).values())
+    done = ft("collapse-all", server.ws, "demo")
+    assert done.returncode == 0, done.stderr
+    assert all(collapsed_map(server.ws).values())
+
+
+def test_an_unknown_section_fails_with_one_line(server):
+    for args in (["toggle", server.ws, "demo", "nope"], ["expand", server.ws, "demo", "--title", "Nope"]):
+        done = ft(*args)
+        assert done.returncode == 1 and done.stdout == ""
+        line = one_line(done.stderr)
+        assert line.startswith("foldtable: no section has the") and "nope" in line.lower()
+
+
+def test_a_refused_change_fails_with_the_servers_reason(server):
+    async def accordion_on():
+        owner = await Client.join(server.ws, name="owner")
+        await owner.send({"type": "setOptions", "options": {"accordion": True}, "id": "acc-1"})
+        await owner.next(lambda m: m["type"] == "ack")
+        await owner.close()
+
+    run(accordion_on())
+    done = ft("expand-all", server.ws, "demo")
+    assert done.returncode == 1 and done.stdout == ""
+    assert one_line(done.stderr) == "foldtable: expand all is not possible in accordion mode"
+
+
+def test_bad_urls_and_arguments_fail_before_connecting():
+    cases = [
+        (["get", "http://127.0.0.1:1/ws", "demo"], "bad URL"),
+        (["get", "ws://127.0.0.1:99999/ws", "demo"], "port"),
+        (["get", "127.0.0.1:8080", "demo"], "ws://"),
+        (["get", "ws://127.0.0.1:1/ws", "no such session!"], "bad session name"),
+        (["toggle", "ws://127.0.0.1:1/ws", "demo"], "section key"),
+        (["frobnicate", "ws://127.0.0.1:1/ws", "demo"], "unknown command"),
+        (["get", "ws://127.0.0.1:1/ws", "demo", "--colour"], "unknown option"),
+        ([], "no command"),
+    ]
+    for args, words in cases:
+        done = ft(*args)
+        assert done.returncode == 2, (args, done)
+        assert words in one_line(done.stderr), (args, done.stderr)
+    help_text = ft("--help")
+    assert help_text.returncode == 0 and "expand-all" in help_text.stdout
+
+
+def test_an_unreachable_server_fails_with_one_line():
+    port = free_port()
+    for command in (["get"], ["toggle"], ["watch"], ["collapse-all"]):
+        args = [*command, f"ws://127.0.0.1:{port}/ws", "demo"] + (["mac"] if command == ["toggle"] else [])
+        started = time.monotonic()
+        done = ft(*args)
+        assert done.returncode == 3, (args, done)
+        assert time.monotonic() - started < 5
+        line = one_line(done.stderr)
+        assert line.startswith(f"foldtable: cannot connect to ws://127.0.0.1:{port}/ws"), line
+
+
+def test_a_server_that_never_answers_times_out():
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)  # accepts TCP (the kernel does), never speaks WebSocket
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        done = ft("get", f"ws://127.0.0.1:{port}/ws", "demo", "--timeout", "1")
+        assert done.returncode == 3
+        assert one_line(done.stderr) == f"foldtable: no answer from ws://127.0.0.1:{port}/ws within 1 s"
+        assert time.monotonic() - started < 4
+
+
+def test_watch_prints_every_message_as_one_json_line_until_interrupted(server):
+    watch = subprocess.Popen([CLIENT, "watch", server.ws, "demo", "--name", "watcher"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(watch.stdout.readline())
+        assert first["type"] == "welcome" and first["name"] == "watcher"
+        assert ft("toggle", server.ws, "demo", "iphone").returncode == 0
+        seen = []
+        while not any(m["type"] == "event" for m in seen):
+            line = watch.stdout.readline()
+            assert line.endswith("\n")
+            seen.append(json.loads(line))  # every line is exactly one JSON object
+        event = next(m for m in seen if m["type"] == "event")
+        assert event["change"] == {"type": "toggle", "section": "iphone"}
+        assert event["collapsed"] == {"iphone": False}
+        # The expansion's rows follow as a rows message.
+        rows = json.loads(watch.stdout.readline())
+        assert rows["type"] == "rows" and rows["section"] == "iphone" and rows["final"] is True
+    finally:
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(5) == 0
+    assert watch.stderr.read() == ""
+
+
+class Proxy:
+    """A TCP proxy in front of the server that can drop every connection and refuse new ones:
+    a network failure the client has to ride out."""
+
+    def __init__(self, port):
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.accepting = True
+        self.pairs = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def accept_loop(self):
+        while True:
+            try:
+                downstream, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.accepting:
+                downstream.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.pairs.append((downstream, upstream))
+            for a, b in ((downstream, upstream), (upstream, downstream)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(source, sink):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def drop_all(self):
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+        for pair in pairs:
+            for sock in pair:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+
+    def close(self):
+        self.accepting = False
+        self.listener.close()
+        self.drop_all()
+
+
+def test_watch_reconnects_after_a_drop_and_resumes_where_it_left_off(server):
+    proxy = Proxy(server.port)
+    watch = subprocess.Popen([CLIENT, "watch", f"ws://127.0.0.1:{proxy.port}/ws", "demo"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        welcome = json.loads(watch.stdout.readline())
+        assert welcome["type"] == "welcome"
+        assert ft("toggle", server.ws, "demo", "friends").returncode == 0
+        while json.loads(watch.stdout.readline())["type"] != "event":
+            pass
+        proxy.accepting = False
+        proxy.drop_all()
+        # While it is away, someone else changes the table.
+        assert ft("toggle", server.ws, "demo", "mac").returncode == 0
+        time.sleep(0.5)
+        proxy.accepting = True
+        messages = []
+        while not any(m["type"] == "event" for m in messages):
+            messages.append(json.loads(watch.stdout.readline()))
+        resume = next(m for m in messages if m["type"] in ("resume", "welcome"))
+        assert resume["type"] == "resume" and resume["epoch"] == welcome["epoch"]
+        event = next(m for m in messages if m["type"] == "event")
+        assert event["change"] == {"type": "toggle", "section": "mac"}  # the one it missed
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        assert watch.wait(5) == 0
+        proxy.close()
+
+
+# ---- wss ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def test_wss_works_with_the_ca_file_or_insecure_and_refuses_an_untrusted_certificate(tls_files):
+    cert, key = tls_files
+    tls = demo_server("--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        assert tls.url.startswith("https://")
+        trusted = ft("get", f"wss://localhost:{tls.port}/ws", "demo", "--ca", str(cert))
+        assert trusted.returncode == 0, trusted.stderr
+        assert json.loads(trusted.stdout)["mac"] is False
+        toggled = ft("toggle", f"wss://localhost:{tls.port}/ws", "demo", "mac", "--ca", str(cert))
+        assert toggled.returncode == 0 and json.loads(toggled.stdout) == {"mac": True}
+        insecure = ft("get", f"wss://127.0.0.1:{tls.port}/ws", "demo", "--insecure")
+        assert insecure.returncode == 0 and json.loads(insecure.stdout)["mac"] is True
+        untrusted = ft("get", f"wss://127.0.0.1:{tls.port}/ws", "demo")
+        assert untrusted.returncode == 3
+        assert "certificate is not trusted" in one_line(untrusted.stderr)
+        missing = ft("get", f"wss://localhost:{tls.port}/ws", "demo", "--ca", "/nonexistent/ca.pem")
+        assert missing.returncode == 2
+        assert one_line(missing.stderr) == "foldtable: cannot read CA file /nonexistent/ca.pem"
+    finally:
+        tls.stop()
+
+
+# ---- interactive, in tmux ------------------------------------------------------------------------
+
+
+class Pane:
+    """One tmux session running a shell command; the screen is read with capture-pane."""
+
+    def __init__(self, command, width=100, height=40):
+        self.name = f"ft{time.monotonic_ns()}"
+        shell = f"{command}; echo EXIT=$?; sleep 60"
+        subprocess.run([*TMUX, "new-session", "-d", "-x", str(width), "-y", str(height), "-s", self.name, shell],
+                       check=True)
+
+    def text(self):
+        return subprocess.run([*TMUX, "capture-pane", "-p", "-t", self.name],
+                              capture_output=True, text=True).stdout
+
+    def lines(self):
+        return self.text().split("\n")
+
+    def keys(self, *keys):
+        subprocess.run([*TMUX, "send-keys", "-t", self.name, *keys], check=True)
+
+    def type(self, text):
+        subprocess.run([*TMUX, "send-keys", "-t", self.name, "-l", text], check=True)
+
+    async def wait(self, predicate, timeout=10.0, what=""):
+        """Polls the screen until predicate(text) holds; returns the text."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.text()
+            if predicate(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"screen never showed {what}:\n{text}")
+            await asyncio.sleep(0.05)
+
+    async def wait_for(self, *needles, timeout=10.0):
+        return await self.wait(lambda t: all(n in t for n in needles), timeout, repr(needles))
+
+    def resize(self, width, height):
+        subprocess.run([*TMUX, "resize-window", "-t", self.name, "-x", str(width), "-y", str(height)], check=True)
+
+    def close(self):
+        subprocess.run([*TMUX, "kill-session", "-t", self.name], capture_output=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tmux_server():
+    yield
+    subprocess.run([*TMUX, "kill-server"], capture_output=True)
+
+
+def join_command(url, *extra, name="ana"):
+    return "env NO_COLOR=1 TERM=xterm-256color " + shlex.join([CLIENT, "join", url, "demo", "--name", name, *extra])
+
+
+def line_with(text, needle):
+    return next((line for line in text.split("\n") if needle in line), None)
+
+
+def test_the_interactive_client_shows_the_table_and_shares_toggles_both_ways(server):
+    async def scenario():
+        pane = Pane(join_command(server.ws))
+        try:
+            screen = await pane.wait_for("connected", "Inventory")
+            # The demo table: indicators, detail text right-aligned, row counts, two-line titles.
+            mac = line_with(screen, "Mac")
+            assert mac.startswith("› − Mac") and mac.rstrip().endswith("4 models     4")
+            assert len(mac) == 100
+            assert line_with(screen, "iPhone").startswith("  + iPhone")
+            assert "MacBook Air" in screen and "iPhone 16" not in screen  # rows of expanded sections only
+            guangdong = screen.split("\n").index(line_with(screen, "4 cities"))
+            assert screen.split("\n")[guangdong + 1].strip() == "Guangdong"
+            assert "2000 items  2000" in line_with(screen, "Inventory")
+            status = pane.lines()[39]
+            assert "● connected" in status and "demo" in status and "1 here: ana" in status
+
+            other = await Client.join(server.ws, name="bo")
+            await pane.wait_for("2 here: ana, bo")
+            # A key press here is seen by the other member...
+            pane.keys("Enter")
+            event = await other.next(lambda m: m["type"] == "event")
+            assert event["by"]["name"] == "ana" and event["collapsed"] == {"mac": True}
+            screen = await pane.wait_for("+ Mac")
+            assert "MacBook Air" not in screen and "ana collapsed Mac" in screen
+            # ...and the other member's change shows up here.
+            await other.send({"type": "toggle", "section": "iphone", "id": "bo-1"})
+            screen = await pane.wait_for("− iPhone", "iPhone 16 Pro", "bo expanded iPhone")
+            assert "A18 Pro" in line_with(screen, "iPhone 16 Pro")
+            await other.close()
+            await pane.wait_for("1 here: ana")
+
+            pane.keys("q")
+            screen = await pane.wait_for("EXIT=0")
+            assert "Inventory" not in screen  # the alternate screen is gone: the terminal is back
+        finally:
+            pane.close()
+
+    run(scenario())
+
+
+def test_keys_move_search_reveal_edit_and_expand_or_collapse_everything(server):
+    async def scenario():
+        other = await Client.join(server.ws, name="bo")
+        pane = Pane(join_command(server.ws))
+        try:
+            await pane.wait_for("connected", "Inventory")
+            pane.keys("j", "j", "Down", "j")
+            await pane.wait(lambda t: (line_with(t, "Mac mini") or "").startswith("›"), what="cursor on Mac mini")
+            pane.keys("k")
+            await pane.wait(lambda t: (line_with(t, "iMac") or "").startswith("›"), what="cursor on iMac")
+            # Edit the selected row's value.
+            pane.keys("v")
+            await pane.wait_for("value of iMac: M4█")
+            pane.keys("BSpace", "BSpace")
+            pane.type("M5 Max")
+            pane.keys("Enter")
+            event = await other.next(lambda m: m["type"] == "event")
+            assert event["change"] == {"type": "updateRow", "row": "mac-3", "set": {"value": "M5 Max"}}
+            await pane.wait(lambda t: (line_with(t, "iMac") or "").rstrip().endswith("M5 Max"), what="new value")
+            # Left collapses the selected row's section (the cursor goes to its header).
+            pane.keys("Left")
+            event = await other.next(lambda m: m["type"] == "event")
+            assert event["change"] == {"type": "set", "section": "mac", "collapsed": True}
+            await pane.wait(lambda t: (line_with(t, "Mac") or "").startswith("› + Mac"), what="Mac collapsed")
+            # Search reveals a row of a collapsed section, for everyone.
+            pane.keys("/")
+            pane.type("MINI")
+            await pane.wait_for("/MINI█")
+            pane.keys("Enter")
+            event = await other.next(lambda m: m["type"] == "event")
+            assert event["change"] == {"type": "reveal", "row": "mac-4"}
+            assert event["collapsed"] == {"mac": False}
+            await pane.wait(lambda t: (line_with(t, "Mac mini") or "").startswith("›"), what="cursor on Mac mini")
+            # Rows this client never saw (sections collapsed since it joined) cannot be searched.
+            pane.keys("/")
+            pane.type("leshan")
+            pane.keys("Enter")
+            await pane.wait_for('no match for "leshan" (rows of 6 unopened sections are not searched)')
+            # Collapse all, expand all.
+            pane.keys("c")
+            event = await other.next(lambda m: m["type"] == "event")
+            assert event["change"] == {"type": "setAll", "collapsed": True}
+            await pane.wait(lambda t: "−" not in t.split("\n", 1)[0] and "MacBook Air" not in t, what="all collapsed")
+            pane.keys("e")
+            event = await other.next(lambda m: m["type"] == "event")
+            assert event["change"] == {"type": "setAll", "collapsed": False}
+            await pane.wait_for("− Friends", "Climbing club")
+            # A refused change is shown, not fatal: accordion mode refuses expand-all.
+            await other.send({"type": "setOptions", "options": {"accordion": True}, "id": "bo-2"})
+            pane.keys("e")
+            await pane.wait_for("refused: expand all is not possible in accordion mode")
+            pane.keys("C-c")
+            await pane.wait_for("EXIT=0")
+        finally:
+            pane.close()
+            await other.close()
+
+    run(scenario())
+
+
+def test_the_screen_follows_terminal_resizes(server):
+    async def scenario():
+        pane = Pane(join_command(server.ws))
+        try:
+            await pane.wait_for("connected", "Inventory")
+            pane.resize(60, 15)
+            screen = await pane.wait(lambda t: "● connected" in t.split("\n")[14], what="status on line 15")
+            lines = screen.split("\n")
+            assert line_with(screen, "Mac").rstrip().endswith("4 models     4")
+            assert all(len(line) <= 60 for line in lines)
+            pane.resize(100, 40)
+            await pane.wait(lambda t: "● connected" in t.split("\n")[39], what="status on line 40")
+        finally:
+            pane.close()
+
+    run(scenario())
+
+
+def test_the_interactive_client_reconnects_and_shows_what_it_missed(server):
+    async def scenario():
+        proxy = Proxy(server.port)
+        pane = Pane(join_command(f"ws://127.0.0.1:{proxy.port}/ws"))
+        try:
+            await pane.wait_for("connected", "Inventory")
+            proxy.accepting = False
+            proxy.drop_all()
+            await pane.wait_for("offline, retrying in")
+            assert ft("toggle", server.ws, "demo", "friends", "--name", "bo").returncode == 0
+            proxy.accepting = True
+            pane.keys("r")  # retry now instead of waiting out the backoff
+            await pane.wait_for("● connected", "− Friends", "Climbing club")
+            pane.keys("Enter")  # still live: the toggle goes through
+            await pane.wait_for("+ Mac")
+            assert collapsed_map(server.ws)["mac"] is True
+        finally:
+            pane.close()
+            proxy.close()
+
+    run(scenario())
+
+
+def test_the_interactive_client_exits_with_one_line_when_the_server_is_unreachable():
+    async def scenario():
+        port = free_port()
+        pane = Pane(join_command(f"ws://127.0.0.1:{port}/ws"))
+        try:
+            screen = await pane.wait_for("EXIT=3")
+            assert f"foldtable: cannot connect to ws://127.0.0.1:{port}/ws" in screen
+        finally:
+            pane.close()
+
+    run(scenario())
