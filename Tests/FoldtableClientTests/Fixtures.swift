@@ -20,7 +20,9 @@ enum Wire {
     }
 
     /// Applies `change` to the server's table and returns the event as the client receives it.
-    static func event(_ table: inout Table, _ change: Change, by author: Author = bo, id: String? = nil, withOrigin: Bool = true) throws -> ServerUpdate {
+    static func event(_ table: inout Table, _ change: Change, by author: Author = bo, id: String? = nil, withOrigin: Bool = true) throws
+        -> ServerUpdate
+    {
         var event = try table.apply(change, by: author, changeId: id).event
         if !withOrigin { event.from = nil }  // as an older server sent removeRow and moveRow
         return try ServerUpdate.decode(ServerMessage.event(event))
