@@ -78,15 +78,8 @@ public enum ServerMessage {
             changeId: try reader.optionalString("id"), change: change, collapsed: effects, from: from)
     }
 
-    /// A member as shown in presence lists.
-    public struct Member: Equatable, Sendable {
-        public var client: String
-        public var name: String
-        public init(client: String, name: String) {
-            self.client = client
-            self.name = name
-        }
-    }
+    /// A member as shown in presence lists: the same identity that authors changes.
+    public typealias Member = Author
 
     /// `{"type":"welcome",...}`: the snapshot a client starts from.
     public static func welcome(
@@ -240,11 +233,7 @@ public enum ServerMessage {
         out.byte(UInt8(ascii: "["))
         for (index, member) in list.enumerated() {
             if index > 0 { out.byte(UInt8(ascii: ",")) }
-            out.raw("{\"client\":")
-            out.string(member.client)
-            out.nextKey("name")
-            out.string(member.name)
-            out.byte(UInt8(ascii: "}"))
+            author(member, into: &out)
         }
         out.byte(UInt8(ascii: "]"))
     }
