@@ -5,10 +5,11 @@ import FoldtableCore
 /// Pure value: feed it every ``ServerUpdate`` in the order they arrived. Unlike the server's
 /// ``Table`` it may lack rows: a section that was collapsed when we joined has only its
 /// `rowCount` until it is expanded and its rows arrive in `rows` chunks. Events still keep that
-/// count right, because they name rows by key and the replica remembers where every row it has
-/// heard of lives. When the count cannot be kept right (a row we never saw leaves one of several
-/// sections whose rows we lack), ``needsSnapshot`` says so and the connection rejoins for a
-/// fresh welcome instead of showing a wrong number.
+/// count right: they name rows by key, the replica remembers where every row it has heard of
+/// lives, and `removeRow`/`moveRow` events say where a row came from. When the count cannot be
+/// kept right (an event without that origin, from an older server, removes a row we never saw
+/// from one of several sections whose rows we lack), ``needsSnapshot`` says so and the
+/// connection rejoins for a fresh welcome instead of showing a wrong number.
 public struct SessionReplica: Sendable {
     /// One section as the client knows it.
     public struct SectionState: Equatable, Sendable {
