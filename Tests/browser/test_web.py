@@ -3,6 +3,7 @@
 Run: .venv/bin/python -m pytest Tests/browser -q
 Needs Debian's chromium and chromium-driver, and a built foldtabled (or FOLDTABLE_BIN)."""
 import os
+import signal
 import time
 
 import pytest
@@ -294,14 +295,19 @@ def test_busy_spinner_shows_on_a_large_section_and_the_page_stays_responsive(bro
 
 
 def test_local_spinner_shows_while_a_large_expansion_streams_in_even_if_the_server_reports_no_busy(browsers):
-    # The server would report busy only after a minute; 200,000 rows take longer than 0.5 s to arrive.
+    # The server would report busy only after a minute, so any spinner is the page's own.
     slow = Server(busy_threshold_ms=60000, extra=["--demo-large-rows", "200000"]).start()
     try:
         b = browsers()
         open_as(b, slow, "ana", "/s/demo")
         b.execute_script(WATCH_BUSY)
-        head(b, "big").click()
-        wait(b, lambda b: b.execute_script("return window.sawBusy"), timeout=10)
+        # Freeze the server so the rows cannot arrive within 0.5 s however fast this machine is.
+        os.kill(slow.proc.pid, signal.SIGSTOP)
+        try:
+            head(b, "big").click()
+            wait(b, lambda b: b.execute_script("return window.sawBusy"), timeout=10)
+        finally:
+            os.kill(slow.proc.pid, signal.SIGCONT)
         wait(b, lambda b: "200,000 rows" in head(b, "big").text and
              b.find_element(By.CSS_SELECTOR, 'section[data-sec="big"]').get_attribute("aria-busy") == "false",
              timeout=60)
