@@ -79,7 +79,9 @@ int ftws_conn_send(ftws_conn *conn, ftws_frame *frame)
     ftws_server *s = conn->server;
     ftws_queue *q = &conn->q;
     size_t cap = s->cfg.max_queue_bytes;
-    if (frame->len > cap - q->bytes || q->count >= cap / 8 + 64) {
+    /* The cap bounds a backlog, not one message: a frame larger than the cap is still taken
+     * when nothing is queued (a big welcome must not make a session unjoinable). */
+    if ((q->bytes > 0 && frame->len > cap - q->bytes) || q->count >= cap / 8 + 64) {
         ftws__conn_close_soon(conn, s->cfg.slow_close_code, "slow consumer", true);
         return -1;
     }

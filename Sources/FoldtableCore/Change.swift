@@ -113,7 +113,8 @@ extension Table {
         case .reveal(let row):
             return options.accordion ? .table : .sections(rowSection(row))
         case .addSection(let new):
-            return (options.accordion && new.collapsed == false) ? .table : .sections([])
+            // An expanded new section collapses the others in accordion mode.
+            return (options.accordion && !(new.collapsed ?? options.sectionsInitiallyCollapsed)) ? .table : .sections([])
         case .removeSection(let ref), .updateSection(let ref, _), .moveSection(let ref, _), .addRow(let ref, _):
             return .sections(key(ref))
         case .removeRow(let row), .updateRow(let row, _): return .sections(rowSection(row))

@@ -97,6 +97,9 @@ public struct JSONParser {
             try enter(depth)
             position += 1
             var members: [(String, JSONValue)] = []
+            // Names seen, for the duplicate check: a set once objects grow, so a message with
+            // thousands of members costs linear time, not quadratic.
+            var names: Set<String> = []
             skipSpace()
             if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
                 position += 1
@@ -106,7 +109,14 @@ public struct JSONParser {
                 skipSpace()
                 guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
                 let name = try string()
-                for (existing, _) in members where existing == name {
+                let seen: Bool
+                if members.count < 8 {
+                    seen = members.contains { $0.0 == name }
+                } else {
+                    if names.isEmpty { names = Set(members.map(\.0)) }
+                    seen = !names.insert(name).inserted
+                }
+                if seen {
                     throw ProtocolError(.badJSON, "malformed JSON: member \"\(name.prefix(64))\" appears twice", field: name)
                 }
                 skipSpace()

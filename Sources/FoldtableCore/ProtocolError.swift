@@ -17,6 +17,7 @@ public struct ProtocolError: Error, Equatable, Sendable {
         case ambiguousTitle = "ambiguous_title"
         case unknownRow = "unknown_row"
         case duplicateKey = "duplicate_key"
+        case idReused = "id_reused"
         case notJoined = "not_joined"
         case alreadyJoined = "already_joined"
         case invalidSession = "invalid_session"

@@ -14,9 +14,12 @@ public struct Table: Sendable {
     private var sectionPositions: [String: Int] = [:]
     /// Row key -> key of the section holding it (row keys are unique across the table).
     private var rowSections: [String: String] = [:]
-    /// Change id -> the event it produced, for idempotent retries; bounded by
-    /// `limits.idempotencyWindow`, oldest forgotten first.
-    private var eventsByChangeId: [String: TableEvent] = [:]
+    /// Change id -> the change as requested and the event it produced, for idempotent retries;
+    /// bounded by `limits.idempotencyWindow`, oldest forgotten first. The request is kept so an
+    /// id reused for a different change is refused instead of falsely acknowledged.
+    private var eventsByChangeId: [String: (request: Change, event: TableEvent)] = [:]
+    /// UTF-8 bytes of every title, detail, footer, label and value in the table.
+    public private(set) var textBytes = 0
     private var changeIdOrder: [String] = []
     private var changeIdOldest = 0
 
@@ -35,6 +38,7 @@ public struct Table: Sendable {
         self.sections = sections
         self.seq = seq
         for (position, section) in sections.enumerated() {
+            textBytes += Self.textBytes(of: section) + section.rows.reduce(0) { $0 + Self.textBytes(of: $1) }
             guard sectionPositions.updateValue(position, forKey: section.key) == nil else {
                 throw ProtocolError(.duplicateKey, "two sections have the key \"\(section.key)\"", field: "key")
             }
@@ -71,7 +75,12 @@ public struct Table: Sendable {
     /// original event when `changeId` was applied before.
     public mutating func apply(_ change: Change, by author: Author, changeId: String? = nil) throws(ProtocolError) -> ApplyOutcome {
         if let changeId {
-            if let earlier = eventsByChangeId[changeId] { return .duplicate(earlier) }
+            if let earlier = eventsByChangeId[changeId] {
+                guard earlier.request == change || earlier.event.change == change else {
+                    throw ProtocolError(.idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
+                }
+                return .duplicate(earlier.event)
+            }
             try checkKey(changeId, field: "id")
         }
         let next = seq + 1
@@ -79,7 +88,7 @@ public struct Table: Sendable {
         let (resolved, effects) = try perform(change, seq: next)
         seq = next
         let event = TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: origin)
-        if let changeId { remember(event, as: changeId) }
+        if let changeId { remember(change, event, as: changeId) }
         return .applied(event)
     }
 
@@ -97,8 +106,8 @@ public struct Table: Sendable {
         self = copy
     }
 
-    private mutating func remember(_ event: TableEvent, as changeId: String) {
-        eventsByChangeId[changeId] = event
+    private mutating func remember(_ request: Change, _ event: TableEvent, as changeId: String) {
+        eventsByChangeId[changeId] = (request, event)
         if changeIdOrder.count < limits.idempotencyWindow {
             changeIdOrder.append(changeId)
         } else {
@@ -163,7 +172,9 @@ public struct Table: Sendable {
                 throw ProtocolError(.invalidValue, "index must be between 0 and \(sections.count)", field: "index")
             }
             let collapsed = new.collapsed ?? options.sectionsInitiallyCollapsed
-            sections.insert(Section(key: key, title: new.title, detail: new.detail, footer: new.footer, collapsed: collapsed), at: index)
+            let added = Section(key: key, title: new.title, detail: new.detail, footer: new.footer, collapsed: collapsed)
+            try reserveText(Self.textBytes(of: added))
+            sections.insert(added, at: index)
             reindexSections(from: index)
             new.key = key
             new.index = index
@@ -174,6 +185,7 @@ public struct Table: Sendable {
         case .removeSection(let ref):
             let position = try resolve(ref)
             let removed = sections.remove(at: position)
+            textBytes -= Self.textBytes(of: removed) + removed.rows.reduce(0) { $0 + Self.textBytes(of: $1) }
             sectionPositions[removed.key] = nil
             for row in removed.rows { rowSections[row.key] = nil }
             reindexSections(from: position)
@@ -187,6 +199,11 @@ public struct Table: Sendable {
             if let title = patch.title { try checkText(title, field: "title") }
             if let detail = patch.detail { try checkOptionalText(detail, field: "detail") }
             if let footer = patch.footer { try checkOptionalText(footer, field: "footer") }
+            var updated = sections[position]
+            if let title = patch.title { updated.title = title }
+            if let detail = patch.detail { updated.detail = detail }
+            if let footer = patch.footer { updated.footer = footer }
+            try reserveText(Self.textBytes(of: updated) - Self.textBytes(of: sections[position]))
             if let title = patch.title { sections[position].title = title }
             if let detail = patch.detail { sections[position].detail = detail }
             if let footer = patch.footer { sections[position].footer = footer }
@@ -220,7 +237,9 @@ public struct Table: Sendable {
                 throw ProtocolError(.invalidValue, "index must be between 0 and \(count)", field: "index")
             }
             let sectionKey = sections[position].key
-            sections[position].rows.insert(Row(key: key, label: new.label, value: new.value, detail: new.detail), at: index)
+            let row = Row(key: key, label: new.label, value: new.value, detail: new.detail)
+            try reserveText(Self.textBytes(of: row))
+            sections[position].rows.insert(row, at: index)
             rowSections[key] = sectionKey
             new.key = key
             new.index = index
@@ -228,7 +247,8 @@ public struct Table: Sendable {
 
         case .removeRow(let rowKey):
             let (position, rowIndex) = try locateRow(rowKey)
-            sections[position].rows.remove(at: rowIndex)
+            let removed = sections[position].rows.remove(at: rowIndex)
+            textBytes -= Self.textBytes(of: removed)
             rowSections[rowKey] = nil
             return (.removeRow(row: rowKey), [])
 
@@ -240,6 +260,11 @@ public struct Table: Sendable {
             if let label = patch.label { try checkText(label, field: "label") }
             if let value = patch.value { try checkText(value, field: "value", allowEmpty: true) }
             if let detail = patch.detail { try checkOptionalText(detail, field: "detail") }
+            var updated = sections[position].rows[rowIndex]
+            if let label = patch.label { updated.label = label }
+            if let value = patch.value { updated.value = value }
+            if let detail = patch.detail { updated.detail = detail }
+            try reserveText(Self.textBytes(of: updated) - Self.textBytes(of: sections[position].rows[rowIndex]))
             if let label = patch.label { sections[position].rows[rowIndex].label = label }
             if let value = patch.value { sections[position].rows[rowIndex].value = value }
             if let detail = patch.detail { sections[position].rows[rowIndex].detail = detail }
@@ -368,6 +393,23 @@ public struct Table: Sendable {
             candidate = base + "-" + String(suffix)
         }
         return candidate
+    }
+
+    /// Counts `delta` more text bytes against `limits.maxTextBytesPerTable` (refusing the change
+    /// when it would pass it). Called last in validation, so a refusal leaves nothing changed.
+    private mutating func reserveText(_ delta: Int) throws(ProtocolError) {
+        guard delta <= 0 || textBytes + delta <= limits.maxTextBytesPerTable else {
+            throw ProtocolError(.limitReached, "the table already holds its maximum of \(limits.maxTextBytesPerTable) bytes of text")
+        }
+        textBytes += delta
+    }
+
+    private static func textBytes(of section: Section) -> Int {
+        section.title.utf8.count + (section.detail?.utf8.count ?? 0) + (section.footer?.utf8.count ?? 0)
+    }
+
+    private static func textBytes(of row: Row) -> Int {
+        row.label.utf8.count + row.value.utf8.count + (row.detail?.utf8.count ?? 0)
     }
 
     private func checkKey(_ key: String, field: String) throws(ProtocolError) {

@@ -6,8 +6,12 @@ public struct TableLimits: Equatable, Sendable {
     public var maxSections = 1_000
     /// Rows in one section. Default 200,000: twice the largest section the server must stream.
     public var maxRowsPerSection = 200_000
-    /// Rows in the whole table. Default 1,000,000: bounds one session's memory to tens of MiB.
+    /// Rows in the whole table. Default 1,000,000: bounds the per-row bookkeeping.
     public var maxRowsPerTable = 1_000_000
+    /// Text (titles, details, footers, labels, values) in the whole table, in UTF-8 bytes.
+    /// Default 64 MiB: with the row overhead, one session stays within a few hundred MiB however
+    /// its rows are filled.
+    public var maxTextBytesPerTable = 64 * 1_048_576
     /// Titles, labels, values, detail and footer text, in UTF-8 bytes. Default 1,024.
     public var maxTextBytes = 1_024
     /// Section and row keys, change ids, in UTF-8 bytes. Default 64.

@@ -11,6 +11,8 @@ public final class Hub: TransportDelegate {
 
     private var clients: [UInt64: ClientState] = [:]
     private var sessions: [String: TableSession] = [:]
+    /// Sessions by name for `list`, rebuilt only after a session is created.
+    private var sortedSessions: [TableSession]?
     private var timers: [UInt64: TimerAction] = [:]
     private var nextTimerToken: UInt64 = 1
     private let makeEpoch: () -> String
@@ -19,6 +21,7 @@ public final class Hub: TransportDelegate {
     enum TimerAction: Equatable {
         case joinDeadline(connection: UInt64)
         case busy(session: String, section: String, seq: UInt64)
+        case streamDeadline(session: String, section: String, seq: UInt64)
     }
 
     /// A hub with the `demo` session in place. `makeEpoch` names session incarnations (random
@@ -79,6 +82,8 @@ public final class Hub: TransportDelegate {
             transport.close(client.connection, code: CloseCode.joinTimeout, reason: "no join in time")
         case .busy(let session, let section, let seq):
             sessions[session]?.busyThresholdPassed(section: section, seq: seq)
+        case .streamDeadline(let session, let section, let seq):
+            sessions[session]?.streamDeadlinePassed(section: section, seq: seq)
         }
     }
 
@@ -112,8 +117,8 @@ public final class Hub: TransportDelegate {
         case .failure(let error):
             refuse(client, error, id: id)
         case .success(.list):
-            client.consecutiveErrors = 0
-            let list = sessions.values.sorted { $0.name < $1.name }.prefix(1_000).map { (name: $0.name, members: $0.memberCount) }
+            if sortedSessions == nil { sortedSessions = sessions.values.sorted { $0.name < $1.name } }
+            let list = (sortedSessions ?? []).prefix(1_000).map { (name: $0.name, members: $0.memberCount) }
             transport.send(OutboundMessage(ServerMessage.sessions(Array(list))), to: connection)
         case .success(.join(let request)):
             join(client, request)
@@ -129,7 +134,6 @@ public final class Hub: TransportDelegate {
                 refuse(client, ProtocolError(.notJoined, "join a session first"), id: id)
                 return
             }
-            client.consecutiveErrors = 0
             session.submit(change, id: id, from: client)
         }
     }
@@ -159,6 +163,7 @@ public final class Hub: TransportDelegate {
             session = TableSession(
                 name: request.session, epoch: makeEpoch(), table: Table(options: options, limits: config.tableLimits), hub: self)
             sessions[request.session] = session
+            sortedSessions = nil
             log(.info, "session_created", ["session": request.session])
         }
         client.consecutiveErrors = 0
@@ -171,7 +176,7 @@ public final class Hub: TransportDelegate {
     }
 
     /// An error reply; past `maxConsecutiveErrors` in a row, a close.
-    private func refuse(_ client: ClientState, _ error: ProtocolError, id: String?) {
+    func refuse(_ client: ClientState, _ error: ProtocolError, id: String?) {
         transport.send(OutboundMessage(ServerMessage.error(error, id: id)), to: client.connection)
         client.consecutiveErrors += 1
         if client.consecutiveErrors >= config.maxConsecutiveErrors {

@@ -2,38 +2,49 @@ import FoldtableCore
 
 /// The rows of one expanded section on their way to members, in chunks.
 ///
-/// Chunks are encoded lazily, once, and the same message goes to every member (the transport
-/// shares its bytes). Each member has its own cursor and is refilled only while its queue is
-/// below the low mark, so a 100,000-row section never becomes one frame, a slow member never
-/// makes the server buffer the whole section for it, and other sessions keep being served.
+/// Chunks are encoded lazily, in order, once, and the same message goes to every member (the
+/// transport shares its bytes). A chunk ends at `chunkRows` rows or about `chunkBytes` bytes,
+/// whichever comes first, so no chunk can pass a member's queue cap however long the rows are.
+/// Each member has its own cursor and is refilled only while its queue is below the low mark, so
+/// a 100,000-row section never becomes one frame, a slow member never makes the server buffer
+/// the whole section for it, and other sessions keep being served.
 final class RowStream {
     let section: String
     /// The sequence number the rows belong to (the expansion, or the snapshot a member joined at).
     let seq: UInt64
     private let rows: [Row]
     private let chunkRows: Int
-    private var chunks: [OutboundMessage?]
-    /// Member connection id -> (member, next chunk to send).
-    private(set) var cursors: [UInt64: (client: ClientState, next: Int)] = [:]
+    private let chunkBytes: Int
+    /// Encoded chunks so far.
+    private var chunks: [OutboundMessage] = []
+    /// Rows not yet in a chunk start here; `rows.count` once every chunk is encoded.
+    private var nextRow = 0
+    private var encodedAll = false
+    /// Member connection id -> (member, next chunk to send, when it joined the stream in ms).
+    private(set) var cursors: [UInt64: (client: ClientState, next: Int, joinedAt: UInt64)] = [:]
     /// Whether members were told the section is busy.
     var busyShown = false
     /// The busy-threshold timer while it is armed.
     var busyTimer: UInt64?
+    /// The member-deadline timer while it is armed.
+    var deadlineTimer: UInt64?
 
-    init(section: Section, seq: UInt64, chunkRows: Int) {
+    init(section: Section, seq: UInt64, chunkRows: Int, chunkBytes: Int) {
         self.section = section.key
         self.seq = seq
         self.rows = section.rows
-        self.chunkRows = chunkRows
-        let count = max(1, (section.rows.count + chunkRows - 1) / chunkRows)
-        self.chunks = Array(repeating: nil, count: count)
+        self.chunkRows = max(1, chunkRows)
+        self.chunkBytes = max(1, chunkBytes)
     }
 
     var isFinished: Bool { cursors.isEmpty }
 
-    func add(_ client: ClientState) {
+    /// When the member that joined first and is still in the stream joined.
+    var earliestJoin: UInt64? { cursors.values.map(\.joinedAt).min() }
+
+    func add(_ client: ClientState, at now: UInt64) {
         guard cursors[client.connection.id] == nil else { return }
-        cursors[client.connection.id] = (client, 0)
+        cursors[client.connection.id] = (client, 0, now)
         client.streams.insert(section)
     }
 
@@ -47,11 +58,11 @@ final class RowStream {
     func pump(_ client: ClientState, transport: Transport, lowMark: Int) {
         guard var cursor = cursors[client.connection.id] else { return }
         let connection = client.connection
-        while cursor.next < chunks.count && transport.queuedBytes(connection) <= lowMark {
-            transport.send(chunk(cursor.next), to: connection)
+        while transport.queuedBytes(connection) <= lowMark, let message = chunk(cursor.next) {
+            transport.send(message, to: connection)
             cursor.next += 1
         }
-        if cursor.next < chunks.count {
+        if chunk(cursor.next) != nil {
             cursors[client.connection.id] = cursor
             transport.requestDrain(connection, lowMark: lowMark)
         } else {
@@ -59,13 +70,33 @@ final class RowStream {
         }
     }
 
-    private func chunk(_ index: Int) -> OutboundMessage {
-        if let message = chunks[index] { return message }
-        let from = index * chunkRows
-        let to = min(rows.count, from + chunkRows)
+    /// Chunk `index`, encoding it if it is the next one; `nil` past the last chunk.
+    private func chunk(_ index: Int) -> OutboundMessage? {
+        if index < chunks.count { return chunks[index] }
+        guard index == chunks.count, !encodedAll else { return nil }
+        let from = nextRow
+        var to = from
+        var bytes = 0
+        while to < rows.count && to - from < chunkRows {
+            bytes += Self.estimatedBytes(rows[to])
+            to += 1
+            if bytes >= chunkBytes { break }
+        }
+        let final = to == rows.count
         let message = OutboundMessage(
-            ServerMessage.rows(section: section, seq: seq, from: from, total: rows.count, rows: rows[from..<to], final: index == chunks.count - 1))
-        chunks[index] = message
+            ServerMessage.rows(section: section, seq: seq, from: from, total: rows.count, rows: rows[from..<to], final: final))
+        chunks.append(message)
+        nextRow = to
+        encodedAll = final
         return message
+    }
+
+    /// About how many bytes a row takes encoded (its text plus the JSON around it).
+    static func estimatedBytes(_ row: Row) -> Int {
+        row.key.utf8.count + row.label.utf8.count + row.value.utf8.count + (row.detail?.utf8.count ?? 0) + 48
+    }
+
+    static func estimatedBytes(_ rows: ArraySlice<Row>) -> Int {
+        rows.reduce(0) { $0 + estimatedBytes($1) }
     }
 }

@@ -48,6 +48,10 @@ public struct ServerConfig: Sendable, Equatable {
     /// ``maxQueueBytes``, at most 256 KiB. Keeps every member busy without holding a whole
     /// section per client, and far from the slow-consumer cap.
     public var streamLowMarkBytes: Int { min(262_144, maxQueueBytes / 4) }
+    /// A member must take a row stream within this many seconds of joining it, else it is closed
+    /// as slow (4000). Default 15: changes to a streaming section wait for it, so one member that
+    /// stops reading must not hold the session longer than that.
+    public var streamTimeoutSecs = 15
     /// Welcome messages carry at most this many rows inline (the rest stream). Default 2,000.
     public var welcomeRowBudget = 2_000
     /// Sessions kept at once. Default 10,000: bounds memory against clients inventing names.
@@ -83,6 +87,7 @@ public struct ServerConfig: Sendable, Equatable {
           --join-timeout-ms N         time to join after connecting (10000)
           --history-events N          events kept per session for resume (300)
           --row-chunk-rows N          rows per streamed chunk (500)
+          --stream-timeout-secs N     time a client may take to receive a row stream (15)
           --welcome-row-budget N      rows sent inline in a welcome (2000)
           --max-sessions N            sessions kept at once (10000)
           --max-sections N            sections per table (1000)
@@ -170,6 +175,7 @@ public struct ServerConfig: Sendable, Equatable {
         case "join-timeout-ms": joinTimeoutMs = try integer(100...600_000)
         case "history-events": historyEvents = try integer(0...100_000)
         case "row-chunk-rows": rowChunkRows = try integer(1...100_000)
+        case "stream-timeout-secs": streamTimeoutSecs = try integer(1...3_600)
         case "welcome-row-budget": welcomeRowBudget = try integer(0...1_000_000)
         case "max-sessions": maxSessions = try integer(1...10_000_000)
         case "max-sections": tableLimits.maxSections = try integer(1...100_000)

@@ -20,6 +20,8 @@ final class TableSession {
     private var streams: [String: RowStream] = [:]
     private var pending: [(change: Change, id: String?, author: Author, client: ClientState?)] = []
     private var pendingStart = 0
+    /// True while `drainPending` runs (it must not be re-entered).
+    private var draining = false
     /// Sections members were told are busy.
     private(set) var busySections: Set<String> = []
 
@@ -50,6 +52,9 @@ final class TableSession {
             transport.send(
                 OutboundMessage(ServerMessage.resume(session: name, client: client.author, epoch: epoch, seq: table.seq, presence: presence)),
                 to: client.connection)
+            for key in busySections.sorted() {
+                transport.send(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: client.connection)
+            }
             var expanded: Set<String> = []
             for event in missed {
                 transport.send(event.message, to: client.connection)
@@ -59,12 +64,16 @@ final class TableSession {
                 stream(section, to: client)
             }
         } else {
-            var budget = config.welcomeRowBudget
+            // Rows go inline while both budgets last (rows, and bytes: the welcome is one frame).
+            var rowBudget = config.welcomeRowBudget
+            var byteBudget = config.streamLowMarkBytes
             var inline: Set<String> = []
             var later: [Section] = []
             for section in table.sections where !section.collapsed {
-                if streams[section.key] == nil && section.rows.count <= budget {
-                    budget -= section.rows.count
+                let bytes = section.rows.count <= rowBudget ? RowStream.estimatedBytes(section.rows[...]) : Int.max
+                if streams[section.key] == nil && section.rows.count <= rowBudget && bytes <= byteBudget {
+                    rowBudget -= section.rows.count
+                    byteBudget -= bytes
                     inline.insert(section.key)
                 } else {
                     later.append(section)
@@ -105,18 +114,12 @@ final class TableSession {
     /// Applies `change` now, or after the streams of the sections it touches complete (in the
     /// order changes arrived: once one waits, every later one waits behind it).
     func submit(_ change: Change, id: String?, from client: ClientState) {
-        if pendingStart < pending.count || mustWait(change) {
-            guard pending.count - pendingStart < hub.maxPendingChanges else {
-                transport.send(
-                    OutboundMessage(
-                        ServerMessage.error(ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: id)),
-                    to: client.connection)
-                return
-            }
-            pending.append((change, id, client.author, client))
+        guard pending.count - pendingStart < hub.maxPendingChanges else {
+            hub.refuse(client, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: id)
             return
         }
-        apply(change, id: id, author: client.author, client: client)
+        pending.append((change, id, client.author, client))
+        drainPending()
     }
 
     private func mustWait(_ change: Change) -> Bool {
@@ -132,9 +135,7 @@ final class TableSession {
         do {
             outcome = try table.apply(change, by: author, changeId: id)
         } catch {
-            if let client, client.isOpen, client.session === self {
-                transport.send(OutboundMessage(ServerMessage.error(error, id: id)), to: client.connection)
-            }
+            if let client, client.isOpen, client.session === self { hub.refuse(client, error, id: id) }
             return
         }
         switch outcome {
@@ -143,6 +144,7 @@ final class TableSession {
                 transport.send(OutboundMessage(ServerMessage.ack(id: id, seq: event.seq)), to: client.connection)
             }
         case .applied(let event):
+            if let client, client.isOpen { client.consecutiveErrors = 0 }
             let message = OutboundMessage(ServerMessage.event(event))
             transport.broadcast(message, to: connections)
             remember(event.seq, message, expanded: event.expandedSections)
@@ -156,7 +158,14 @@ final class TableSession {
         }
     }
 
+    /// Applies waiting changes in order until one must wait. Never re-entered: a stream that
+    /// finishes while a change is being applied (and would drain again) is picked up by the loop
+    /// already running, so the stack stays flat however many changes wait, and no change is
+    /// applied in the middle of another.
     private func drainPending() {
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
         while pendingStart < pending.count {
             let next = pending[pendingStart]
             if mustWait(next.change) { break }
@@ -166,6 +175,9 @@ final class TableSession {
         if pendingStart == pending.count {
             pending.removeAll(keepingCapacity: true)
             pendingStart = 0
+        } else if pendingStart > 1_024 && pendingStart * 2 > pending.count {
+            pending.removeFirst(pendingStart)
+            pendingStart = 0
         }
     }
 
@@ -173,8 +185,9 @@ final class TableSession {
 
     /// Streams a section just expanded at `seq` to every member.
     private func stream(_ section: Section, toAllAt seq: UInt64) {
-        let stream = RowStream(section: section, seq: seq, chunkRows: config.rowChunkRows)
-        for member in members { stream.add(member) }
+        let stream = makeStream(section, seq: seq)
+        let now = transport.nowMilliseconds()
+        for member in members { stream.add(member, at: now) }
         start(stream)
     }
 
@@ -182,17 +195,33 @@ final class TableSession {
     /// or a new one at the current sequence number.
     private func stream(_ section: Section, to client: ClientState) {
         if let running = streams[section.key] {
-            running.add(client)
+            running.add(client, at: transport.nowMilliseconds())
             running.pump(client, transport: transport, lowMark: config.streamLowMarkBytes)
             if running.isFinished { finish(running) }
             return
         }
-        let stream = RowStream(section: section, seq: table.seq, chunkRows: config.rowChunkRows)
-        stream.add(client)
+        let stream = makeStream(section, seq: table.seq)
+        stream.add(client, at: transport.nowMilliseconds())
         start(stream)
     }
 
+    private func makeStream(_ section: Section, seq: UInt64) -> RowStream {
+        // Chunks stay well under the refill mark, so one chunk never passes a member's queue cap.
+        RowStream(section: section, seq: seq, chunkRows: config.rowChunkRows, chunkBytes: min(config.maxBatchBytes, config.streamLowMarkBytes))
+    }
+
     private func start(_ stream: RowStream) {
+        if let running = streams[stream.section] {
+            // Changes touching a streaming section wait, so this should not happen; if it does,
+            // the newer expansion wins and the older stream's members move to it.
+            for (_, cursor) in running.cursors {
+                running.remove(cursor.client)
+                stream.add(cursor.client, at: transport.nowMilliseconds())
+            }
+            stream.busyShown = running.busyShown
+            if let timer = running.busyTimer { hub.cancelTimer(timer) }
+            if let timer = running.deadlineTimer { hub.cancelTimer(timer) }
+        }
         streams[stream.section] = stream
         for (_, cursor) in stream.cursors { stream.pump(cursor.client, transport: transport, lowMark: config.streamLowMarkBytes) }
         if stream.isFinished {
@@ -202,8 +231,37 @@ final class TableSession {
         let threshold = table.options.busyThresholdMs
         if threshold == 0 {
             showBusy(stream)
-        } else {
+        } else if !stream.busyShown {
             stream.busyTimer = hub.armTimer(.busy(session: name, section: stream.section, seq: stream.seq), milliseconds: UInt64(threshold))
+        }
+        armDeadline(stream)
+    }
+
+    /// Members must take a stream's rows within `streamTimeoutSecs` of joining it: changes to the
+    /// section wait for the stream, so one member that stops reading must not hold the session.
+    private func armDeadline(_ stream: RowStream) {
+        guard let earliest = stream.earliestJoin else { return }
+        let due = earliest + UInt64(config.streamTimeoutSecs) * 1_000
+        let now = transport.nowMilliseconds()
+        stream.deadlineTimer = hub.armTimer(
+            .streamDeadline(session: name, section: stream.section, seq: stream.seq), milliseconds: due > now ? due - now : 0)
+    }
+
+    /// The stream deadline of `section` passed: members still behind are closed as slow.
+    func streamDeadlinePassed(section: String, seq: UInt64) {
+        guard let stream = streams[section], stream.seq == seq else { return }
+        stream.deadlineTimer = nil
+        let now = transport.nowMilliseconds()
+        let timeout = UInt64(config.streamTimeoutSecs) * 1_000
+        for (_, cursor) in stream.cursors where cursor.joinedAt + timeout <= now {
+            stream.remove(cursor.client)
+            hub.log(.info, "close", ["client": cursor.client.clientId, "code": String(CloseCode.slowConsumer), "reason": "row stream timeout"])
+            transport.close(cursor.client.connection, code: CloseCode.slowConsumer, reason: "too slow to take a row stream")
+        }
+        if stream.isFinished {
+            finish(stream)
+        } else {
+            armDeadline(stream)
         }
     }
 
@@ -235,6 +293,7 @@ final class TableSession {
         guard streams[stream.section] === stream else { return }
         streams[stream.section] = nil
         if let timer = stream.busyTimer { hub.cancelTimer(timer) }
+        if let timer = stream.deadlineTimer { hub.cancelTimer(timer) }
         if stream.busyShown {
             busySections.remove(stream.section)
             transport.broadcast(OutboundMessage(ServerMessage.busy(section: stream.section, busy: false)), to: connections)

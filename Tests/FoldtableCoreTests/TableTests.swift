@@ -255,6 +255,33 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         expectError(.limitReached, field: "section") { try apply(&table, .moveRow(row: "b1", section: .key("a"), index: 0)) }
     }
 
+    @Test func theTableTextBudgetIsEnforcedAndFreedAgain() throws {
+        var limits = TableLimits()
+        limits.maxTextBytesPerTable = 2_000
+        var table = try Table(options: TableOptions(), sections: try sampleTable().sections, seq: 0, limits: limits)
+        let text = String(repeating: "x", count: 900)
+        try apply(&table, .addRow(section: .key("c"), row: NewRow(key: "t1", label: text)))
+        try apply(&table, .addRow(section: .key("c"), row: NewRow(key: "t2", label: text)))
+        expectError(.limitReached) { try apply(&table, .addRow(section: .key("c"), row: NewRow(key: "t3", label: text))) }
+        expectError(.limitReached) { try apply(&table, .updateRow(row: "a1", patch: RowPatch(value: text))) }
+        try apply(&table, .removeRow(row: "t1"))
+        try apply(&table, .addRow(section: .key("c"), row: NewRow(key: "t3", label: text)))
+        try apply(&table, .removeSection(section: .key("c")))
+        #expect(
+            table.textBytes
+                == TableSnapshot(table, rows: .all).sections.reduce(0) { total, section in
+                    total + section.title.utf8.count + (section.rows ?? []).reduce(0) { $0 + $1.label.utf8.count + $1.value.utf8.count }
+                })
+    }
+
+    @Test func anAccordionSectionAddedExpandedByDefaultWaitsForBusySections() throws {
+        var options = TableOptions()
+        options.accordion = true
+        let table = try sampleTable(options: options)
+        #expect(table.scope(of: .addSection(NewSection(title: "x"))) == .table)
+        #expect(table.scope(of: .addSection(NewSection(title: "x", collapsed: true))) == .sections([]))
+    }
+
     @Test func setOptionsValidatesIndicatorsAndThreshold() throws {
         var table = try sampleTable()
         try apply(&table, .setOptions(OptionsPatch(collapsedIndicator: "▸", expandedIndicator: "▾", busyThresholdMs: 0)))
@@ -290,6 +317,13 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         #expect(second == .duplicate(first.event))
         #expect(table.seq == 1)
         #expect(table.section("a")?.collapsed == true)
+    }
+
+    @Test func anIdReusedForADifferentChangeIsRefusedNotAcknowledged() throws {
+        var table = try sampleTable()
+        _ = try table.apply(.setAll(collapsed: true), by: Author(client: "c9", name: "mallory"), changeId: "k-2")
+        expectError(.idReused, field: "id") { _ = try table.apply(.removeSection(section: .key("a")), by: ana, changeId: "k-2") }
+        #expect(table.section("a") != nil)
     }
 
     @Test func aRefusedChangeDoesNotConsumeItsId() throws {

@@ -165,6 +165,14 @@ import Testing
     }
 }
 
+/// The keys of every row in `rows` messages, in order.
+func rowKeys(_ rows: [JSONValue]) -> [String] {
+    rows.flatMap { message -> [String] in
+        guard case .array(let list)? = message["rows"] else { return [] }
+        return list.compactMap { if case .string(let key)? = $0["key"] { return key } else { return nil } }
+    }
+}
+
 @Suite struct BusySections {
     /// Expands the demo's large section while member 2 reads nothing.
     func expandWithSlowReader(threshold: Int) -> Harness {
@@ -195,12 +203,12 @@ import Testing
         let h = expandWithSlowReader(threshold: 500)
         #expect(h.transport.messages(1, type: "busy").isEmpty)
         #expect(h.transport.timers.values.contains(500))
-        h.transport.fireTimers()
+        h.transport.fireTimers(upTo: 500)
         #expect(h.transport.messages(2, type: "busy").map { $0["busy"] } == [.bool(true)])
         drainAll(h, ids: [1, 2])
         #expect(h.transport.messages(2, type: "busy").map { $0["busy"] } == [.bool(true), .bool(false)])
         let rows = h.transport.messages(2, type: "rows")
-        #expect(rows.count == 50)
+        #expect(rowKeys(rows) == (0..<5_000).map { "big-\($0)" })
         #expect(rows.last?["final"] == .bool(true))
         #expect(rows.allSatisfy { $0["seq"] == .integer(1) })
     }
@@ -209,7 +217,7 @@ import Testing
         let h = Harness { $0.busyThresholdMs = 500 }
         h.join(1)
         h.say(1, #"{"type":"toggle","section":"big"}"#)
-        #expect(h.transport.messages(1, type: "rows").count == 10)
+        #expect(rowKeys(h.transport.messages(1, type: "rows")).count == 5_000)
         #expect(h.transport.messages(1, type: "busy").isEmpty)
         #expect(h.transport.timers.isEmpty)
     }
@@ -239,7 +247,7 @@ import Testing
 
     @Test func aMemberJoiningMidStreamSeesTheSectionBusyAndGetsItsRows() throws {
         let h = expandWithSlowReader(threshold: 500)
-        h.transport.fireTimers()
+        h.transport.fireTimers(upTo: 500)
         h.join(3)
         let welcome = try #require(h.transport.messages(3, type: "welcome").first)
         guard case .array(let sections)? = welcome["table"]?["sections"] else {
@@ -253,7 +261,7 @@ import Testing
         drainAll(h, ids: [1, 2, 3])
         let rows = h.transport.messages(3, type: "rows")
         #expect(rows.last?["final"] == .bool(true))
-        #expect(rows.count == 50)
+        #expect(rowKeys(rows).count == 5_000)
     }
 
     @Test func aChangeLeftWaitingByAClientThatClosedIsAppliedWithoutRepliesToIt() {
@@ -273,6 +281,85 @@ import Testing
         #expect(h.transport.messages(1, type: "event").count == 1)
         h.close(2)
         #expect(h.transport.messages(1, type: "event").count == 2)
+    }
+}
+
+@Suite struct HostileOrdering {
+    /// Member 2 reads nothing; member 1 expands the large section, so its stream waits on 2.
+    func stalledStream(_ configure: @escaping (inout ServerConfig) -> Void = { _ in }) -> Harness {
+        let h = Harness {
+            $0.demoLargeRows = 20_000  // about 1 MB of rows: more than one refill of a queue
+            configure(&$0)
+        }
+        h.join(1)
+        h.join(2)
+        h.transport.held = [2]
+        h.say(1, #"{"type":"toggle","section":"big"}"#)
+        return h
+    }
+
+    @Test func thousandsOfWaitingExpansionsDrainWithoutDeepRecursion() {
+        let h = stalledStream()
+        h.say(1, #"{"type":"toggle","section":"big"}"#)
+        for _ in 0..<9_990 { h.say(1, #"{"type":"toggle","section":"empty"}"#) }
+        #expect(h.transport.messages(1, type: "event").count == 1)
+        h.close(2)  // the stream finishes; every waiting change applies, in order, on a flat stack
+        let events = h.transport.messages(1, type: "event")
+        #expect(events.count == 9_992)
+        #expect(events.last?["seq"] == .integer(9_992))
+        #expect(h.transport.sendsToClosedConnections == 0)
+    }
+
+    @Test func aMemberThatNeverTakesItsRowsIsClosedAtTheStreamDeadline() {
+        let h = stalledStream { $0.streamTimeoutSecs = 15 }
+        h.say(1, #"{"type":"toggle","section":"big","id":"later"}"#)
+        #expect(h.transport.messages(1, type: "ack").isEmpty)
+        h.transport.clock = 15_000
+        h.transport.fireTimers()
+        #expect(h.transport.closed[2]?.code == CloseCode.slowConsumer)
+        #expect(h.transport.messages(1, type: "ack").last?["id"] == .string("later"))
+    }
+
+    @Test func refusedChangesCountTowardTheErrorLimit() {
+        let h = Harness { $0.maxConsecutiveErrors = 3 }
+        h.join(1)
+        for _ in 0..<3 { h.say(1, #"{"type":"toggle","section":"nope"}"#) }
+        #expect(h.transport.closed[1]?.code == CloseCode.tooManyErrors)
+    }
+
+    @Test func anAppliedChangeResetsTheErrorCount() {
+        let h = Harness { $0.maxConsecutiveErrors = 3 }
+        h.join(1)
+        for _ in 0..<2 { h.say(1, #"{"type":"toggle","section":"nope"}"#) }
+        h.say(1, #"{"type":"toggle","section":"mac"}"#)
+        for _ in 0..<2 { h.say(1, #"{"type":"toggle","section":"nope"}"#) }
+        #expect(h.transport.closed[1] == nil)
+    }
+
+    @Test func rowsWithLongTextStreamInChunksUnderTheQueueCap() throws {
+        let h = Harness()
+        h.join(1)
+        let long = String(repeating: "x", count: 1_000)
+        h.say(1, #"{"type":"addSection","key":"fat","title":"Fat","collapsed":true}"#)
+        for index in 0..<400 {
+            h.say(1, #"{"type":"addRow","section":"fat","label":"\#(long)","value":"\#(long)","detail":"\#(long)","key":"f\#(index)"}"#)
+        }
+        h.transport.clear()
+        h.say(1, #"{"type":"toggle","section":"fat"}"#)
+        let chunks = (h.transport.sent[1] ?? []).filter { $0.hasPrefix(#"{"type":"rows""#) }
+        #expect(chunks.count > 10)
+        #expect(chunks.allSatisfy { $0.utf8.count < 80_000 })
+        #expect(rowKeys(h.transport.messages(1, type: "rows")).count == 400)
+    }
+
+    @Test func aResumingClientLearnsWhichSectionsAreBusy() {
+        let h = stalledStream()
+        h.transport.fireTimers(upTo: 500)
+        h.open(3)
+        h.say(3, #"{"type":"join","session":"demo","name":"c","since":1,"epoch":"e1"}"#)
+        let messages = h.transport.messages(3)
+        #expect(messages.first?["type"] == .string("resume"))
+        #expect(messages.contains { $0["type"] == .string("busy") && $0["section"] == .string("big") && $0["busy"] == .bool(true) })
     }
 }
 

@@ -12,6 +12,8 @@ final class TestTransport: Transport {
     var drainRequests: [UInt64: Int] = [:]
     var timers: [UInt64: UInt64] = [:]
     var holdsQueues = false
+    /// Connections that read nothing (their queues only grow), whatever `holdsQueues` says.
+    var held: Set<UInt64> = []
     var clock: UInt64 = 0
     /// Every distinct message object handed to the transport, to check sharing.
     var broadcastObjects: [ObjectIdentifier] = []
@@ -28,7 +30,7 @@ final class TestTransport: Transport {
     func send(_ message: OutboundMessage, to connection: Connection) {
         if gone.contains(connection.id) { sendsToClosedConnections += 1 }
         sent[connection.id, default: []].append(String(decoding: message.bytes, as: UTF8.self))
-        if holdsQueues { queued[connection.id, default: 0] += message.bytes.count }
+        if holdsQueues || held.contains(connection.id) { queued[connection.id, default: 0] += message.bytes.count }
     }
 
     func close(_ connection: Connection, code: Int, reason: String) { closed[connection.id] = (code, reason) }

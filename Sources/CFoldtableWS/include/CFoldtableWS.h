@@ -106,7 +106,8 @@ void ftws_frame_release(ftws_frame *frame);
 size_t ftws_frame_length(const ftws_frame *frame);
 
 /* Queue a frame (the connection retains it). Returns 0, or -1 when the connection is closing or
- * the frame would pass max_queue_bytes (the connection is then closed with slow_close_code). */
+ * the frame would pass max_queue_bytes while other frames are queued (the connection is then
+ * closed with slow_close_code). A frame larger than the cap is taken into an empty queue. */
 int ftws_conn_send(ftws_conn *conn, ftws_frame *frame);
 /* Queue one frame to many connections: the fan-out hot path, one call per broadcast. Returns the
  * number of connections that refused it (see ftws_conn_send). */
