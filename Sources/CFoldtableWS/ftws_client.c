@@ -13,6 +13,7 @@
  * these functions directly from inside callbacks and nothing is shared.
  */
 #include "CFoldtableWSClient.h"
+#include "ftws_buffer.h"
 
 #include <libwebsockets.h>
 #include <stdbool.h>
@@ -200,17 +201,9 @@ static int on_receive(ftwsc_client *c, struct lws *wsi, const uint8_t *in, size_
             c->cb.on_message(c->cb.owner, in, len);
         return 0;
     }
-    if (c->rx_len + len > c->rx_cap) {
-        size_t ncap = c->rx_cap ? c->rx_cap : 65536;
-        while (ncap < c->rx_len + len)
-            ncap = ncap > cap / 2 ? cap : ncap * 2;
-        uint8_t *nb = realloc(c->rx, ncap);
-        if (!nb) {
-            snprintf(c->error, sizeof(c->error), "out of memory");
-            return -1;
-        }
-        c->rx = nb;
-        c->rx_cap = ncap;
+    if (ftws__buffer_reserve(&c->rx, &c->rx_cap, c->rx_len + len, 65536, cap)) {
+        snprintf(c->error, sizeof(c->error), "out of memory");
+        return -1;
     }
     if (len)
         memcpy(c->rx + c->rx_len, in, len);

@@ -6,6 +6,7 @@
  * the vhost's default protocol (index 0), which is how browsers that send no subprotocol
  * reach us, and it is also the protocol plain HTTP requests land on when no mount matches.
  */
+#include "ftws_buffer.h"
 #include "ftws_internal.h"
 
 #include <errno.h>
@@ -223,16 +224,8 @@ static int on_receive(ftws_server *s, ftws_conn *c, struct lws *wsi, const uint8
         return 0;
     }
 
-    if (c->rx_len + len > c->rx_cap) {
-        size_t ncap = c->rx_cap ? c->rx_cap : (cap < 4096 ? cap : 4096);
-        while (ncap < c->rx_len + len)
-            ncap = ncap > cap / 2 ? cap : ncap * 2;
-        uint8_t *nb = realloc(c->rx, ncap);
-        if (!nb)
-            return close_from_callback(c, FTWS_CLOSE_SERVER_ERROR, "out of memory");
-        c->rx = nb;
-        c->rx_cap = ncap;
-    }
+    if (ftws__buffer_reserve(&c->rx, &c->rx_cap, c->rx_len + len, 4096, cap))
+        return close_from_callback(c, FTWS_CLOSE_SERVER_ERROR, "out of memory");
     if (len)
         memcpy(c->rx + c->rx_len, in, len);
     c->rx_len += len;
