@@ -7,7 +7,7 @@ import signal
 import time
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.common.action_chains import ActionChains
@@ -24,6 +24,15 @@ NUTS = {"key": "nuts", "title": "Nuts", "collapsed": True, "rows": [("pecan", "P
 def wait(b, cond, timeout=5, poll=0.05):
     """WebDriverWait whose condition may hit a node the page just replaced."""
     return WebDriverWait(b, timeout, poll_frequency=poll, ignored_exceptions=[StaleElementReferenceException]).until(cond)
+
+
+def press(b, key, timeout=5):
+    """Clicks a section header, retrying while rows sliding in or out cover it for a moment."""
+    def attempt(b):
+        head(b, key).click()
+        return True
+    WebDriverWait(b, timeout, poll_frequency=0.05,
+                  ignored_exceptions=[StaleElementReferenceException, ElementClickInterceptedException]).until(attempt)
 
 
 def open_as(b, server, name, path):
@@ -109,14 +118,14 @@ def test_toggle_in_one_window_appears_in_the_other_within_a_second(server, brows
     open_as(a, server, "ana", f"/s/{session_name}")
     open_as(b, server, "bo", f"/s/{session_name}")
     assert expanded(b, "fruit")
-    head(a, "fruit").click()
+    press(a, "fruit")
     wait(b, lambda b: not expanded(b, "fruit"), timeout=1, poll=0.02)
     # Who did it: a badge on the header and a polite announcement.
     wait(b, lambda b: "ana" in b.find_element(By.CSS_SELECTOR, 'section[data-sec="fruit"] .badges').text, timeout=2)
     wait(b, lambda b: "ana collapsed Fruit" in b.find_element(By.ID, "live").get_attribute("textContent"))
     # Rows slide out and the body is hidden in the other window too.
     wait(b, lambda b: not value_input(b, "apple").is_displayed())
-    head(b, "fruit").click()
+    press(b, "fruit")
     wait(a, lambda a: expanded(a, "fruit") and value_input(a, "apple").is_displayed(), timeout=1, poll=0.02)
     # Collapse all / expand all reach everyone.
     a.find_element(By.ID, "collapse-all").click()
@@ -134,9 +143,9 @@ def test_accordion_option_keeps_one_section_open_for_everyone(server, browsers, 
     wait(b, lambda b: b.find_element(By.ID, "accordion").is_selected())
     a.find_element(By.ID, "collapse-all").click()
     wait(a, lambda a: not expanded(a, "fruit") and not expanded(a, "veg"))
-    head(a, "fruit").click()
+    press(a, "fruit")
     wait(b, lambda b: expanded(b, "fruit"))
-    head(b, "veg").click()
+    press(b, "veg")
     wait(a, lambda a: expanded(a, "veg") and not expanded(a, "fruit"))
 
 
@@ -240,7 +249,7 @@ def test_find_reveals_a_row_in_a_collapsed_section(server, browsers, session_nam
     a, b = browsers(), browsers()
     open_as(a, server, "ana", f"/s/{session_name}")
     open_as(b, server, "bo", f"/s/{session_name}")
-    head(a, "veg").click()
+    press(a, "veg")
     wait(a, lambda a: not expanded(a, "veg"))
     find = a.find_element(By.ID, "find")
     find.send_keys("lee")
@@ -272,7 +281,7 @@ def test_busy_spinner_shows_on_a_large_section_and_the_page_stays_responsive(bro
         b = browsers()
         open_as(b, busy, "ana", "/s/demo")
         b.execute_script(WATCH_BUSY)
-        head(b, "big").click()
+        press(b, "big")
         wait(b, lambda b: b.execute_script("return window.sawBusy"), timeout=10)
         big = snapshot(busy, "demo")
         total = next(s["rowCount"] for s in big["sections"] if s["key"] == "big")
@@ -304,7 +313,7 @@ def test_local_spinner_shows_while_a_large_expansion_streams_in_even_if_the_serv
         # Freeze the server so the rows cannot arrive within 0.5 s however fast this machine is.
         os.kill(slow.proc.pid, signal.SIGSTOP)
         try:
-            head(b, "big").click()
+            press(b, "big")
             wait(b, lambda b: b.execute_script("return window.sawBusy"), timeout=10)
         finally:
             os.kill(slow.proc.pid, signal.SIGCONT)
@@ -387,7 +396,7 @@ def test_a_new_display_name_is_remembered_and_shown_to_others(server, browsers, 
     wait(b, lambda b: "ana maria" in b.find_element(By.ID, "people").text
          and "2 here" in b.find_element(By.ID, "people").text)
     assert a.execute_script("return localStorage.getItem('foldtable.name')") == "ana maria"
-    head(a, "fruit").click()
+    press(a, "fruit")
     wait(b, lambda b: "ana maria" in b.find_element(By.CSS_SELECTOR, 'section[data-sec="fruit"] .badges').text)
 
 
@@ -398,7 +407,7 @@ def test_layout_fits_320px_respects_reduced_motion_and_breaks_no_csp_rule(server
     open_as(b, server, "a-rather-long-display-name", f"/s/{session_name}")
     body = 'section[data-sec="fruit"] .body'
     assert b.execute_script(f"return getComputedStyle(document.querySelector('{body}')).transitionDuration") == "0s"
-    head(b, "fruit").click()
+    press(b, "fruit")
     wait(b, lambda b: not expanded(b, "fruit") and not value_input(b, "apple").is_displayed())
     width = b.execute_script("return document.documentElement.clientWidth")
     assert width <= 340
