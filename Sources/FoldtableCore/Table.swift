@@ -84,8 +84,8 @@ public struct Table: Sendable {
             try checkKey(changeId, field: "id")
         }
         let next = seq + 1
-        let origin = try rowOrigin(of: change)
-        let (resolved, effects) = try perform(change, seq: next)
+        var origin: RowOrigin?
+        let (resolved, effects) = try perform(change, seq: next, origin: &origin)
         seq = next
         let event = TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: origin)
         if let changeId { remember(change, event, as: changeId) }
@@ -117,19 +117,11 @@ public struct Table: Sendable {
         }
     }
 
-    /// Where the row a `removeRow` or `moveRow` names is now (before the change).
-    private func rowOrigin(of change: Change) throws(ProtocolError) -> RowOrigin? {
-        switch change {
-        case .removeRow(let key), .moveRow(let key, _, _):
-            let (position, index) = try locateRow(key)
-            return RowOrigin(section: sections[position].key, index: index, row: sections[position].rows[index])
-        default:
-            return nil
-        }
-    }
-
-    /// Validates, then mutates. Returns the resolved change and the collapse effects.
-    private mutating func perform(_ change: Change, seq next: UInt64) throws(ProtocolError) -> (Change, [CollapseEffect]) {
+    /// Validates, then mutates. Returns the resolved change and the collapse effects; for
+    /// `removeRow` and `moveRow` also sets where the row was (found once, where it is removed).
+    private mutating func perform(_ change: Change, seq next: UInt64, origin: inout RowOrigin?) throws(ProtocolError) -> (
+        Change, [CollapseEffect]
+    ) {
         switch change {
         case .toggle(let ref):
             let position = try resolve(ref)
@@ -248,6 +240,7 @@ public struct Table: Sendable {
         case .removeRow(let rowKey):
             let (position, rowIndex) = try locateRow(rowKey)
             let removed = sections[position].rows.remove(at: rowIndex)
+            origin = RowOrigin(section: sections[position].key, index: rowIndex, row: removed)
             textBytes -= Self.textBytes(of: removed)
             rowSections[rowKey] = nil
             return (.removeRow(row: rowKey), [])
@@ -282,6 +275,7 @@ public struct Table: Sendable {
                 throw ProtocolError(.invalidValue, "index must be between 0 and \(countAfterRemoval)", field: "index")
             }
             let row = sections[from].rows.remove(at: rowIndex)
+            origin = RowOrigin(section: sections[from].key, index: rowIndex, row: row)
             sections[to].rows.insert(row, at: target)
             rowSections[rowKey] = sections[to].key
             return (.moveRow(row: rowKey, section: .key(sections[to].key), index: target), [])

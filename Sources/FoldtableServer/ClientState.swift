@@ -24,7 +24,6 @@ final class ClientState {
     }
 
     var author: Author { Author(client: clientId, name: name) }
-    var member: ServerMessage.Member { ServerMessage.Member(client: clientId, name: name) }
 
     func markClosed() {
         isOpen = false

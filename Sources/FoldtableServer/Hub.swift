@@ -50,11 +50,8 @@ public final class Hub: TransportDelegate {
     /// Members per session, for tests and metrics.
     public var sessionMembers: [String: Int] { sessions.mapValues(\.memberCount) }
 
-    /// Connected clients.
-    public var clientCount: Int { clients.count }
-
-    func log(_ level: Log.Level, _ event: String, _ fields: KeyValuePairs<String, String> = [:]) {
-        logger(level, event, fields)
+    func log(_ level: Log.Level, _ event: String, _ fields: @autoclosure () -> KeyValuePairs<String, String> = [:]) {
+        logger(level, event, fields())
     }
 
     // MARK: - Timers

@@ -13,10 +13,12 @@ public struct Log: Sendable {
 
     public init(level: Level) { self.level = level }
 
-    public func callAsFunction(_ level: Level, _ event: String, _ fields: KeyValuePairs<String, String> = [:]) {
+    /// Fields are built only when the line is written: a quiet server pays nothing for debug
+    /// lines on its hot path.
+    public func callAsFunction(_ level: Level, _ event: String, _ fields: @autoclosure () -> KeyValuePairs<String, String> = [:]) {
         guard level <= self.level else { return }
         var line = "level=\(level) event=\(event)"
-        for (key, value) in fields {
+        for (key, value) in fields() {
             let quoted =
                 value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) ? "\"\(value.replacingOccurrences(of: "\"", with: "'"))\"" : value
             line += " \(key)=\(quoted)"

@@ -47,7 +47,7 @@ final class TableSession {
         let others = connections
         members.append(client)
         connections.append(client.connection)
-        let presence = members.map(\.member)
+        let presence = members.map(\.author)
         if let since = request.since, request.epoch == epoch, let missed = events(after: since) {
             transport.send(
                 OutboundMessage(ServerMessage.resume(session: name, client: client.author, epoch: epoch, seq: table.seq, presence: presence)),
@@ -86,7 +86,7 @@ final class TableSession {
             transport.send(OutboundMessage(welcome), to: client.connection)
             for section in later { stream(section, to: client) }
         }
-        transport.broadcast(OutboundMessage(ServerMessage.presence(.joined, member: client.member, count: members.count)), to: others)
+        transport.broadcast(OutboundMessage(ServerMessage.presence(.joined, member: client.author, count: members.count)), to: others)
     }
 
     /// Removes a member that closed; tells the others.
@@ -99,14 +99,14 @@ final class TableSession {
             stream.remove(client)
             if stream.isFinished { finish(stream) }
         }
-        transport.broadcast(OutboundMessage(ServerMessage.presence(.left, member: client.member, count: members.count)), to: connections)
+        transport.broadcast(OutboundMessage(ServerMessage.presence(.left, member: client.author, count: members.count)), to: connections)
         drainPending()
     }
 
     /// A member changed its display name; everyone (the member too) is told.
     func rename(_ client: ClientState, to name: String) {
         client.name = name
-        transport.broadcast(OutboundMessage(ServerMessage.presence(.renamed, member: client.member, count: members.count)), to: connections)
+        transport.broadcast(OutboundMessage(ServerMessage.presence(.renamed, member: client.author, count: members.count)), to: connections)
     }
 
     // MARK: - Changes
