@@ -170,7 +170,3 @@ public struct ServerError: Error, Equatable, Sendable {
     }
 }
 
-extension FieldReader {
-    /// The object this reader reads, as a value again (to hand to a decoder taking a value).
-    fileprivate var asValue: JSONValue { .object(members) }
-}

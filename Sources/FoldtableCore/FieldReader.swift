@@ -22,6 +22,9 @@ public struct FieldReader {
 
     public func has(_ name: String) -> Bool { value(name) != nil }
 
+    /// The object this reader reads, as a value again (to hand to a decoder taking a value).
+    public var asValue: JSONValue { .object(members) }
+
     private func wrongType(_ name: String, _ expected: String, _ found: JSONValue) -> ProtocolError {
         ProtocolError(.wrongType, "\(path)\(name) must be \(expected), not \(found.typeName)", field: path + name)
     }

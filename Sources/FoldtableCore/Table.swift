@@ -106,6 +106,51 @@ public struct Table: Sendable {
         self = copy
     }
 
+    /// Applies an event that this table's own sequencer produced on another copy of it (the
+    /// committed replica catching up with the head). In place, unlike ``replay(_:)``, which
+    /// copies to stay unchanged on failure: the caller holds the head, so a mismatch means a bug,
+    /// never bad input. `request` is the change as its author sent it, kept for the id window.
+    public mutating func applyCommitted(_ event: TableEvent, request: Change? = nil) throws(ProtocolError) {
+        guard event.seq == seq + 1 else {
+            throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
+        }
+        let outcome = try apply(event.change, by: event.author, changeId: event.changeId)
+        guard case .applied(let produced) = outcome, produced == event else {
+            throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
+        }
+        if let id = event.changeId, let request { eventsByChangeId[id] = (request, event) }
+    }
+
+    /// One remembered change id: what was asked, and the event it produced.
+    public struct RememberedChange: Equatable, Sendable {
+        public var id: String
+        /// The change as its author sent it (by title, keys left to the server, ...).
+        public var request: Change
+        public var event: TableEvent
+
+        public init(id: String, request: Change, event: TableEvent) {
+            self.id = id
+            self.request = request
+            self.event = event
+        }
+    }
+
+    /// The change-id window, oldest first: what a store saves so that a retry after a restart is
+    /// acknowledged with its original event instead of being applied twice.
+    public var rememberedChanges: [RememberedChange] {
+        let ordered = changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest]
+        return ordered.compactMap { id in eventsByChangeId[id].map { RememberedChange(id: id, request: $0.request, event: $0.event) } }
+    }
+
+    /// Restores the change-id window saved with ``rememberedChanges`` (oldest first). Entries past
+    /// `limits.idempotencyWindow` push out the oldest, exactly as applying them would have.
+    public mutating func restoreRemembered(_ changes: [RememberedChange]) {
+        eventsByChangeId = [:]
+        changeIdOrder = []
+        changeIdOldest = 0
+        for change in changes { remember(change.request, change.event, as: change.id) }
+    }
+
     private mutating func remember(_ request: Change, _ event: TableEvent, as changeId: String) {
         eventsByChangeId[changeId] = (request, event)
         if changeIdOrder.count < limits.idempotencyWindow {

@@ -1,0 +1,92 @@
+/// The storage form of a table and of its log entries: what a store writes so that a table can be
+/// rebuilt exactly, change-id window included, after a restart.
+///
+/// Every form is the wire JSON the protocol already defines (the snapshot, the event, the
+/// change), wrapped in a small object, so stored data reads like the protocol article and one
+/// codec serves both.
+public enum TableCheckpoint {
+    /// Storage format version, written into every checkpoint. Bump it with a decoder for the old one.
+    public static let version = 1
+
+    /// `{"v":1,"seq":N,"table":{snapshot with every row},"changeIds":[{"id":..,"request":{..},"event":{..}}]}`.
+    public static func encode(_ table: Table) -> [UInt8] {
+        var out = JSONWriter(capacity: 256 + table.textBytes + table.rowCount * 48)
+        out.raw("{\"v\":")
+        out.integer(version)
+        out.nextKey("seq")
+        out.integer(table.seq)
+        out.nextKey("table")
+        TableSnapshot(table, rows: .all).encode(into: &out)
+        out.nextKey("changeIds")
+        out.byte(UInt8(ascii: "["))
+        for (index, remembered) in table.rememberedChanges.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"id\":")
+            out.string(remembered.id)
+            out.nextKey("request")
+            remembered.request.encode(into: &out)
+            out.nextKey("event")
+            ServerMessage.encode(remembered.event, into: &out)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.byte(UInt8(ascii: "]"))
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// Rebuilds the table written by ``encode(_:)``.
+    public static func decode(_ bytes: some Collection<UInt8>, limits: TableLimits) throws(ProtocolError) -> Table {
+        let value = try JSONParser.parse(bytes, limits: parserLimits(limits))
+        let reader = try FieldReader(value, path: "checkpoint.")
+        guard try reader.integer("v") == version else {
+            throw ProtocolError(.invalidValue, "checkpoint format \(try reader.integer("v")) is not \(version)", field: "v")
+        }
+        let seq = UInt64(try reader.integer("seq"))
+        var table = try TableSnapshot.decode(try reader.object("table").asValue, seq: seq).table(limits: limits)
+        var remembered: [Table.RememberedChange] = []
+        for element in try reader.array("changeIds") {
+            let entry = try FieldReader(element, path: "changeIds.")
+            let request = try entry.object("request")
+            remembered.append(
+                Table.RememberedChange(
+                    id: try entry.string("id"), request: try Change.decode(request, type: try request.string("type")),
+                    event: try ServerMessage.decodeEvent(try entry.object("event").asValue)))
+        }
+        table.restoreRemembered(remembered)
+        return table
+    }
+
+    /// A log entry: the event, plus the request when its author gave a change id (the id window
+    /// needs what was asked, which may name a section by title where the event names its key).
+    public static func encodeEntry(_ event: TableEvent, request: Change?) -> [UInt8] {
+        var out = JSONWriter(capacity: 200)
+        out.raw("{\"event\":")
+        ServerMessage.encode(event, into: &out)
+        if let request, event.changeId != nil, request != event.change {
+            out.nextKey("request")
+            request.encode(into: &out)
+        }
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// Decodes ``encodeEntry(_:request:)``; the request is the event's change when none was stored.
+    public static func decodeEntry(_ bytes: some Collection<UInt8>, limits: TableLimits) throws(ProtocolError) -> (
+        event: TableEvent, request: Change?
+    ) {
+        let reader = try FieldReader(try JSONParser.parse(bytes, limits: parserLimits(limits)), path: "entry.")
+        let event = try ServerMessage.decodeEvent(try reader.object("event").asValue)
+        var request: Change?
+        if reader.has("request") {
+            let requestReader = try reader.object("request")
+            request = try Change.decode(requestReader, type: try requestReader.string("type"))
+        } else if event.changeId != nil {
+            request = event.change
+        }
+        return (event, request)
+    }
+
+    private static func parserLimits(_ limits: TableLimits) -> JSONParser.Limits {
+        JSONParser.Limits(maxDepth: 32, maxStringBytes: max(limits.maxTextBytes, 4_096))
+    }
+}

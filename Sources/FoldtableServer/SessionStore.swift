@@ -1,0 +1,96 @@
+import FoldtableCore
+
+/// One committed event as a log holds it.
+public struct LoggedEvent: Equatable, Sendable {
+    public var event: TableEvent
+    /// The change as its author sent it, when the author gave a change id (the id window must
+    /// tell a retry from a different change that reuses the id). `nil` otherwise.
+    public var request: Change?
+
+    public init(event: TableEvent, request: Change? = nil) {
+        self.event = event
+        self.request = request
+    }
+}
+
+/// A session as a store holds it.
+public struct StoredSession: Sendable {
+    public var name: String
+    /// The session's incarnation: stays across restarts, changes when the session is deleted and
+    /// created again or restored from a backup, so `since` values of another history cannot resume.
+    public var epoch: String
+    /// The table at the newest checkpoint, its change-id window included.
+    public var checkpoint: Table
+    /// Every event the log still holds, oldest first: those after the checkpoint (to replay) and
+    /// up to the log's bound before it (for resume). Sequence numbers are consecutive.
+    public var events: [LoggedEvent]
+
+    public init(name: String, epoch: String, checkpoint: Table, events: [LoggedEvent] = []) {
+        self.name = name
+        self.epoch = epoch
+        self.checkpoint = checkpoint
+        self.events = events
+    }
+}
+
+/// Why a store could not do what was asked. The hub turns every case into a
+/// `storage_unavailable` error reply; nothing is acknowledged that was not committed.
+public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The disk or database refused (full, I/O error, locked, read-only). May pass.
+    case unavailable(String)
+    /// The events do not follow what the log holds for the session (an earlier append of the
+    /// same session failed, or the session is gone). The appender must reload before writing.
+    case conflict(String)
+    /// Stored data could not be decoded.
+    case corrupt(String)
+
+    public var description: String {
+        switch self {
+        case .unavailable(let why): return "storage unavailable: \(why)"
+        case .conflict(let why): return "storage conflict: \(why)"
+        case .corrupt(let why): return "stored data is corrupt: \(why)"
+        }
+    }
+}
+
+/// Where sessions live between processes: tables at checkpoints, keyed by session name.
+///
+/// Every method is called on the service thread and returns at once; `completion` runs later on
+/// the service thread (never inside the call), in the order the calls were made. An
+/// implementation that does I/O does it on threads of its own and hands results back through the
+/// ``Transport/post(_:)`` it was given.
+public protocol SessionStore: AnyObject {
+    /// Names of every stored session, sorted. Called once at start-up, before serving.
+    func sessionNames() throws(StoreError) -> [String]
+    /// The session with `name` (checkpoint and log), or `nil` when none is stored.
+    func load(_ name: String, completion: @escaping (Result<StoredSession?, StoreError>) -> Void)
+    /// Stores a new session: `session.checkpoint` is its table, `session.events` must be empty.
+    /// Replaces a stored session of the same name, with its log.
+    func create(_ session: StoredSession, completion: @escaping (Result<Void, StoreError>) -> Void)
+    /// Saves `table` as the session's checkpoint and lets the log forget what it no longer needs
+    /// (events at or before `table.seq` beyond the resume window).
+    func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void)
+    /// Removes the session and its log.
+    func delete(_ name: String, completion: @escaping (Result<Void, StoreError>) -> Void)
+    /// Blocks until everything asked so far is committed or failed (and its completion posted).
+    /// For shutdown only: it is the one call allowed to wait.
+    func flush()
+}
+
+/// The ordered, durable log of each session's events.
+///
+/// Designed for two kinds of sequencer. On one node (SQLite, memory) the session's table is the
+/// sequencer: it assigns `seq` and the log confirms. When several nodes share a session (Redis
+/// Streams), the log is the sequencer: entries are ordered by the stream, every node applies them
+/// in that order, and the seq the append's completion carries is the one the order assigned.
+/// Either way nothing is acknowledged or broadcast before the append's completion reports it.
+public protocol EventLog: AnyObject {
+    /// Appends consecutive events of one session. The first must follow the last event the log
+    /// holds for `session` (else `.conflict`, and nothing is written). `completion` runs on the
+    /// service thread once they are durable, with the seq of the last event. Appends made in
+    /// one turn of the loop may share one commit (group commit).
+    func append(session: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void)
+    /// The logged events of `session` after `seq`, oldest first; `nil` when the log no longer
+    /// reaches back to `seq + 1` (the caller then sends a fresh welcome).
+    func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void)
+}
