@@ -7,6 +7,8 @@ public enum ClientMessage: Equatable, Sendable {
     case rename(String)
     /// A change to the joined session's table, with the client's change id if it gave one.
     case change(Change, id: String?)
+    /// Delete the joined session and its history; every member is closed (4501).
+    case deleteSession
 
     /// Limits applied while decoding a client message.
     public struct Limits: Sendable {
@@ -64,6 +66,8 @@ public enum ClientMessage: Equatable, Sendable {
             return .list
         case "rename":
             return .rename(try displayName(reader, limits: limits))
+        case "deleteSession":
+            return .deleteSession
         default:
             guard Change.typeNames.contains(type) else {
                 throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")

@@ -21,6 +21,9 @@ public struct ProtocolError: Error, Equatable, Sendable {
         case notJoined = "not_joined"
         case alreadyJoined = "already_joined"
         case invalidSession = "invalid_session"
+        /// The change could not be made durable (disk full, I/O error, database locked); it was
+        /// not applied. Retry later.
+        case storageUnavailable = "storage_unavailable"
     }
 
     public var code: Code

@@ -5,15 +5,14 @@ final class ClientState {
     let connection: Connection
     /// The id other members see (`c<connection id>`).
     let clientId: String
-    /// Display name, set by `join` and `rename`.
-    var name = ""
-    private(set) weak var session: TableSession?
+    /// The session this client joined, or is waiting to join while it loads.
+    var session: TableSession?
     /// Refused messages in a row; reset by an accepted one.
     var consecutiveErrors = 0
     /// The join-deadline timer, until the client joins.
     var joinTimer: UInt64?
-    /// Keys of the sections whose row streams this client is in.
-    var streams: Set<String> = []
+    /// True between `join` and the session being ready (loading from the store).
+    var joining = false
     /// False once the transport reported the connection closed: its handle is then dead and
     /// nothing may be sent to it (changes it left waiting are still applied, without replies).
     private(set) var isOpen = true
@@ -23,15 +22,7 @@ final class ClientState {
         self.clientId = "c\(connection.id)"
     }
 
-    var author: Author { Author(client: clientId, name: name) }
-
     func markClosed() {
         isOpen = false
-        session = nil
-    }
-
-    func joined(_ session: TableSession, as name: String) {
-        self.session = session
-        self.name = name
     }
 }

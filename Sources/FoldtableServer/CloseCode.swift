@@ -15,4 +15,7 @@ public enum CloseCode {
     public static let joinTimeout = 4001
     /// Too many refused messages in a row.
     public static let tooManyErrors = 4500
+    /// The session was deleted (by a member's `deleteSession`). Joining the same name again
+    /// starts a new, empty session with a new epoch, so clients should not rejoin unasked.
+    public static let sessionDeleted = 4501
 }

@@ -1,18 +1,27 @@
 import FoldtableCore
 
-/// The node's local hub: every connected client and every session, driven by transport events
-/// on one service thread (centrifuge's Hub; the transport is the Transport port).
+/// The node's local hub: every connected client and every resident session, driven by transport
+/// events on one service thread (centrifuge's Hub; the transport is the Transport port, storage
+/// the SessionStore and EventLog ports).
+///
+/// Sessions are resident while they have members or work in progress; a session quiet for
+/// `idleEvictSecs` is checkpointed and dropped from memory, and loaded again (checkpoint plus
+/// log) by the next join. `maxSessions` counts resident sessions.
 public final class Hub: TransportDelegate {
     let config: ServerConfig
     let transport: Transport
+    let store: SessionStore
+    let eventLog: EventLog
     let logger: Log
-    /// Changes waiting behind busy sections, per session, before new ones are refused.
-    let maxPendingChanges = 10_000
 
     private var clients: [UInt64: ClientState] = [:]
     private var sessions: [String: TableSession] = [:]
-    /// Sessions by name for `list`, rebuilt only after a session is created.
-    private var sortedSessions: [TableSession]?
+    /// Names of every stored session (resident or not), for `list`.
+    private var storedNames: Set<String>
+    /// Sessions being loaded from the store, with the joins waiting for them.
+    private var loading: [String: [(client: ClientState, request: JoinRequest)]] = [:]
+    /// `list` answer cache, rebuilt only after a session is created or deleted.
+    private var sortedNames: [String]?
     private var timers: [UInt64: TimerAction] = [:]
     private var nextTimerToken: UInt64 = 1
     private let makeEpoch: () -> String
@@ -20,24 +29,23 @@ public final class Hub: TransportDelegate {
     /// What a timer is for.
     enum TimerAction: Equatable {
         case joinDeadline(connection: UInt64)
-        case busy(session: String, section: String, seq: UInt64)
-        case streamDeadline(session: String, section: String, seq: UInt64)
+        case session(name: String, SessionTimer)
+        case evict(name: String)
     }
 
-    /// A hub with the `demo` session in place. `makeEpoch` names session incarnations (random
-    /// in production, fixed in tests).
-    public init(config: ServerConfig, transport: Transport, log: Log, makeEpoch: @escaping () -> String = Hub.randomEpoch) {
+    /// A hub over `store` and `eventLog` (usually one object), which hold `storedNames` already.
+    /// `makeEpoch` names session incarnations (random in production, fixed in tests).
+    public init(
+        config: ServerConfig, transport: Transport, store: SessionStore, eventLog: EventLog, storedNames: [String], log: Log,
+        makeEpoch: @escaping () -> String = Hub.randomEpoch
+    ) {
         self.config = config
         self.transport = transport
+        self.store = store
+        self.eventLog = eventLog
+        self.storedNames = Set(storedNames)
         self.logger = log
         self.makeEpoch = makeEpoch
-        var options = TableOptions()
-        options.busyThresholdMs = config.busyThresholdMs
-        var demo = DemoTable.make(options: options, largeRows: config.demoLargeRows)
-        if demo.sections.contains(where: { $0.rows.count > config.tableLimits.maxRowsPerSection }) {
-            demo = DemoTable.make(options: options, largeRows: config.tableLimits.maxRowsPerSection)
-        }
-        sessions["demo"] = TableSession(name: "demo", epoch: makeEpoch(), table: demo, hub: self)
     }
 
     /// Eight random hex digits.
@@ -47,11 +55,51 @@ public final class Hub: TransportDelegate {
         return String(repeating: "0", count: 8 - hex.count) + hex
     }
 
-    /// Members per session, for tests and metrics.
+    /// Members per resident session, for tests and metrics.
     public var sessionMembers: [String: Int] { sessions.mapValues(\.memberCount) }
+    /// Names of the sessions held in memory now.
+    public var residentSessions: Set<String> { Set(sessions.keys) }
 
     func log(_ level: Log.Level, _ event: String, _ fields: @autoclosure () -> KeyValuePairs<String, String> = [:]) {
         logger(level, event, fields())
+    }
+
+    /// Creates session `name` holding `table` when no session of that name is stored (the demo,
+    /// tables loaded from files at start-up). Returns false when one exists already.
+    @discardableResult
+    public func createSessionIfAbsent(_ name: String, table: Table) -> Bool {
+        guard !storedNames.contains(name), sessions[name] == nil else { return false }
+        _ = createSession(name, table: table)
+        return true
+    }
+
+    private func createSession(_ name: String, table: Table) -> TableSession {
+        let epoch = makeEpoch()
+        store.create(StoredSession(name: name, epoch: epoch, checkpoint: table)) { [self] result in
+            if case .failure(let error) = result { log(.error, "session_create_failed", ["session": name, "reason": error.description]) }
+        }
+        storedNames.insert(name)
+        sortedNames = nil
+        let session = TableSession(core: SessionCore(name: name, epoch: epoch, table: table, settings: sessionSettings), hub: self)
+        sessions[name] = session
+        log(.info, "session_created", ["session": name])
+        return session
+    }
+
+    private var sessionSettings: SessionCore.Settings {
+        var settings = SessionCore.Settings()
+        settings.historyEvents = config.historyEvents
+        settings.welcomeRowBudget = config.welcomeRowBudget
+        settings.welcomeByteBudget = config.streamLowMarkBytes
+        settings.streamTimeoutMs = UInt64(config.streamTimeoutSecs) * 1_000
+        settings.checkpointEvents = config.checkpointEvents
+        return settings
+    }
+
+    private var newTable: Table {
+        var options = TableOptions()
+        options.busyThresholdMs = config.busyThresholdMs
+        return Table(options: options, limits: config.tableLimits)
     }
 
     // MARK: - Timers
@@ -73,15 +121,104 @@ public final class Hub: TransportDelegate {
         guard let action = timers.removeValue(forKey: token) else { return }
         switch action {
         case .joinDeadline(let id):
-            guard let client = clients[id], client.session == nil else { return }
+            guard let client = clients[id], client.session == nil, !client.joining else { return }
             client.joinTimer = nil
             log(.info, "close", ["client": client.clientId, "code": String(CloseCode.joinTimeout), "reason": "join timeout"])
             transport.close(client.connection, code: CloseCode.joinTimeout, reason: "no join in time")
-        case .busy(let session, let section, let seq):
-            sessions[session]?.busyThresholdPassed(section: section, seq: seq)
-        case .streamDeadline(let session, let section, let seq):
-            sessions[session]?.streamDeadlinePassed(section: section, seq: seq)
+        case .session(let name, let timer):
+            sessions[name]?.timerFired(timer, token: token)
+        case .evict(let name):
+            guard let session = sessions[name], session.evictionTimer == token else { return }
+            session.evictionTimer = nil
+            evict(session)
         }
+    }
+
+    // MARK: - Session lifecycle
+
+    /// Called after a session handled its inputs: a session left quiet starts its idle clock.
+    func sessionSettled(_ session: TableSession) {
+        guard sessions[session.name] === session else { return }
+        if session.core.isQuiet {
+            if session.evictionTimer == nil {
+                session.evictionTimer = armTimer(.evict(name: session.name), milliseconds: UInt64(config.idleEvictSecs) * 1_000)
+            }
+        } else if let timer = session.evictionTimer {
+            cancelTimer(timer)
+            session.evictionTimer = nil
+        }
+    }
+
+    /// Drops a quiet session from memory. Everything it holds is in the log already; the
+    /// checkpoint only makes the next load replay less.
+    private func evict(_ session: TableSession) {
+        guard session.core.isQuiet, sessions[session.name] === session else { return }
+        if let timer = session.evictionTimer { cancelTimer(timer) }
+        if session.core.eventsSinceCheckpoint > 0 {
+            store.saveCheckpoint(session.name, table: session.core.committed) { [self, name = session.name] result in
+                if case .failure(let error) = result { log(.warning, "checkpoint_failed", ["session": name, "reason": error.description]) }
+            }
+        }
+        sessions[session.name] = nil
+        log(.info, "session_evicted", ["session": session.name])
+    }
+
+    /// Room for one more resident session: evicts a quiet one when at the limit.
+    private func makeRoom() -> Bool {
+        if sessions.count < config.maxSessions { return true }
+        guard let quiet = sessions.values.first(where: { $0.core.isQuiet }) else { return false }
+        evict(quiet)
+        return sessions.count < config.maxSessions
+    }
+
+    private func loaded(_ name: String, _ result: Result<StoredSession?, StoreError>) {
+        let waiting = loading.removeValue(forKey: name) ?? []
+        let session: TableSession
+        switch result {
+        case .success(let stored?) where sessions[name] == nil:
+            do {
+                session = try restore(stored)
+            } catch {
+                log(.error, "session_load_failed", ["session": name, "reason": error.description])
+                for waiter in waiting { failJoin(waiter.client, ProtocolError(.storageUnavailable, "the session could not be loaded")) }
+                return
+            }
+            sessions[name] = session
+            log(.info, "session_loaded", ["session": name, "seq": String(session.core.committed.seq)])
+        case .success:
+            // Deleted meanwhile (or loaded by another path): a resident session or a new one.
+            session = sessions[name] ?? createSession(name, table: newTable)
+        case .failure(let error):
+            log(.error, "session_load_failed", ["session": name, "reason": error.description])
+            for waiter in waiting { failJoin(waiter.client, ProtocolError(.storageUnavailable, "the session could not be loaded; retry later")) }
+            return
+        }
+        for waiter in waiting where waiter.client.isOpen {
+            waiter.client.joining = false
+            enter(waiter.client, session, waiter.request)
+        }
+    }
+
+    /// Rebuilds a session from its checkpoint and the events logged after it.
+    private func restore(_ stored: StoredSession) throws(StoreError) -> TableSession {
+        var table = stored.checkpoint
+        for logged in stored.events where logged.event.seq > table.seq {
+            do {
+                try table.applyCommitted(logged.event, request: logged.request)
+            } catch {
+                throw .corrupt("event \(logged.event.seq) does not replay: \(error.message)")
+            }
+        }
+        let core = SessionCore(
+            name: stored.name, epoch: stored.epoch, table: table, recent: stored.events, checkpointSeq: stored.checkpoint.seq,
+            settings: sessionSettings)
+        return TableSession(core: core, hub: self)
+    }
+
+    private func failJoin(_ client: ClientState, _ error: ProtocolError) {
+        client.joining = false
+        guard client.isOpen else { return }
+        refuse(client.connection, error, id: nil)
     }
 
     // MARK: - Transport events
@@ -96,15 +233,15 @@ public final class Hub: TransportDelegate {
     public func connectionClosed(_ connection: Connection, code: Int) {
         guard let client = clients.removeValue(forKey: connection.id) else { return }
         if let timer = client.joinTimer { cancelTimer(timer) }
-        let session = client.session
         client.markClosed()
-        session?.leave(client)
+        client.session?.handle(.leave(connection))
+        client.session = nil
         log(.info, "closed", ["client": client.clientId, "code": String(code)])
     }
 
     public func connectionDrained(_ connection: Connection) {
         guard let client = clients[connection.id] else { return }
-        client.session?.drained(client)
+        client.session?.drained(connection)
     }
 
     public func connectionReceived(_ connection: Connection, message: UnsafeRawBufferPointer) {
@@ -112,26 +249,23 @@ public final class Hub: TransportDelegate {
         let (result, id) = ClientMessage.decode(message, limits: messageLimits)
         switch result {
         case .failure(let error):
-            refuse(client, error, id: id)
+            refuse(connection, error, id: id)
         case .success(.list):
-            if sortedSessions == nil { sortedSessions = sessions.values.sorted { $0.name < $1.name } }
-            let list = (sortedSessions ?? []).prefix(1_000).map { (name: $0.name, members: $0.memberCount) }
+            if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
+            let list = (sortedNames ?? []).prefix(1_000).map { (name: $0, members: sessions[$0]?.memberCount ?? 0) }
             transport.send(OutboundMessage(ServerMessage.sessions(Array(list))), to: connection)
         case .success(.join(let request)):
             join(client, request)
         case .success(.rename(let name)):
-            guard let session = client.session else {
-                refuse(client, ProtocolError(.notJoined, "join a session first"), id: id)
-                return
-            }
+            guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
             client.consecutiveErrors = 0
-            session.rename(client, to: name)
+            session.handle(.rename(connection, name: name))
         case .success(.change(let change, let id)):
-            guard let session = client.session else {
-                refuse(client, ProtocolError(.notJoined, "join a session first"), id: id)
-                return
-            }
-            session.submit(change, id: id, from: client)
+            guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            session.handle(.change(change, id: id, from: connection))
+        case .success(.deleteSession):
+            guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            delete(session, by: client, id: id)
         }
     }
 
@@ -142,43 +276,75 @@ public final class Hub: TransportDelegate {
     }
 
     private func join(_ client: ClientState, _ request: JoinRequest) {
-        guard client.session == nil else {
-            refuse(client, ProtocolError(.alreadyJoined, "this connection already joined a session", field: "session"), id: nil)
+        guard client.session == nil, !client.joining else {
+            refuse(client.connection, ProtocolError(.alreadyJoined, "this connection already joined a session", field: "session"), id: nil)
             return
         }
-        let session: TableSession
-        if let existing = sessions[request.session] {
-            session = existing
-        } else {
-            guard sessions.count < config.maxSessions else {
-                refuse(
-                    client, ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "session"), id: nil)
-                return
-            }
-            var options = TableOptions()
-            options.busyThresholdMs = config.busyThresholdMs
-            session = TableSession(
-                name: request.session, epoch: makeEpoch(), table: Table(options: options, limits: config.tableLimits), hub: self)
-            sessions[request.session] = session
-            sortedSessions = nil
-            log(.info, "session_created", ["session": request.session])
-        }
-        client.consecutiveErrors = 0
         if let timer = client.joinTimer {
             cancelTimer(timer)
             client.joinTimer = nil
         }
-        session.join(client, request: request)
+        client.consecutiveErrors = 0
+        if let session = sessions[request.session] {
+            return enter(client, session, request)
+        }
+        guard makeRoom() else {
+            refuse(
+                client.connection, ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "session"),
+                id: nil)
+            return
+        }
+        guard storedNames.contains(request.session) else {
+            return enter(client, createSession(request.session, table: newTable), request)
+        }
+        client.joining = true
+        if loading[request.session] != nil {
+            loading[request.session]?.append((client, request))
+            return
+        }
+        loading[request.session] = [(client, request)]
+        store.load(request.session) { [self] result in loaded(request.session, result) }
+    }
+
+    private func enter(_ client: ClientState, _ session: TableSession, _ request: JoinRequest) {
+        client.session = session
+        session.handle(.join(client.connection, request))
         log(.info, "join", ["client": client.clientId, "session": request.session, "resume": request.since == nil ? "no" : "yes"])
     }
 
+    /// Deletes a session and its history once the store has; every member is closed with 4501.
+    private func delete(_ session: TableSession, by client: ClientState, id: String?) {
+        store.delete(session.name) { [self] result in
+            switch result {
+            case .failure(let error):
+                log(.warning, "delete_failed", ["session": session.name, "reason": error.description])
+                if client.isOpen { refuse(client.connection, ProtocolError(.storageUnavailable, "the session could not be deleted; retry later"), id: id) }
+            case .success:
+                if sessions[session.name] === session { sessions[session.name] = nil }
+                if let timer = session.evictionTimer { cancelTimer(timer) }
+                storedNames.remove(session.name)
+                sortedNames = nil
+                for member in clients.values where member.session === session {
+                    transport.close(member.connection, code: CloseCode.sessionDeleted, reason: "the session was deleted")
+                }
+                log(.info, "session_deleted", ["session": session.name, "by": client.clientId])
+            }
+        }
+    }
+
+    /// A change of `connection` was accepted: its run of refusals is over.
+    func accepted(_ connection: Connection) {
+        clients[connection.id]?.consecutiveErrors = 0
+    }
+
     /// An error reply; past `maxConsecutiveErrors` in a row, a close.
-    func refuse(_ client: ClientState, _ error: ProtocolError, id: String?) {
-        transport.send(OutboundMessage(ServerMessage.error(error, id: id)), to: client.connection)
+    func refuse(_ connection: Connection, _ error: ProtocolError, id: String?) {
+        guard let client = clients[connection.id] else { return }
+        transport.send(OutboundMessage(ServerMessage.error(error, id: id)), to: connection)
         client.consecutiveErrors += 1
         if client.consecutiveErrors >= config.maxConsecutiveErrors {
             log(.info, "close", ["client": client.clientId, "code": String(CloseCode.tooManyErrors), "reason": "too many errors"])
-            transport.close(client.connection, code: CloseCode.tooManyErrors, reason: "too many refused messages")
+            transport.close(connection, code: CloseCode.tooManyErrors, reason: "too many refused messages")
         }
     }
 }

@@ -17,8 +17,18 @@ public struct Log: Sendable {
     /// lines on its hot path.
     public func callAsFunction(_ level: Level, _ event: String, _ fields: @autoclosure () -> KeyValuePairs<String, String> = [:]) {
         guard level <= self.level else { return }
+        write(level, event, fields().map { ($0.key, $0.value) })
+    }
+
+    /// The same, with fields as a list (built only when the line is written).
+    public func callAsFunction(_ level: Level, _ event: String, pairs: () -> [(String, String)]) {
+        guard level <= self.level else { return }
+        write(level, event, pairs())
+    }
+
+    private func write(_ level: Level, _ event: String, _ fields: [(String, String)]) {
         var line = "level=\(level) event=\(event)"
-        for (key, value) in fields() {
+        for (key, value) in fields {
             let quoted =
                 value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) ? "\"\(value.replacingOccurrences(of: "\"", with: "'"))\"" : value
             line += " \(key)=\(quoted)"

@@ -20,14 +20,8 @@ final class RowStream {
     /// Rows not yet in a chunk start here; `rows.count` once every chunk is encoded.
     private var nextRow = 0
     private var encodedAll = false
-    /// Member connection id -> (member, next chunk to send, when it joined the stream in ms).
-    private(set) var cursors: [UInt64: (client: ClientState, next: Int, joinedAt: UInt64)] = [:]
-    /// Whether members were told the section is busy.
-    var busyShown = false
-    /// The busy-threshold timer while it is armed.
-    var busyTimer: UInt64?
-    /// The member-deadline timer while it is armed.
-    var deadlineTimer: UInt64?
+    /// Member connection id -> (member, next chunk to send).
+    private var cursors: [UInt64: (connection: Connection, next: Int)] = [:]
 
     init(section: Section, seq: UInt64, chunkRows: Int, chunkBytes: Int) {
         self.section = section.key
@@ -37,37 +31,33 @@ final class RowStream {
         self.chunkBytes = max(1, chunkBytes)
     }
 
-    var isFinished: Bool { cursors.isEmpty }
+    func contains(_ connection: Connection) -> Bool { cursors[connection.id] != nil }
 
-    /// When the member that joined first and is still in the stream joined.
-    var earliestJoin: UInt64? { cursors.values.map(\.joinedAt).min() }
-
-    func add(_ client: ClientState, at now: UInt64) {
-        guard cursors[client.connection.id] == nil else { return }
-        cursors[client.connection.id] = (client, 0, now)
-        client.streams.insert(section)
+    func add(_ connection: Connection) {
+        guard cursors[connection.id] == nil else { return }
+        cursors[connection.id] = (connection, 0)
     }
 
-    func remove(_ client: ClientState) {
-        cursors[client.connection.id] = nil
-        client.streams.remove(section)
+    func remove(_ connection: Connection) {
+        cursors[connection.id] = nil
     }
 
     /// Sends chunks to one member while its queue is at or below `lowMark`; asks the transport
-    /// to say when it drains if chunks remain. Finished members leave the stream.
-    func pump(_ client: ClientState, transport: Transport, lowMark: Int) {
-        guard var cursor = cursors[client.connection.id] else { return }
-        let connection = client.connection
+    /// to say when it drains if chunks remain. Returns true when the member has every row (it
+    /// then leaves the stream).
+    func pump(_ connection: Connection, transport: Transport, lowMark: Int) -> Bool {
+        guard var cursor = cursors[connection.id] else { return false }
         while transport.queuedBytes(connection) <= lowMark, let message = chunk(cursor.next) {
             transport.send(message, to: connection)
             cursor.next += 1
         }
         if chunk(cursor.next) != nil {
-            cursors[client.connection.id] = cursor
+            cursors[connection.id] = cursor
             transport.requestDrain(connection, lowMark: lowMark)
-        } else {
-            remove(client)
+            return false
         }
+        cursors[connection.id] = nil
+        return true
     }
 
     /// Chunk `index`, encoding it if it is the next one; `nil` past the last chunk.

@@ -17,8 +17,24 @@ public struct ServerConfig: Sendable, Equatable {
     /// Origins (e.g. `https://tables.example.com`) allowed to open WebSockets besides same-origin
     /// pages and clients that send no Origin. Default none (Centrifugo's rule; RFC 6455 §10.2).
     public var allowedOrigins: [String] = []
-    /// Keep sessions in memory only. Default (and, until the store lands, only) mode.
-    public var memoryOnly = true
+    /// Keep sessions in memory only (throwaway use: nothing survives a restart). Default off:
+    /// sessions live in SQLite under ``dataDirectory``.
+    public var memoryOnly = false
+    /// Where the SQLite database (`foldtable.db` and its WAL) lives. Default `data`, relative to
+    /// the working directory; created when its parent exists.
+    public var dataDirectory = "data"
+    /// SQLite's `synchronous` setting. Default `full`: every commit is synced to disk before its
+    /// changes are acknowledged, so an acknowledged change survives a power loss. `normal` syncs
+    /// only at checkpoints of the WAL: it survives a crash of the process (kill -9) but may lose
+    /// the last acknowledged changes on power loss, in exchange for fewer fsyncs.
+    public var synchronous = Synchronous.full
+    /// Committed events between two checkpoints of a session's table. Default 1,000: start-up and
+    /// reload replay at most this many events, and a checkpoint's cost (the whole table written)
+    /// is spread over that many changes.
+    public var checkpointEvents = 1_000
+    /// Seconds a session may sit without members before it is written out and dropped from
+    /// memory (the next join loads it again). Default 300.
+    public var idleEvictSecs = 300
     /// Work on a section longer than this shows it busy, in milliseconds. Default 500 (the
     /// original busy indicator's 0.5 s). Applies to new sessions and the demo.
     public var busyThresholdMs = 500
@@ -67,6 +83,11 @@ public struct ServerConfig: Sendable, Equatable {
 
     public init() {}
 
+    /// SQLite `synchronous` modes offered (see ``synchronous``).
+    public enum Synchronous: String, Sendable, Equatable {
+        case full, normal
+    }
+
     /// Every flag with its default and meaning, for `--help`.
     public static let usage = """
         usage: foldtabled [options]    (every option also reads FOLDTABLE_<NAME>, e.g. FOLDTABLE_PORT)
@@ -76,7 +97,11 @@ public struct ServerConfig: Sendable, Equatable {
           --tls-cert FILE             PEM certificate: serve HTTPS/WSS (none)
           --tls-key FILE              PEM private key for --tls-cert (none)
           --allowed-origins LIST      comma-separated extra origins allowed to connect (none)
-          --memory                    keep sessions in memory only (the default until storage lands)
+          --memory                    keep sessions in memory only: nothing survives a restart (off)
+          --data-dir DIR              directory of the SQLite database (data)
+          --synchronous MODE          full (survives power loss) or normal (survives crashes) (full)
+          --checkpoint-events N       committed events between table checkpoints (1000)
+          --idle-evict-secs N         seconds without members before a session leaves memory (300)
           --busy-threshold-ms N       show a section busy after N ms of work (500)
           --max-message-bytes N       largest incoming message (65536)
           --max-queue-bytes N         outbound queue per client before closing it as slow (1048576)
@@ -163,8 +188,19 @@ public struct ServerConfig: Sendable, Equatable {
         case "allowed-origins":
             allowedOrigins = value.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         case "memory":
-            guard value == "true" || value == "1" else { throw Invalid("--memory is the only storage mode so far") }
-            memoryOnly = true
+            switch value {
+            case "true", "1", "yes": memoryOnly = true
+            case "false", "0", "no": memoryOnly = false
+            default: throw Invalid("--memory takes no value (FOLDTABLE_MEMORY: true or false), not \"\(value)\"")
+            }
+        case "data-dir":
+            guard !value.isEmpty else { throw Invalid("--data-dir must not be empty") }
+            dataDirectory = value
+        case "synchronous":
+            guard let mode = Synchronous(rawValue: value) else { throw Invalid("--synchronous must be full or normal, not \"\(value)\"") }
+            synchronous = mode
+        case "checkpoint-events": checkpointEvents = try integer(1...1_000_000)
+        case "idle-evict-secs": idleEvictSecs = try integer(1...604_800)
         case "busy-threshold-ms": busyThresholdMs = try integer(0...tableLimits.maxBusyThresholdMs)
         case "max-message-bytes": maxMessageBytes = try integer(256...16 * 1_048_576)
         case "max-queue-bytes": maxQueueBytes = try integer(4_096...1_073_741_824)

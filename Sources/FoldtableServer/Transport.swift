@@ -34,6 +34,14 @@ public protocol Transport: AnyObject {
     func cancelTimer(token: UInt64)
     /// A monotonic clock in milliseconds.
     func nowMilliseconds() -> UInt64
+    /// Where other threads post work for the service thread; the transport drains it on its
+    /// loop. The only member of this protocol that may be used from another thread.
+    var serviceQueue: ServiceQueue { get }
+}
+
+extension Transport {
+    /// Any thread: runs `work` on the service thread soon (see ``ServiceQueue``).
+    public func post(_ work: @escaping @Sendable () -> Void) { serviceQueue.post(work) }
 }
 
 /// What the transport reports, on its service thread.

@@ -1,6 +1,7 @@
 import CFoldtableWS
 import FoldtableServer
 import Glibc
+import Synchronization
 
 /// The libwebsockets transport: the one Swift type that drives the CFoldtableWS wrapper.
 ///
@@ -23,6 +24,9 @@ public final class LWSTransport: Transport {
 
     public weak var delegate: TransportDelegate?
     private var server: OpaquePointer?
+    /// Work other threads post; drained on the service thread in the wake callback.
+    public let serviceQueue: ServiceQueue
+    private let wakeTarget: WakeTarget
     /// C strings lws keeps pointers to: they must outlive the context.
     private var retainedStrings: [UnsafeMutablePointer<CChar>] = []
     private let allowedOrigins: Set<String>
@@ -32,6 +36,9 @@ public final class LWSTransport: Transport {
     /// Creates the context and binds the port; does not serve until ``run()``.
     public init(config: ServerConfig, echo: Bool = false) throws(StartError) {
         allowedOrigins = Set(config.allowedOrigins)
+        let wakeTarget = WakeTarget()
+        self.wakeTarget = wakeTarget
+        serviceQueue = ServiceQueue(wake: { wakeTarget.wake() })
         var info = ftws_config()
         info.host = UnsafePointer(retain(config.host))
         info.port = Int32(config.port)
@@ -67,7 +74,9 @@ public final class LWSTransport: Transport {
         callbacks.on_drain = { owner, conn in
             LWSTransport.from(owner).delegate?.connectionDrained(Connection(conn))
         }
-        callbacks.on_wake = { _ in }
+        callbacks.on_wake = { owner in
+            LWSTransport.from(owner).serviceQueue.drain()
+        }
         callbacks.on_timer = { owner, token in
             LWSTransport.from(owner).delegate?.timerFired(token)
         }
@@ -79,9 +88,11 @@ public final class LWSTransport: Transport {
             throw StartError(description: line.isEmpty ? "cannot start the server" : line)
         }
         server = created
+        wakeTarget.server.withLock { $0 = ServerPointer(pointer: created) }
     }
 
     deinit {
+        wakeTarget.server.withLock { $0 = nil }
         if let server { ftws_server_destroy(server) }
         for pointer in retainedStrings { free(pointer) }
     }
@@ -149,6 +160,25 @@ public final class LWSTransport: Transport {
     public func armTimer(token: UInt64, milliseconds: UInt64) { ftws_timer_arm(server, token, milliseconds) }
     public func cancelTimer(token: UInt64) { ftws_timer_cancel(server, token) }
     public func nowMilliseconds() -> UInt64 { ftws_now_ms() }
+}
+
+/// What other threads wake: the server pointer, set once the context exists and cleared before
+/// it is destroyed, under a lock so a late post never wakes a freed context.
+private final class WakeTarget: Sendable {
+    let server = Mutex<ServerPointer?>(nil)
+
+    func wake() {
+        // ftws_server_wake is documented thread-safe (lws_cancel_service underneath).
+        server.withLock { target in
+            if let target { ftws_server_wake(target.pointer) }
+        }
+    }
+}
+
+/// The C server pointer as a value that may cross threads: only ftws_server_wake, which is
+/// thread-safe, is ever called with it off the service thread.
+private struct ServerPointer: @unchecked Sendable {
+    let pointer: OpaquePointer
 }
 
 /// Owns one reference to a C frame; attached to an OutboundMessage so every send of that

@@ -35,8 +35,12 @@ do {
 } catch {
     fail(error.description)
 }
-let hub = Hub(config: config, transport: transport, log: Log(level: config.logLevel))
+let storage = StorageSetup.open(config, queue: transport.serviceQueue)
+let hub = Hub(
+    config: config, transport: transport, store: storage.store, eventLog: storage.log, storedNames: storage.names,
+    log: Log(level: config.logLevel))
 transport.delegate = hub
+SessionLoader.loadDemo(into: hub, config: config)
 
 /// Signals arrive on a dispatch queue; the only thing done there is the thread-safe stop. A
 /// nonisolated factory, because a closure written in top-level code would be main-actor
@@ -59,8 +63,11 @@ let scheme = config.tlsCertPath == nil ? "http" : "https"
 let shownHost = config.host.contains(":") ? "[\(config.host)]" : config.host
 // Unbuffered, so a supervisor or test reading the pipe sees the URL at once.
 FileHandle.standardOutput.write(Data("listening on \(scheme)://\(shownHost):\(transport.port)\n".utf8))
-Log(level: config.logLevel)(.info, "start", ["port": String(transport.port), "storage": "memory", "web_root": config.webRoot])
+Log(level: config.logLevel)(
+    .info, "start", ["port": String(transport.port), "storage": config.memoryOnly ? "memory" : config.dataDirectory, "web_root": config.webRoot])
 
 let status = transport.run()
+// Everything acknowledged is committed already; this waits for checkpoints still being written.
+storage.store.flush()
 Log(level: config.logLevel)(.info, "stop", ["status": String(status)])
 exit(status == 0 ? 0 : 1)

@@ -39,11 +39,19 @@ final class TestTransport: Transport {
     func armTimer(token: UInt64, milliseconds: UInt64) { timers[token] = milliseconds }
     func cancelTimer(token: UInt64) { timers[token] = nil }
     func nowMilliseconds() -> UInt64 { clock }
+    /// Posts from the store run when the test settles (as the lws loop would run them next turn).
+    let serviceQueue = ServiceQueue(wake: {})
+
+    /// Runs every posted completion, and what those post, until nothing is left.
+    func settle() {
+        while !serviceQueue.isEmpty { serviceQueue.drain() }
+    }
 
     /// The client read everything queued to it.
     func flush(_ id: UInt64) {
         queued[id] = 0
         if drainRequests.removeValue(forKey: id) != nil { delegate?.connectionDrained(Connection(id: id)) }
+        settle()
     }
 
     /// Fires every armed timer whose delay is at most `milliseconds`.
@@ -51,6 +59,7 @@ final class TestTransport: Transport {
         for (token, delay) in timers.sorted(by: { $0.key < $1.key }) where delay <= milliseconds {
             timers[token] = nil
             delegate?.timerFired(token)
+            settle()
         }
     }
 
@@ -66,14 +75,21 @@ final class TestTransport: Transport {
 /// A hub over a TestTransport with helpers to play clients.
 final class Harness {
     let transport = TestTransport()
+    let store: MemoryStore
     let hub: Hub
 
     init(configure: (inout ServerConfig) -> Void = { _ in }) {
         var config = ServerConfig()
         config.demoLargeRows = 5_000
         configure(&config)
-        hub = Hub(config: config, transport: transport, log: Log(level: .error), makeEpoch: { "e1" })
+        store = MemoryStore(keepEvents: config.historyEvents, queue: transport.serviceQueue)
+        hub = Hub(
+            config: config, transport: transport, store: store, eventLog: store, storedNames: [], log: Log(level: .error), makeEpoch: { "e1" })
         transport.delegate = hub
+        var options = TableOptions()
+        options.busyThresholdMs = config.busyThresholdMs
+        hub.createSessionIfAbsent("demo", table: DemoTable.make(options: options, largeRows: config.demoLargeRows))
+        transport.settle()
     }
 
     func open(_ id: UInt64) { hub.connectionOpened(Connection(id: id), peer: "127.0.0.1") }
@@ -81,6 +97,7 @@ final class Harness {
     func say(_ id: UInt64, _ text: String) {
         let bytes = Array(text.utf8)
         bytes.withUnsafeBytes { hub.connectionReceived(Connection(id: id), message: $0) }
+        transport.settle()
     }
 
     func join(_ id: UInt64, session: String = "demo", name: String? = nil) {
@@ -91,5 +108,6 @@ final class Harness {
     func close(_ id: UInt64) {
         transport.gone.insert(id)
         hub.connectionClosed(Connection(id: id), code: 1000)
+        transport.settle()
     }
 }

@@ -1,0 +1,481 @@
+import FoldtableCore
+
+/// The decisions of one shared table, as a pure state machine: inputs in, effects out.
+///
+/// No I/O, no clock (every input carries `now`), no transport: a ``TableSession`` performs the
+/// effects. That is what lets a log sit between deciding a change and its effects:
+///
+/// - `head` is the sequencer. A change is validated and applied to it at once, so the next
+///   change sees it, and its event goes to the log (`persist`).
+/// - `committed` is what members see. An event is applied to it, broadcast, remembered for resume
+///   and acknowledged only when the log reports it durable (`committed`). Welcomes, resumes and
+///   row streams all come from `committed`, so nobody ever sees a change the log could still lose.
+/// - When an append fails, `head` goes back to `committed` and every author of a lost change
+///   gets `storage_unavailable`: nothing is half-applied.
+///
+/// Changes touching a section whose rows are streaming (or about to, when an uncommitted event
+/// expands it) wait in arrival order, and every change behind a waiting one waits too, so the
+/// session keeps one order and no member gets rows of a stale expansion.
+public struct SessionCore {
+    /// What the core needs from the server's configuration.
+    public struct Settings: Sendable {
+        /// Events kept in memory for resume.
+        public var historyEvents = 300
+        /// Rows and bytes a welcome may carry inline; the rest streams.
+        public var welcomeRowBudget = 2_000
+        public var welcomeByteBudget = 262_144
+        /// Milliseconds a member may take to receive a stream before it is closed as slow.
+        public var streamTimeoutMs: UInt64 = 15_000
+        /// Changes waiting behind busy sections before new ones are refused.
+        public var maxPendingChanges = 10_000
+        /// A checkpoint is asked for after this many committed events.
+        public var checkpointEvents = 1_000
+
+        public init() {}
+    }
+
+    public let name: String
+    public let epoch: String
+    public let settings: Settings
+    /// The table with every change applied, committed or not: what new changes are checked against.
+    public private(set) var head: Table
+    /// The table as the log has made it durable: what members see.
+    public private(set) var committed: Table
+
+    private struct Member {
+        let connection: Connection
+        var author: Author
+        /// Sections whose row streams this member is in.
+        var streams: Set<String> = []
+    }
+    private var members: [UInt64: Member] = [:]
+    /// Member connections in join order: the broadcast list, changed on join and leave only.
+    private(set) var connections: [Connection] = []
+
+    /// A change applied to `head` and waiting for the log.
+    private struct InFlight {
+        var logged: LoggedEvent
+        var author: Connection?
+    }
+    private var inFlight: [InFlight] = []
+    /// Events applied to `head` and not yet handed to the log.
+    private var unpersisted: [LoggedEvent] = []
+    /// Counts appends; a failure moves to the next one so that late reports of abandoned
+    /// appends are recognised and ignored.
+    private var generation: UInt64 = 0
+    /// Retries of a change still in flight: acknowledged when it commits.
+    private var waitingAcks: [UInt64: [(connection: Connection, id: String)]] = [:]
+    /// Sections expanded by events in flight, with how many: their streams have not started yet,
+    /// but changes touching them must wait as if they had.
+    private var expandingInFlight: [String: Int] = [:]
+
+    private struct Pending {
+        var change: Change
+        var id: String?
+        var author: Author
+        var connection: Connection
+    }
+    private var pending: [Pending] = []
+    private var pendingStart = 0
+
+    /// The last committed events, encoded, for resume (a ring).
+    private var history: [(seq: UInt64, message: OutboundMessage, expanded: [String])] = []
+    private var historyStart = 0
+
+    private struct Stream {
+        let seq: UInt64
+        /// Members still receiving rows, with when they joined the stream (ms).
+        var members: [UInt64: (connection: Connection, joinedAt: UInt64)] = [:]
+        var busyShown = false
+        var busyArmed = false
+        var deadlineArmed = false
+    }
+    private var streams: [String: Stream] = [:]
+    /// Sections members were told are busy.
+    public private(set) var busySections: Set<String> = []
+    /// `committed.seq` at the last checkpoint asked for.
+    private var checkpointSeq: UInt64
+
+    /// A session holding `table`, fully committed, with `recent` (committed events up to
+    /// `table.seq`, oldest first) available for resume.
+    public init(name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], checkpointSeq: UInt64? = nil, settings: Settings) {
+        self.name = name
+        self.epoch = epoch
+        self.settings = settings
+        self.head = table
+        self.committed = table
+        self.checkpointSeq = checkpointSeq ?? table.seq
+        for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
+            remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.expandedSections)
+        }
+    }
+
+    public var memberCount: Int { members.count }
+    /// True when nothing is waiting, in flight or streaming: the session may be put away.
+    public var isQuiet: Bool { members.isEmpty && inFlight.isEmpty && unpersisted.isEmpty && pending.count == pendingStart && streams.isEmpty }
+    /// Committed events not yet covered by a checkpoint.
+    public var eventsSinceCheckpoint: UInt64 { committed.seq - checkpointSeq }
+
+    /// Takes one input; returns what to do, in order.
+    public mutating func handle(_ input: SessionInput, now: UInt64) -> [SessionEffect] {
+        var effects: [SessionEffect] = []
+        switch input {
+        case .join(let connection, let request): join(connection, request, now: now, into: &effects)
+        case .leave(let connection): leave(connection, into: &effects)
+        case .rename(let connection, let name): rename(connection, to: name, into: &effects)
+        case .change(let change, let id, let connection): submit(change, id: id, from: connection, into: &effects)
+        case .committed(let generation, let seq): commit(generation: generation, through: seq, now: now, into: &effects)
+        case .commitFailed(let generation, let error): rollBack(generation: generation, error, into: &effects)
+        case .streamDelivered(let section, let seq, let connection): delivered(section, seq: seq, to: connection, into: &effects)
+        case .timer(let timer): fire(timer, now: now, into: &effects)
+        }
+        return effects
+    }
+
+    /// Notes that a checkpoint of `committed` at `seq` was asked for by the driver itself (on eviction).
+    public mutating func checkpointTaken(at seq: UInt64) { checkpointSeq = max(checkpointSeq, seq) }
+
+    // MARK: - Membership
+
+    private mutating func join(_ connection: Connection, _ request: JoinRequest, now: UInt64, into effects: inout [SessionEffect]) {
+        guard members[connection.id] == nil else { return }
+        let author = Author(client: "c\(connection.id)", name: request.name)
+        let others = connections
+        members[connection.id] = Member(connection: connection, author: author)
+        connections.append(connection)
+        let presence = connections.compactMap { members[$0.id]?.author }
+        if let since = request.since, request.epoch == epoch, let missed = events(after: since) {
+            effects.append(
+                .send(
+                    OutboundMessage(ServerMessage.resume(session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence)),
+                    to: connection))
+            for key in busySections.sorted() {
+                effects.append(.send(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: connection))
+            }
+            var expanded: Set<String> = []
+            for event in missed {
+                effects.append(.send(event.message, to: connection))
+                expanded.formUnion(event.expanded)
+            }
+            for section in committed.sections where expanded.contains(section.key) && !section.collapsed {
+                stream(section, to: connection, now: now, into: &effects)
+            }
+        } else {
+            // Rows go inline while both budgets last (rows, and bytes: the welcome is one frame).
+            var rowBudget = settings.welcomeRowBudget
+            var byteBudget = settings.welcomeByteBudget
+            var inline: Set<String> = []
+            var later: [Section] = []
+            for section in committed.sections where !section.collapsed {
+                let bytes = section.rows.count <= rowBudget ? RowStream.estimatedBytes(section.rows[...]) : Int.max
+                if streams[section.key] == nil && section.rows.count <= rowBudget && bytes <= byteBudget {
+                    rowBudget -= section.rows.count
+                    byteBudget -= bytes
+                    inline.insert(section.key)
+                } else {
+                    later.append(section)
+                }
+            }
+            let busy = busySections
+            let snapshot = TableSnapshot(committed, rows: .sections(inline), busy: { busy.contains($0) })
+            let welcome = ServerMessage.welcome(
+                session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence,
+                recovered: request.since == nil ? nil : false)
+            effects.append(.send(OutboundMessage(welcome), to: connection))
+            for section in later { stream(section, to: connection, now: now, into: &effects) }
+        }
+        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.joined, member: author, count: members.count)), to: others))
+    }
+
+    private mutating func leave(_ connection: Connection, into effects: inout [SessionEffect]) {
+        guard let member = members.removeValue(forKey: connection.id) else { return }
+        if let index = connections.firstIndex(of: connection) { connections.remove(at: index) }
+        for key in member.streams.sorted() {
+            effects.append(.leaveStream(section: key, member: connection))
+            streams[key]?.members[connection.id] = nil
+            finishIfDone(key, into: &effects)
+        }
+        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.left, member: member.author, count: members.count)), to: connections))
+        drainPending(into: &effects)
+    }
+
+    private mutating func rename(_ connection: Connection, to name: String, into effects: inout [SessionEffect]) {
+        guard members[connection.id] != nil else { return }
+        members[connection.id]?.author.name = name
+        guard let author = members[connection.id]?.author else { return }
+        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.renamed, member: author, count: members.count)), to: connections))
+    }
+
+    // MARK: - Changes
+
+    private mutating func submit(_ change: Change, id: String?, from connection: Connection, into effects: inout [SessionEffect]) {
+        guard let member = members[connection.id] else { return }
+        guard pending.count - pendingStart < settings.maxPendingChanges else {
+            effects.append(.refuse(connection, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: id))
+            return
+        }
+        pending.append(Pending(change: change, id: id, author: member.author, connection: connection))
+        drainPending(into: &effects)
+    }
+
+    private func mustWait(_ change: Change) -> Bool {
+        guard !streams.isEmpty || !expandingInFlight.isEmpty else { return false }
+        switch head.scope(of: change) {
+        case .table: return true
+        case .sections(let keys): return keys.contains { streams[$0] != nil || expandingInFlight[$0] != nil }
+        }
+    }
+
+    /// Applies waiting changes to `head` in order until one must wait, then hands the new events
+    /// to the log in one append.
+    private mutating func drainPending(into effects: inout [SessionEffect]) {
+        while pendingStart < pending.count {
+            let next = pending[pendingStart]
+            if mustWait(next.change) { break }
+            pendingStart += 1
+            apply(next, into: &effects)
+        }
+        if pendingStart == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            pendingStart = 0
+        } else if pendingStart > 1_024 && pendingStart * 2 > pending.count {
+            pending.removeFirst(pendingStart)
+            pendingStart = 0
+        }
+        if !unpersisted.isEmpty {
+            effects.append(.persist(unpersisted, generation: generation))
+            unpersisted.removeAll(keepingCapacity: true)
+        }
+    }
+
+    private mutating func apply(_ change: Pending, into effects: inout [SessionEffect]) {
+        let present = members[change.connection.id] != nil
+        let outcome: ApplyOutcome
+        do {
+            outcome = try head.apply(change.change, by: change.author, changeId: change.id)
+        } catch {
+            if present { effects.append(.refuse(change.connection, error, id: change.id)) }
+            return
+        }
+        switch outcome {
+        case .duplicate(let event):
+            guard let id = change.id, present else { return }
+            if event.seq <= committed.seq {
+                effects.append(.ack(change.connection, id: id, seq: event.seq))
+            } else {
+                waitingAcks[event.seq, default: []].append((change.connection, id))
+            }
+        case .applied(let event):
+            if present { effects.append(.accepted(change.connection)) }
+            let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change)
+            inFlight.append(InFlight(logged: logged, author: present ? change.connection : nil))
+            unpersisted.append(logged)
+            for key in event.expandedSections { expandingInFlight[key, default: 0] += 1 }
+        }
+    }
+
+    /// The log made events up to `seq` durable: they become visible, in order.
+    private mutating func commit(generation: UInt64, through seq: UInt64, now: UInt64, into effects: inout [SessionEffect]) {
+        guard generation == self.generation else { return }
+        var done = 0
+        while done < inFlight.count && inFlight[done].logged.event.seq <= seq {
+            publish(inFlight[done], now: now, into: &effects)
+            done += 1
+        }
+        inFlight.removeFirst(done)
+        if committed.seq - checkpointSeq >= UInt64(max(1, settings.checkpointEvents)) {
+            checkpointSeq = committed.seq
+            effects.append(.checkpoint(committed))
+        }
+        drainPending(into: &effects)
+    }
+
+    private mutating func publish(_ entry: InFlight, now: UInt64, into effects: inout [SessionEffect]) {
+        let event = entry.logged.event
+        do {
+            try committed.applyCommitted(event, request: entry.logged.request)
+        } catch {
+            // The head produced this event from the same state: a mismatch is a bug in the core.
+            effects.append(.log(.error, "replica_mismatch", { [("seq", String(event.seq)), ("reason", error.message)] }))
+        }
+        for key in event.expandedSections {
+            let left = (expandingInFlight[key] ?? 1) - 1
+            expandingInFlight[key] = left > 0 ? left : nil
+        }
+        let message = OutboundMessage(ServerMessage.event(event))
+        effects.append(.broadcast(message, to: connections))
+        remember(event.seq, message, expanded: event.expandedSections)
+        if let author = entry.author, let id = event.changeId, members[author.id] != nil {
+            effects.append(.ack(author, id: id, seq: event.seq))
+        }
+        if let retries = waitingAcks.removeValue(forKey: event.seq) {
+            for retry in retries where members[retry.connection.id] != nil {
+                effects.append(.ack(retry.connection, id: retry.id, seq: event.seq))
+            }
+        }
+        effects.append(.log(.debug, "change", { [("seq", String(event.seq)), ("type", event.change.typeName)] }))
+        for key in event.expandedSections {
+            if let section = committed.section(key), !section.collapsed { startStream(section, seq: event.seq, now: now, into: &effects) }
+        }
+    }
+
+    /// An append failed: every change not yet durable is lost. `head` returns to `committed`
+    /// and each author hears so; changes still waiting are tried again on the next append.
+    private mutating func rollBack(generation: UInt64, _ error: StoreError, into effects: inout [SessionEffect]) {
+        guard generation == self.generation else { return }
+        self.generation += 1
+        let refusal = ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
+        for entry in inFlight {
+            if let author = entry.author, members[author.id] != nil {
+                effects.append(.refuse(author, refusal, id: entry.logged.event.changeId))
+            }
+            if let retries = waitingAcks.removeValue(forKey: entry.logged.event.seq) {
+                for retry in retries where members[retry.connection.id] != nil {
+                    effects.append(.refuse(retry.connection, refusal, id: retry.id))
+                }
+            }
+        }
+        let lost = inFlight.count
+        effects.append(.log(.warning, "commit_failed", { [("lost", String(lost)), ("reason", error.description)] }))
+        inFlight.removeAll()
+        unpersisted.removeAll()
+        expandingInFlight.removeAll()
+        head = committed
+        drainPending(into: &effects)
+    }
+
+    // MARK: - Row streams and busy state
+
+    private mutating func startStream(_ section: Section, seq: UInt64, now: UInt64, into effects: inout [SessionEffect]) {
+        if let running = streams[section.key] {
+            // Changes touching a streaming section wait, so this should not happen; if it does,
+            // the newer expansion replaces the older stream and its members move over.
+            effects.append(.endStream(section: section.key))
+            if running.busyArmed { effects.append(.cancelTimer(.busy(section: section.key, seq: running.seq))) }
+            if running.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: section.key, seq: running.seq))) }
+        }
+        var stream = Stream(seq: seq)
+        stream.busyShown = streams[section.key]?.busyShown ?? false
+        for connection in connections {
+            stream.members[connection.id] = (connection, now)
+            members[connection.id]?.streams.insert(section.key)
+        }
+        streams[section.key] = stream
+        guard !connections.isEmpty else {
+            finishIfDone(section.key, into: &effects)
+            return
+        }
+        effects.append(.startStream(section, seq: seq, to: connections))
+        armBusyAndDeadline(section.key, now: now, into: &effects)
+    }
+
+    /// Streams an expanded section to one member: into the stream already under way, or a new
+    /// one at the committed sequence number.
+    private mutating func stream(_ section: Section, to connection: Connection, now: UInt64, into effects: inout [SessionEffect]) {
+        members[connection.id]?.streams.insert(section.key)
+        if let running = streams[section.key] {
+            streams[section.key]?.members[connection.id] = (connection, now)
+            effects.append(.joinStream(section: section.key, seq: running.seq, member: connection))
+            return
+        }
+        var stream = Stream(seq: committed.seq)
+        stream.members[connection.id] = (connection, now)
+        streams[section.key] = stream
+        effects.append(.startStream(section, seq: committed.seq, to: [connection]))
+        armBusyAndDeadline(section.key, now: now, into: &effects)
+    }
+
+    private mutating func armBusyAndDeadline(_ key: String, now: UInt64, into effects: inout [SessionEffect]) {
+        guard let stream = streams[key] else { return }
+        let threshold = committed.options.busyThresholdMs
+        if threshold == 0 {
+            showBusy(key, into: &effects)
+        } else if !stream.busyShown && !stream.busyArmed {
+            streams[key]?.busyArmed = true
+            effects.append(.armTimer(.busy(section: key, seq: stream.seq), milliseconds: UInt64(threshold)))
+        }
+        armDeadline(key, now: now, into: &effects)
+    }
+
+    /// Members must take a stream's rows within `streamTimeoutMs` of joining it: changes to the
+    /// section wait for the stream, so one member that stops reading must not hold the session.
+    private mutating func armDeadline(_ key: String, now: UInt64, into effects: inout [SessionEffect]) {
+        guard let stream = streams[key], !stream.deadlineArmed, let earliest = stream.members.values.map(\.joinedAt).min() else { return }
+        let due = earliest + settings.streamTimeoutMs
+        streams[key]?.deadlineArmed = true
+        effects.append(.armTimer(.streamDeadline(section: key, seq: stream.seq), milliseconds: due > now ? due - now : 0))
+    }
+
+    private mutating func delivered(_ key: String, seq: UInt64, to connection: Connection, into effects: inout [SessionEffect]) {
+        guard let stream = streams[key], stream.seq == seq, stream.members[connection.id] != nil else { return }
+        streams[key]?.members[connection.id] = nil
+        members[connection.id]?.streams.remove(key)
+        finishIfDone(key, into: &effects)
+    }
+
+    private mutating func fire(_ timer: SessionTimer, now: UInt64, into effects: inout [SessionEffect]) {
+        switch timer {
+        case .busy(let key, let seq):
+            guard let stream = streams[key], stream.seq == seq else { return }
+            streams[key]?.busyArmed = false
+            showBusy(key, into: &effects)
+        case .streamDeadline(let key, let seq):
+            guard let stream = streams[key], stream.seq == seq else { return }
+            streams[key]?.deadlineArmed = false
+            for (id, member) in stream.members.sorted(by: { $0.key < $1.key }) where member.joinedAt + settings.streamTimeoutMs <= now {
+                streams[key]?.members[id] = nil
+                members[id]?.streams.remove(key)
+                effects.append(.leaveStream(section: key, member: member.connection))
+                effects.append(.log(.info, "close", { [("client", "c\(id)"), ("code", String(CloseCode.slowConsumer)), ("reason", "row stream timeout")] }))
+                effects.append(.close(member.connection, code: CloseCode.slowConsumer, reason: "too slow to take a row stream"))
+            }
+            if !finishIfDone(key, into: &effects) { armDeadline(key, now: now, into: &effects) }
+        }
+    }
+
+    private mutating func showBusy(_ key: String, into effects: inout [SessionEffect]) {
+        guard let stream = streams[key], !stream.busyShown else { return }
+        streams[key]?.busyShown = true
+        busySections.insert(key)
+        effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: connections))
+        effects.append(.log(.info, "busy", { [("section", key)] }))
+    }
+
+    /// Ends the stream of `key` when no member is still receiving it; then waiting changes run.
+    @discardableResult
+    private mutating func finishIfDone(_ key: String, into effects: inout [SessionEffect]) -> Bool {
+        guard let stream = streams[key], stream.members.isEmpty else { return false }
+        streams[key] = nil
+        effects.append(.endStream(section: key))
+        if stream.busyArmed { effects.append(.cancelTimer(.busy(section: key, seq: stream.seq))) }
+        if stream.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: key, seq: stream.seq))) }
+        if stream.busyShown {
+            busySections.remove(key)
+            effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: false)), to: connections))
+        }
+        drainPending(into: &effects)
+        return true
+    }
+
+    // MARK: - History
+
+    private mutating func remember(_ seq: UInt64, _ message: OutboundMessage, expanded: [String]) {
+        guard settings.historyEvents > 0 else { return }
+        if history.count < settings.historyEvents {
+            history.append((seq, message, expanded))
+        } else {
+            history[historyStart] = (seq, message, expanded)
+            historyStart = (historyStart + 1) % history.count
+        }
+    }
+
+    /// The encoded committed events after `since` in order, or `nil` when history no longer reaches back.
+    private func events(after since: UInt64) -> [(seq: UInt64, message: OutboundMessage, expanded: [String])]? {
+        guard since <= committed.seq else { return nil }
+        let missing = Int(committed.seq - since)
+        if missing == 0 { return [] }
+        guard missing <= history.count else { return nil }
+        let ordered = history[historyStart...] + history[..<historyStart]
+        return Array(ordered.suffix(missing))
+    }
+}

@@ -1,0 +1,61 @@
+import FoldtableCore
+
+/// Something that happened to a session, fed to ``SessionCore/handle(_:now:)``.
+public enum SessionInput {
+    /// A connection asks to join (its display name is in the request).
+    case join(Connection, JoinRequest)
+    /// A member's connection closed.
+    case leave(Connection)
+    /// A member changed its display name.
+    case rename(Connection, name: String)
+    /// A member asks for a change; `id` is its change id, if it gave one.
+    case change(Change, id: String?, from: Connection)
+    /// The log made durable every event up to `seq` of the append made in `generation`.
+    case committed(generation: UInt64, through: UInt64)
+    /// An append of `generation` failed: nothing of it is durable.
+    case commitFailed(generation: UInt64, StoreError)
+    /// A member received every row of the stream of `section` started at `seq`.
+    case streamDelivered(section: String, seq: UInt64, to: Connection)
+    /// A timer the core armed fired.
+    case timer(SessionTimer)
+}
+
+/// What the core asks its driver to do, in order.
+public enum SessionEffect {
+    /// Queue one message to one connection.
+    case send(OutboundMessage, to: Connection)
+    /// Queue the same message to many connections (encoded once).
+    case broadcast(OutboundMessage, to: [Connection])
+    /// Acknowledge change `id` (committed as event `seq`) to its author.
+    case ack(Connection, id: String, seq: UInt64)
+    /// A member's change passed validation: its run of refused messages is over.
+    case accepted(Connection)
+    /// Refuse a message with an error reply (the socket stays open).
+    case refuse(Connection, ProtocolError, id: String?)
+    /// Append these events to the log; report back `committed` or `commitFailed` with `generation`.
+    case persist([LoggedEvent], generation: UInt64)
+    /// Save this table (the committed one) as the session's checkpoint.
+    case checkpoint(Table)
+    /// Stream the rows of `section` (as committed at `seq`) to these members.
+    case startStream(Section, seq: UInt64, to: [Connection])
+    /// Add a member to the running stream of `section` started at `seq`.
+    case joinStream(section: String, seq: UInt64, member: Connection)
+    /// Take a member out of the stream of `section` (it left or was closed).
+    case leaveStream(section: String, member: Connection)
+    /// The stream of `section` is over (everyone has the rows, or nobody is left).
+    case endStream(section: String)
+    case armTimer(SessionTimer, milliseconds: UInt64)
+    case cancelTimer(SessionTimer)
+    /// Close a connection after what is queued.
+    case close(Connection, code: Int, reason: String)
+    /// One log line (the driver adds the session name); fields are built only if it is written.
+    case log(Log.Level, String, () -> [(String, String)])
+}
+
+/// A timer of one session. Carries what it is for, so a stale timer is recognised and ignored.
+public enum SessionTimer: Hashable, Sendable {
+    /// The busy threshold of the stream of `section` started at `seq`.
+    case busy(section: String, seq: UInt64)
+    /// The member deadline of that stream.
+    case streamDeadline(section: String, seq: UInt64)
+}
