@@ -52,5 +52,6 @@ let package = Package(
         .testTarget(name: "FoldtableCoreTests", dependencies: ["FoldtableCore"]),
         .testTarget(name: "FoldtableServerTests", dependencies: ["FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableClientTests", dependencies: ["FoldtableClient", "FoldtableCore"]),
+        .testTarget(name: "FoldtableTransportTests", dependencies: ["FoldtableTransport", "FoldtableServer"]),
     ]
 )

@@ -29,6 +29,9 @@ if !config.webRoot.isEmpty && !(FileManager.default.fileExists(atPath: config.we
 }
 
 signal(SIGPIPE, SIG_IGN)
+// A file-size limit (ulimit -f) must fail a write with EFBIG, which the store reports as
+// storage_unavailable, instead of killing the server with SIGXFSZ.
+signal(SIGXFSZ, SIG_IGN)
 let transport: LWSTransport
 do {
     transport = try LWSTransport(config: config)

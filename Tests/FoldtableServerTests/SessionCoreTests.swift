@@ -1,0 +1,207 @@
+import FoldtableCore
+import Testing
+
+@testable import FoldtableServer
+
+/// The session core alone: inputs in, effects out, no transport, no store, no clock.
+@Suite struct SessionCoreEffects {
+    let ana = Connection(id: 1)
+    let bo = Connection(id: 2)
+
+    func core(rows: Int = 3, collapsed: Bool = true, settings: SessionCore.Settings = SessionCore.Settings()) throws -> SessionCore {
+        let section = Section(
+            key: "s", title: "S", collapsed: collapsed, rows: (0..<rows).map { Row(key: "r\($0)", label: "row \($0)", value: "") })
+        let other = Section(key: "t", title: "T", collapsed: true)
+        var core = SessionCore(
+            name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [section, other], seq: 0), settings: settings)
+        _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana")), now: 0)
+        _ = core.handle(.join(bo, JoinRequest(session: "x", name: "bo")), now: 0)
+        return core
+    }
+
+    /// A change that expands nothing (expansions start row streams, which hold later changes).
+    func detail(_ text: String, section: SectionRef = .key("t")) -> Change {
+        .updateSection(section: section, patch: SectionPatch(detail: .some(text)))
+    }
+
+    func persisted(_ effects: [SessionEffect]) -> (events: [LoggedEvent], generation: UInt64)? {
+        for case .persist(let events, let generation) in effects { return (events, generation) }
+        return nil
+    }
+
+    func acks(_ effects: [SessionEffect]) -> [(UInt64, String, UInt64)] {
+        effects.compactMap { if case .ack(let c, let id, let seq) = $0 { return (c.id, id, seq) } else { return nil } }
+    }
+
+    func broadcastTypes(_ effects: [SessionEffect]) -> [String] {
+        effects.compactMap { effect -> String? in
+            guard case .broadcast(let message, _) = effect, let value = try? JSONParser.parse(message.bytes),
+                case .string(let type)? = value["type"]
+            else { return nil }
+            return type
+        }
+    }
+
+    func refusals(_ effects: [SessionEffect]) -> [(UInt64, ProtocolError.Code, String?)] {
+        effects.compactMap { if case .refuse(let c, let error, let id) = $0 { return (c.id, error.code, id) } else { return nil } }
+    }
+
+    @Test func aChangeIsPersistedButNeitherAcknowledgedNorBroadcastBeforeItsCommit() throws {
+        var core = try core()
+        let effects = core.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)
+        let persist = try #require(persisted(effects))
+        #expect(persist.events.map(\.event.seq) == [1])
+        #expect(persist.events.first?.request == .toggle(section: .key("t")))
+        #expect(acks(effects).isEmpty)
+        #expect(broadcastTypes(effects).isEmpty)
+        #expect(core.head.seq == 1)
+        #expect(core.committed.seq == 0)
+        #expect(core.committed.section("t")?.collapsed == true)
+    }
+
+    @Test func theCommitAcknowledgesTheAuthorAndBroadcastsTheEventToEveryone() throws {
+        var core = try core()
+        let persist = try #require(persisted(core.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)))
+        let effects = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        #expect(acks(effects).map(\.1) == ["a1"])
+        #expect(acks(effects).first?.2 == 1)
+        #expect(broadcastTypes(effects) == ["event"])
+        #expect(core.committed.seq == 1)
+        #expect(core.committed.section("t")?.collapsed == false)
+    }
+
+    @Test func aFailedCommitRefusesEveryLostChangeAndLeavesTheTableAsCommitted() throws {
+        var core = try core()
+        let first = try #require(persisted(core.handle(.change(detail("d"), id: "a1", from: ana), now: 0)))
+        _ = core.handle(.change(.addRow(section: .key("t"), row: NewRow(label: "new")), id: "b1", from: bo), now: 0)
+        #expect(core.head.seq == 2)
+        let effects = core.handle(.commitFailed(generation: first.generation, .unavailable("disk full")), now: 0)
+        let refused = refusals(effects)
+        #expect(refused.map(\.0) == [1, 2])
+        #expect(refused.allSatisfy { $0.1 == .storageUnavailable })
+        #expect(refused.map(\.2) == ["a1", "b1"])
+        #expect(acks(effects).isEmpty)
+        #expect(broadcastTypes(effects).isEmpty)
+        #expect(core.head.seq == 0)
+        #expect(core.head.section("t")?.rows.isEmpty == true)
+        #expect(core.head.section("t")?.detail == nil)
+        #expect(core.committed.section("t")?.detail == nil)
+    }
+
+    @Test func aLateReportOfAnAbandonedAppendIsIgnored() throws {
+        var core = try core()
+        let first = try #require(persisted(core.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)))
+        _ = core.handle(.commitFailed(generation: first.generation, .unavailable("io")), now: 0)
+        let retry = try #require(persisted(core.handle(.change(.toggle(section: .key("t")), id: "a2", from: ana), now: 0)))
+        #expect(retry.generation != first.generation)
+        #expect(retry.events.map(\.event.seq) == [1])
+        // The abandoned append's success must not publish the new one.
+        #expect(acks(core.handle(.committed(generation: first.generation, through: 1), now: 0)).isEmpty)
+        #expect(acks(core.handle(.committed(generation: retry.generation, through: 1), now: 0)).map(\.1) == ["a2"])
+    }
+
+    @Test func aRetryWhileTheFirstIsInFlightIsAcknowledgedOnceItCommitsWithTheSameSeq() throws {
+        var core = try core()
+        let persist = try #require(persisted(core.handle(.change(detail("d", section: .title("T")), id: "a1", from: ana), now: 0)))
+        let retry = core.handle(.change(detail("d", section: .title("T")), id: "a1", from: ana), now: 0)
+        #expect(persisted(retry) == nil)
+        #expect(acks(retry).isEmpty)
+        let effects = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        #expect(acks(effects).map(\.2) == [1, 1])
+        #expect(core.committed.seq == 1)
+    }
+
+    @Test func aRetryAfterTheCommitIsAcknowledgedAtOnceAndNotPersisted() throws {
+        var core = try core()
+        let persist = try #require(persisted(core.handle(.change(detail("d"), id: "a1", from: ana), now: 0)))
+        _ = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        let retry = core.handle(.change(detail("d"), id: "a1", from: ana), now: 0)
+        #expect(persisted(retry) == nil)
+        #expect(acks(retry).map(\.2) == [1])
+    }
+
+    @Test func anInvalidChangeIsRefusedAtOnceAndNeverPersisted() throws {
+        var core = try core()
+        let effects = core.handle(.change(.toggle(section: .key("nope")), id: "z", from: ana), now: 0)
+        #expect(persisted(effects) == nil)
+        #expect(refusals(effects).map(\.1) == [.unknownSection])
+    }
+
+    @Test func aJoinDuringACommitSeesOnlyCommittedStateThenGetsTheEvent() throws {
+        var core = try core()
+        let persist = try #require(persisted(core.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)))
+        let carl = Connection(id: 3)
+        let joined = core.handle(.join(carl, JoinRequest(session: "x", name: "carl")), now: 0)
+        let welcome = try #require(
+            joined.compactMap { effect -> JSONValue? in
+                guard case .send(let message, let to) = effect, to == carl else { return nil }
+                return try? JSONParser.parse(message.bytes, limits: .init(maxDepth: 16, maxStringBytes: 1 << 20))
+            }.first)
+        #expect(welcome["seq"] == .integer(0))
+        let effects = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        let targets = effects.compactMap { effect -> [UInt64]? in
+            if case .broadcast(_, let to) = effect { return to.map(\.id) } else { return nil }
+        }
+        #expect(targets == [[1, 2, 3]])
+    }
+
+    @Test func changesToASectionExpandingInFlightWaitUntilItsRowsReachedEveryone() throws {
+        var core = try core(collapsed: true)
+        let expand = try #require(persisted(core.handle(.change(.toggle(section: .key("s")), id: "e", from: ana), now: 0)))
+        // The double tap arrives before the expansion commits: it must wait for the stream.
+        #expect(persisted(core.handle(.change(.toggle(section: .key("s")), id: "c", from: bo), now: 0)) == nil)
+        let committed = core.handle(.committed(generation: expand.generation, through: 1), now: 0)
+        let started = committed.compactMap { effect -> [UInt64]? in
+            if case .startStream(let section, let seq, let to) = effect, section.key == "s", seq == 1 { return to.map(\.id) } else { return nil }
+        }
+        #expect(started == [[1, 2]])
+        #expect(persisted(committed) == nil)
+        #expect(persisted(core.handle(.streamDelivered(section: "s", seq: 1, to: ana), now: 0)) == nil)
+        let last = core.handle(.streamDelivered(section: "s", seq: 1, to: bo), now: 0)
+        #expect(persisted(last)?.events.map(\.event.seq) == [2])
+    }
+
+    @Test func aCheckpointIsAskedForAfterTheConfiguredNumberOfCommittedEvents() throws {
+        var settings = SessionCore.Settings()
+        settings.checkpointEvents = 3
+        var core = try core(settings: settings)
+        var checkpoints: [UInt64] = []
+        for index in 1...7 {
+            let persist = try #require(persisted(core.handle(.change(detail("d\(index)"), id: "i\(index)", from: ana), now: 0)))
+            for case .checkpoint(let table) in core.handle(.committed(generation: persist.generation, through: UInt64(index)), now: 0) {
+                checkpoints.append(table.seq)
+            }
+        }
+        #expect(checkpoints == [3, 6])
+        #expect(core.eventsSinceCheckpoint == 1)
+    }
+
+    @Test func aSessionRestoredFromItsLogResumesAMemberThatSawPartOfIt() throws {
+        var core = try core()
+        var logged: [LoggedEvent] = []
+        for index in 1...4 {
+            let persist = try #require(persisted(core.handle(.change(detail("d\(index)"), id: "i\(index)", from: ana), now: 0)))
+            logged += persist.events
+            _ = core.handle(.committed(generation: persist.generation, through: UInt64(index)), now: 0)
+        }
+        var restored = SessionCore(name: "x", epoch: "e1", table: core.committed, recent: logged, settings: SessionCore.Settings())
+        let effects = restored.handle(.join(Connection(id: 9), JoinRequest(session: "x", name: "ana", since: 2, epoch: "e1")), now: 0)
+        let types = effects.compactMap { effect -> String? in
+            guard case .send(let message, _) = effect, let value = try? JSONParser.parse(message.bytes), case .string(let type)? = value["type"]
+            else { return nil }
+            return type
+        }
+        #expect(types == ["resume", "event", "event"])
+    }
+
+    @Test func aQuietSessionHasNoMembersNothingInFlightAndNoStreams() throws {
+        var core = try core()
+        #expect(!core.isQuiet)
+        let persist = try #require(persisted(core.handle(.change(.toggle(section: .key("t")), id: "a", from: ana), now: 0)))
+        _ = core.handle(.leave(ana), now: 0)
+        _ = core.handle(.leave(bo), now: 0)
+        #expect(!core.isQuiet)
+        _ = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        #expect(core.isQuiet)
+    }
+}
