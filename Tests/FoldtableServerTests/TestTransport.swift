@@ -76,7 +76,7 @@ final class TestTransport: Transport {
 final class Harness {
     let transport = TestTransport()
     let store: MemoryStore
-    let hub: Hub
+    var hub: Hub
 
     init(configure: (inout ServerConfig) -> Void = { _ in }) {
         var config = ServerConfig()

@@ -1,0 +1,102 @@
+import FoldtableCore
+import Testing
+
+@testable import FoldtableServer
+
+/// The hub over its store: faults, eviction and reload, delete (memory store; the SQLite store
+/// has its own tests and the end-to-end suite runs the real binary on it).
+@Suite struct HubStorage {
+    @Test func aChangeTheStoreCannotCommitIsAnErrorReplyAndNothingIsBroadcast() {
+        let h = Harness()
+        h.join(1)
+        h.join(2)
+        h.transport.clear()
+        h.store.failWrites = .unavailable("disk full")
+        h.say(1, #"{"type":"toggle","section":"mac","id":"a"}"#)
+        let error = h.transport.messages(1, type: "error").first
+        #expect(error?["code"] == .string("storage_unavailable"))
+        #expect(error?["id"] == .string("a"))
+        #expect(h.transport.messages(1, type: "ack").isEmpty)
+        #expect(h.transport.messages(2).isEmpty)
+        h.store.failWrites = nil
+        h.say(1, #"{"type":"toggle","section":"mac","id":"b"}"#)
+        #expect(h.transport.messages(1, type: "ack").first?["seq"] == .integer(1))
+        #expect(h.transport.messages(2, type: "event").first?["collapsed"] == .object([("mac", .bool(true))]))
+    }
+
+    @Test func aQuietSessionIsEvictedAndTheNextJoinGetsItBackWithItsEpochAndHistory() {
+        let h = Harness { $0.idleEvictSecs = 1 }
+        h.join(1, session: "x")
+        h.say(1, #"{"type":"addSection","title":"A","id":"a"}"#)
+        h.say(1, #"{"type":"addSection","title":"B","id":"b"}"#)
+        h.close(1)
+        #expect(h.hub.residentSessions.contains("x"))
+        h.transport.fireTimers()
+        #expect(!h.hub.residentSessions.contains("x"))
+        h.open(2)
+        h.say(2, #"{"type":"join","session":"x","name":"bo","since":1,"epoch":"e1"}"#)
+        #expect(h.transport.messages(2).first?["type"] == .string("resume"))
+        #expect(h.transport.messages(2, type: "event").map { $0["seq"] } == [.integer(2)])
+        #expect(h.hub.residentSessions.contains("x"))
+        // The change-id window came back too: a retry is acknowledged, not applied again.
+        h.say(2, #"{"type":"addSection","title":"A","id":"a"}"#)
+        #expect(h.transport.messages(2, type: "ack").first?["seq"] == .integer(1))
+        h.say(2, #"{"type":"list"}"#)
+        #expect(h.transport.messages(2, type: "sessions").count == 1)
+    }
+
+    @Test func joinsArrivingWhileASessionLoadsAllGetIt() {
+        let h = Harness { $0.idleEvictSecs = 1 }
+        h.join(1, session: "x")
+        h.say(1, #"{"type":"addSection","title":"A"}"#)
+        h.close(1)
+        h.transport.fireTimers()
+        h.open(2)
+        h.open(3)
+        // Both joins are read before the load completes (one turn of the loop).
+        for id in [UInt64(2), 3] {
+            let bytes = Array(#"{"type":"join","session":"x","name":"n"}"#.utf8)
+            bytes.withUnsafeBytes { h.hub.connectionReceived(Connection(id: id), message: $0) }
+        }
+        #expect(h.transport.messages(2).isEmpty)
+        h.transport.settle()
+        #expect(h.transport.messages(2, type: "welcome").first?["seq"] == .integer(1))
+        #expect(h.transport.messages(3, type: "welcome").first?["seq"] == .integer(1))
+    }
+
+    @Test func atTheSessionLimitAQuietSessionMakesRoomAndABusyOneDoesNot() {
+        let h = Harness { $0.maxSessions = 2 }
+        h.join(1)
+        h.join(2, session: "x")
+        h.close(2)
+        h.join(3, session: "y")
+        #expect(h.transport.messages(3, type: "welcome").count == 1)
+        #expect(h.hub.residentSessions == ["demo", "y"])
+        h.join(4, session: "z")
+        #expect(h.transport.messages(4, type: "error").first?["code"] == .string("limit_reached"))
+    }
+
+    @Test func deletingASessionClosesEveryMemberWith4501AndItComesBackEmptyWithANewEpoch() {
+        var epochs = 0
+        let h = Harness()
+        h.hub = Hub(
+            config: h.hub.config, transport: h.transport, store: h.store, eventLog: h.store, storedNames: ["demo"], log: Log(level: .error),
+            makeEpoch: {
+                epochs += 1
+                return "e\(epochs)"
+            })
+        h.transport.delegate = h.hub
+        h.join(1, session: "x")
+        h.join(2, session: "x")
+        h.say(1, #"{"type":"addSection","title":"A"}"#)
+        h.say(2, #"{"type":"deleteSession"}"#)
+        #expect(h.transport.closed[1]?.code == CloseCode.sessionDeleted)
+        #expect(h.transport.closed[2]?.code == CloseCode.sessionDeleted)
+        h.close(1)
+        h.close(2)
+        h.join(3, session: "x")
+        let welcome = h.transport.messages(3, type: "welcome").first
+        #expect(welcome?["seq"] == .integer(0))
+        #expect(welcome?["epoch"] == .string("e2"))
+    }
+}
