@@ -169,4 +169,3 @@ public struct ServerError: Error, Equatable, Sendable {
         self.message = message
     }
 }
-

@@ -318,7 +318,9 @@ public final class Hub: TransportDelegate {
             switch result {
             case .failure(let error):
                 log(.warning, "delete_failed", ["session": session.name, "reason": error.description])
-                if client.isOpen { refuse(client.connection, ProtocolError(.storageUnavailable, "the session could not be deleted; retry later"), id: id) }
+                if client.isOpen {
+                    refuse(client.connection, ProtocolError(.storageUnavailable, "the session could not be deleted; retry later"), id: id)
+                }
             case .success:
                 if sessions[session.name] === session { sessions[session.name] = nil }
                 if let timer = session.evictionTimer { cancelTimer(timer) }

@@ -2,7 +2,7 @@ import FoldtableCore
 
 /// The decisions of one shared table, as a pure state machine: inputs in, effects out.
 ///
-/// No I/O, no clock (every input carries `now`), no transport: a ``TableSession`` performs the
+/// No I/O, no clock (every input carries `now`), no transport: a `TableSession` performs the
 /// effects. That is what lets a log sit between deciding a change and its effects:
 ///
 /// - `head` is the sequencer. A change is validated and applied to it at once, so the next
@@ -426,7 +426,8 @@ public struct SessionCore {
                 streams[key]?.members[id] = nil
                 members[id]?.streams.remove(key)
                 effects.append(.leaveStream(section: key, member: member.connection))
-                effects.append(.log(.info, "close", { [("client", "c\(id)"), ("code", String(CloseCode.slowConsumer)), ("reason", "row stream timeout")] }))
+                effects.append(
+                    .log(.info, "close", { [("client", "c\(id)"), ("code", String(CloseCode.slowConsumer)), ("reason", "row stream timeout")] }))
                 effects.append(.close(member.connection, code: CloseCode.slowConsumer, reason: "too slow to take a row stream"))
             }
             if !finishIfDone(key, into: &effects) { armDeadline(key, now: now, into: &effects) }

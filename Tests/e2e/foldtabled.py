@@ -175,3 +175,78 @@ def http_get(port, path, headers=()):
             key, value = line.split(":", 1)
             header_map[key.strip().lower()] = value.strip()
     return status, header_map, body
+
+
+class StartFailed(Exception):
+    """foldtabled exited (or printed no start line) instead of starting: its exit code and stderr."""
+
+    def __init__(self, returncode, stderr):
+        super().__init__(f"foldtabled did not start (exit {returncode}): {stderr!r}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class LoggedServer:
+    """A foldtabled whose stderr goes to a file, readable at any time (a chatty `--log-level`
+    never blocks it on a full pipe), started with optional Popen extras (cwd, preexec_fn).
+    Raises StartFailed when the process exits or prints no start line within `timeout`."""
+
+    def __init__(self, *args, stderr_path, web_root=None, cwd=None, preexec_fn=None, timeout=10.0):
+        import select
+        web_root = web_root or os.path.join(REPO, "web")
+        self.stderr_path = str(stderr_path)
+        self.args = args
+        with open(self.stderr_path, "a") as err:
+            self.proc = subprocess.Popen(
+                [os.path.abspath(BIN), "--port", "0", "--web-root", web_root, *args],
+                stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd, preexec_fn=preexec_fn)
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline().strip() if ready else ""
+        if not line.startswith("listening on http"):
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.proc.stdout.close()
+            raise StartFailed(self.proc.returncode, self.stderr())
+        self.url = line.split()[-1]
+        self.port = int(self.url.rsplit(":", 1)[1])
+        self.ws = f"ws://127.0.0.1:{self.port}/ws"
+        self.pid = self.proc.pid
+
+    def stderr(self):
+        with open(self.stderr_path) as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, timeout=10):
+        """SIGTERM, wait, return the exit code (SIGKILLed if it does not exit in time)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        return self.proc.returncode
+
+    def kill9(self):
+        """SIGKILL now (a crash: nothing is flushed) and reap."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        return self.proc.returncode
+
+    async def wait_for_log(self, needle, timeout=5.0):
+        """Polls stderr until it contains `needle`; returns the stderr text or raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.stderr()
+            if needle in text:
+                return text
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{needle!r} not in stderr after {timeout} s: {text[-2000:]!r}")
+            await asyncio.sleep(0.05)
