@@ -12,6 +12,11 @@
 //   foldtable: `{"type":"set","section":"s1","collapsed":true,"id":"<n>"}` on a collapsed section:
 //              every one is a real ordered event broadcast to all members.
 //   mirror:    `n:<n>` padded to --payload-bytes (the size of foldtabled's event), broadcast as is.
+//
+// With `--every-client-authors` (foldtable only) the load is acknowledged changes instead of
+// fan-out: every client joins a session of its own (`<session>-<n>`), keeps K toggles of a real
+// section in flight (expand, collapse, expand, ...) and counts its acks; throughput is acks per
+// second and latency is from send to ack. This is the load a store's commit path feels.
 import Glibc
 
 enum FanoutKind: String {
@@ -32,6 +37,8 @@ struct FanoutOptions {
     var payloadBytes = 140
     var serverPID: Int32?
     var session = "bench"
+    /// Every client in its own session, each an author counting acks (see the file comment).
+    var everyClientAuthors = false
 
     var subprotocol: String? { kind == .mirror ? "lws-mirror-protocol" : nil }
 
@@ -39,6 +46,7 @@ struct FanoutOptions {
         usage: foldtable-bench fanout --url ws://127.0.0.1:PORT/PATH --kind foldtable|mirror
                  [--clients N (1000)] [--in-flight K (20)] [--seconds S (10)] [--warmup S (1)]
                  [--connect-batch N (100)] [--payload-bytes B (140, mirror)] [--server-pid PID]
+                 [--every-client-authors (foldtable: acks per second, a session per client)]
         """
 
     static func parse(_ arguments: [String]) -> FanoutOptions {
@@ -75,12 +83,14 @@ struct FanoutOptions {
             case "--payload-bytes": options.payloadBytes = max(16, number(value()))
             case "--server-pid": options.serverPID = Int32(number(value()))
             case "--session": options.session = value()
+            case "--every-client-authors": options.everyClientAuthors = true
             default: fail("unknown argument \(arguments[index])\n\(usage)")
             }
             index += 1
         }
         if !sawURL { fail("--url is required\n\(usage)") }
         if options.seconds <= 0 { fail("--seconds must be more than 0") }
+        if options.everyClientAuthors && options.kind != .foldtable { fail("--every-client-authors needs --kind foldtable") }
         return options
     }
 
@@ -230,6 +240,14 @@ struct FanoutLoad {
     /// Scratch space for one change message.
     let scratch: UnsafeMutablePointer<UInt8>
 
+    // --every-client-authors: per client, changes sent and acknowledged, and the send times of
+    // the ones in flight (a ring of K per client).
+    var authorSent: [Int] = []
+    var authorAcked: [Int] = []
+    var ackSendTimes: UnsafeMutablePointer<UInt64>
+    var windowAcks = 0
+    var acks = 0
+
     // Measurement: deliveries received in [windowStart, windowEnd] count for throughput; latency
     // counts every delivery received from windowStart on (including the final drain).
     var windowStart = UInt64.max
@@ -253,6 +271,13 @@ struct FanoutLoad {
         sendTimes = .allocate(capacity: sendCapacity)
         sendTimes.initialize(repeating: 0, count: sendCapacity)
         scratch = .allocate(capacity: max(256, options.payloadBytes + 64))
+        let ring = options.everyClientAuthors ? options.clients * options.inFlight : 1
+        ackSendTimes = .allocate(capacity: ring)
+        ackSendTimes.initialize(repeating: 0, count: ring)
+        if options.everyClientAuthors {
+            authorSent = Array(repeating: 0, count: options.clients)
+            authorAcked = Array(repeating: 0, count: options.clients)
+        }
     }
 
     var clients: Int { options.clients }
@@ -262,7 +287,8 @@ struct FanoutLoad {
     /// Called once a connection has completed its upgrade.
     mutating func didOpen(_ index: Int) {
         guard options.kind == .foldtable else { return }
-        var join = Array(#"{"type":"join","session":"\#(options.session)","name":"c\#(index)"}"#.utf8)
+        let session = options.everyClientAuthors ? "\(options.session)-\(index)" : options.session
+        var join = Array(#"{"type":"join","session":"\#(session)","name":"c\#(index)"}"#.utf8)
         join.withUnsafeMutableBufferPointer { queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
         flush(index)
     }
@@ -294,9 +320,14 @@ struct FanoutLoad {
             switch line[9] {
             case UInt8(ascii: "e") where line[10] == UInt8(ascii: "v"):  // event
                 deliveredBytes += length + 1
-                onDelivery(index, changeNumber(line, length), now: now)
+                if options.everyClientAuthors {
+                    deliveries += 1
+                } else {
+                    onDelivery(index, changeNumber(line, length), now: now)
+                }
             case UInt8(ascii: "a"):  // ack: the author's own event is what completes a change
-                break
+                // {"type":"ack","id":"<n>",...
+                if options.everyClientAuthors && length > 20 { onAck(index, digits(line + 20, length - 20, terminator: 0x22), now: now) }
             case UInt8(ascii: "p"):
                 presenceSeen += 1
             case UInt8(ascii: "w"):
@@ -392,6 +423,45 @@ struct FanoutLoad {
         }
     }
 
+    /// --every-client-authors: client `index` got the ack of its change `number`.
+    @inline(__always)
+    private mutating func onAck(_ index: Int, _ number: Int, now: UInt64) {
+        guard number >= 0 else {
+            setupSeen += 1
+            return
+        }
+        acks += 1
+        authorAcked[index] += 1
+        if now >= windowStart {
+            if now <= windowEnd { windowAcks += 1 }
+            histogram.record(nanoseconds: now &- ackSendTimes[index * options.inFlight + number % options.inFlight])
+        }
+        refillAuthor(index, now: now)
+    }
+
+    private mutating func refillAuthor(_ index: Int, now: UInt64) {
+        guard sending, now < windowEnd else { return }
+        while authorSent[index] - authorAcked[index] < options.inFlight {
+            let number = authorSent[index]
+            authorSent[index] += 1
+            // A real toggle: every other change expands the section, the rest collapse it.
+            var length = 0
+            for byte in #"{"type":"toggle","section":"s1","id":""#.utf8 {
+                scratch[length] = byte
+                length += 1
+            }
+            for byte in String(number).utf8 {
+                scratch[length] = byte
+                length += 1
+            }
+            scratch[length] = 0x22
+            scratch[length + 1] = 0x7D
+            length += 2
+            ackSendTimes[index * options.inFlight + number % options.inFlight] = monotonicNanos()
+            queueFrame(index, opcode: 0x1, payload: scratch, count: length)
+        }
+    }
+
     /// Queues changes on the author until K are in flight (sent by the caller's flush).
     private mutating func refill(now: UInt64) {
         guard sending, now < windowEnd else { return }
@@ -472,6 +542,21 @@ struct FanoutLoad {
     }
 
     private mutating func sendSetup() {
+        if options.everyClientAuthors {
+            // Each client's own session gets a collapsed section with a few rows to toggle.
+            for index in 0..<clients {
+                for text in [
+                    #"{"type":"addSection","title":"Bench","key":"s1","collapsed":true,"id":"setup"}"#,
+                    #"{"type":"addRow","section":"s1","row":{"label":"one","value":"1"},"id":"setupa"}"#,
+                    #"{"type":"addRow","section":"s1","row":{"label":"two","value":"2"},"id":"setupb"}"#,
+                ] {
+                    var message = Array(text.utf8)
+                    message.withUnsafeMutableBufferPointer { queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
+                }
+                flush(index)
+            }
+            return
+        }
         switch options.kind {
         case .foldtable:
             var message = Array(#"{"type":"addSection","title":"Bench","key":"s1","collapsed":true,"id":"setup"}"#.utf8)
@@ -488,7 +573,7 @@ struct FanoutLoad {
         let startedAt = monotonicNanos()
         connectAll()
         let connectSeconds = Double(monotonicNanos() - startedAt) / 1e9
-        if options.kind == .foldtable {
+        if options.kind == .foldtable && !options.everyClientAuthors {
             // Every join is announced to the members before it: N(N-1)/2 presence messages.
             let expected = clients * (clients - 1) / 2
             if !pollUntil(timeout: 30, quiet: 3, { $0.presenceSeen >= expected }) {
@@ -496,8 +581,9 @@ struct FanoutLoad {
             }
         }
         sendSetup()
-        if !pollUntil(timeout: 10, { $0.setupSeen >= $0.clients }) {
-            fail("the setup message reached \(setupSeen) of \(clients) clients")
+        let setupExpected = options.everyClientAuthors ? 3 * clients : clients
+        if !pollUntil(timeout: 30, { $0.setupSeen >= setupExpected }) {
+            fail("the setup messages reached \(setupSeen) of \(setupExpected)")
         }
         pollUntil(timeout: 0.2) { _ in false }  // let any stragglers settle
         let setupSeconds = Double(monotonicNanos() - startedAt) / 1e9
@@ -507,8 +593,15 @@ struct FanoutLoad {
         windowStart = begin + UInt64(options.warmup * 1e9)
         windowEnd = windowStart + UInt64(options.seconds * 1e9)
         sending = true
-        refill(now: begin)
-        flush(0)
+        if options.everyClientAuthors {
+            for index in 0..<clients {
+                refillAuthor(index, now: begin)
+                flush(index)
+            }
+        } else {
+            refill(now: begin)
+            flush(0)
+        }
         var startSampled = false
         var serverCPUStart: Double?
         var serverSchedulerStart: (cpu: Double, wait: Double)?
@@ -532,6 +625,8 @@ struct FanoutLoad {
         let ownCPU = ownCPUSeconds() - ownCPUStart
         let ownSchedulerEnd = schedulerSeconds(getpid())
         let inWindowSent = sent
+
+        if options.everyClientAuthors { return reportAcks(serverSchedulerStart, serverCPUStart, ownCPUStart) }
 
         // Drain: the author's last changes to everybody, bounded.
         let expectedAll = sent * clients
@@ -579,6 +674,38 @@ struct FanoutLoad {
         detail += " setup=\(fixed(setupSeconds, 1))s (connect \(fixed(connectSeconds, 1))s)"
         emit(detail)
         return closedCount == 0 && windowDeliveries > 0 ? 0 : 1
+    }
+}
+
+extension FanoutLoad {
+    /// The end of an --every-client-authors run: waits (bounded) for outstanding acks, prints.
+    fileprivate mutating func reportAcks(
+        _ serverSchedulerStart: (cpu: Double, wait: Double)?, _ serverCPUStart: Double?, _ ownCPUStart: Double
+    ) -> Int32 {
+        let seconds = options.seconds
+        var serverCPU: Double?
+        if let start = serverSchedulerStart, let end = options.serverPID.flatMap(schedulerSeconds) {
+            serverCPU = end.cpu - start.cpu
+        } else if let start = serverCPUStart, let end = options.serverPID.flatMap(processCPUSeconds) {
+            serverCPU = end - start
+        }
+        let ownCPU = ownCPUSeconds() - ownCPUStart
+        let drained = pollUntil(timeout: 5, quiet: 1) { load in
+            (0..<load.clients).allSatisfy { load.authorAcked[$0] >= load.authorSent[$0] }
+        }
+        let outstanding = (0..<clients).reduce(0) { $0 + authorSent[$1] - authorAcked[$1] }
+        var line = "acks foldtable: clients=\(clients) sessions=\(clients) in_flight=\(options.inFlight)"
+        line += " acks/s=\(Int((Double(windowAcks) / seconds).rounded()))"
+        line += " p50=\(fixed(histogram.percentileMilliseconds(0.5), 2))ms p99=\(fixed(histogram.percentileMilliseconds(0.99), 2))ms"
+        line += " unacked=\(outstanding)"
+        if let serverCPU {
+            line += " server_cpu=\(Int((100 * serverCPU / seconds).rounded()))%"
+            if serverCPU > 0 { line += " acks/server_cpu_s=\(Int((Double(windowAcks) / serverCPU).rounded()))" }
+        }
+        line += " gen_cpu=\(Int((100 * ownCPU / seconds).rounded()))%"
+        emit(line)
+        emit("acks foldtable: detail: acks=\(acks) events=\(deliveries) closed=\(closedCount) server_errors=\(serverErrors) drained=\(drained)")
+        return closedCount == 0 && serverErrors == 0 && windowAcks > 0 ? 0 : 1
     }
 }
 

@@ -250,3 +250,106 @@ class LoggedServer:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{needle!r} not in stderr after {timeout} s: {text[-2000:]!r}")
             await asyncio.sleep(0.05)
+
+
+async def collect_rows(client, section, seq=None, timeout=10.0):
+    """The rows of one streamed section, chunk after chunk until `final` (only chunks of `seq`,
+    when given)."""
+    rows = []
+    while True:
+        chunk = await client.next(lambda m: m["type"] == "rows" and m["section"] == section
+                                  and (seq is None or m["seq"] == seq), timeout=timeout)
+        assert chunk["from"] == len(rows), f"rows of {section} out of order: {chunk['from']} after {len(rows)}"
+        rows += chunk["rows"]
+        if chunk["final"]:
+            return rows
+
+
+async def read_welcome_table(client, timeout=10.0):
+    """The table of a fresh welcome as {key: section}, in order, each expanded section with all
+    its rows (inline or streamed); collapsed sections keep `rowCount` and have no `rows`."""
+    sections = {}
+    for section in client.welcome["table"]["sections"]:
+        section = dict(section)
+        if not section["collapsed"] and "rows" not in section:
+            section["rows"] = await collect_rows(client, section["key"], timeout=timeout)
+        sections[section["key"]] = section
+    return sections
+
+
+async def expand_all_and_read(client, change_id, timeout=10.0):
+    """Reads every row of a joined session: the welcome's, then `setAll collapsed:false` (a
+    change, acknowledged with a seq) and the rows it streams. Returns (sections, ack seq)."""
+    sections = await read_welcome_table(client, timeout)
+    await client.send({"type": "setAll", "collapsed": False, "id": change_id})
+    reply = await client.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == change_id, timeout=timeout)
+    assert reply["type"] == "ack", f"setAll refused: {reply}"
+    event = await client.next(lambda m: m["type"] == "event" and m["seq"] == reply["seq"], timeout=timeout)
+    for key, collapsed in event["collapsed"].items():
+        if key in sections and not collapsed:
+            sections[key]["rows"] = await collect_rows(client, key, seq=event["seq"], timeout=timeout)
+            sections[key]["collapsed"] = False
+    return sections, reply["seq"]
+
+
+class TableModel:
+    """A table rebuilt from events (the kinds the durability tests send), to compare with what a
+    server holds: sections in order, each with title, collapsed state and rows."""
+
+    def __init__(self):
+        self.order = []
+        self.sections = {}
+
+    def apply(self, event):
+        change = event["change"]
+        kind = change["type"]
+        if kind == "addSection":
+            self.order.insert(change["index"], change["key"])
+            self.sections[change["key"]] = {"title": change["title"], "collapsed": change["collapsed"], "rows": []}
+        elif kind == "addRow":
+            self.sections[change["section"]]["rows"].insert(change["index"], dict(change["row"]))
+        elif kind == "updateRow":
+            row = next(r for s in self.sections.values() for r in s["rows"] if r["key"] == change["row"])
+            for field, value in change["set"].items():
+                if value is None:
+                    row.pop(field, None)
+                else:
+                    row[field] = value
+        elif kind not in ("toggle", "set", "setAll", "reveal"):
+            raise ValueError(f"TableModel does not apply {kind}")
+        for key, collapsed in event["collapsed"].items():
+            self.sections[key]["collapsed"] = collapsed
+
+    def differences(self, sections):
+        """What differs between the model and `sections` (from read_welcome_table or
+        expand_all_and_read), as readable lines; empty when they agree."""
+        found = []
+        if list(sections) != self.order:
+            found.append(f"section order {list(sections)} != {self.order}")
+        for key in self.order:
+            if key not in sections:
+                continue
+            want, got = self.sections[key], sections[key]
+            if got["title"] != want["title"] or got["collapsed"] != want["collapsed"]:
+                found.append(f"section {key}: title/collapsed {got['title']!r}/{got['collapsed']} != {want['title']!r}/{want['collapsed']}")
+            if got["rowCount"] != len(want["rows"]) and "rows" not in got:
+                found.append(f"section {key}: rowCount {got['rowCount']} != {len(want['rows'])}")
+            if "rows" in got and got["rows"] != want["rows"]:
+                got_keys = [r["key"] for r in got["rows"]]
+                want_keys = [r["key"] for r in want["rows"]]
+                found.append(f"section {key}: rows differ; missing {sorted(set(want_keys) - set(got_keys))[:10]}, "
+                             f"extra {sorted(set(got_keys) - set(want_keys))[:10]}, "
+                             f"duplicated {sorted({k for k in got_keys if got_keys.count(k) > 1})[:10]}, "
+                             f"first difference at {next((i for i, (a, b) in enumerate(zip(got['rows'], want['rows'])) if a != b), min(len(got_keys), len(want_keys)))}")
+        return found
+
+
+def integrity_check(db_path):
+    """`PRAGMA integrity_check` of a SQLite file (its -wal beside it is read too): 'ok' or the
+    problems. Opens it read-write (a WAL file needs that): only on a copy or a stopped server's."""
+    import sqlite3
+    conn = sqlite3.connect(str(db_path), timeout=5)
+    try:
+        return "\n".join(row[0] for row in conn.execute("PRAGMA integrity_check"))
+    finally:
+        conn.close()
