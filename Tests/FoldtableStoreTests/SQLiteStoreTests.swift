@@ -338,6 +338,46 @@ struct SQLiteStoreTests {
         #expect(try store.sessionNames() == [])
     }
 
+    @Test func damagedDataIsReportedCorruptNotACrash() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        var script = Script()
+        try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        try wait { store.create(StoredSession(name: "t", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        _ = try wait { store.append(session: "s", events: try script.events(3), completion: $0) }.get()
+        store.flush()
+
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        try raw.exec("UPDATE events SET entry = x'7b226576656e74223a' WHERE session = 's' AND seq = 2")
+        try raw.exec("UPDATE sessions SET checkpoint = x'00ff' WHERE name = 't'")
+        raw.close()
+        for result in [wait { store.load("s", completion: $0) }, wait { store.load("t", completion: $0) }] {
+            guard case .failure(.corrupt) = result else {
+                Issue.record("expected corrupt, got \(result)")
+                continue
+            }
+        }
+        guard case .failure(.corrupt) = wait({ store.read(session: "s", after: 1, completion: $0) }) else {
+            Issue.record("a damaged entry was read back")
+            return
+        }
+        // Events before the damage still read.
+        #expect(try wait { store.read(session: "s", after: 2, completion: $0) }.get()?.count == 1)
+    }
+
+    @Test func fileThatIsNotADatabaseFailsAtOpenNamingIt() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        #expect(FileManager.default.createFile(atPath: directory + "/foldtable.db", contents: Data(repeating: 0x41, count: 4_096)))
+        do {
+            _ = try openStore(directory, service: service)
+            Issue.record("opened a file that is not a database")
+        } catch {
+            #expect(error.description.contains(directory + "/foldtable.db"))
+        }
+    }
+
     @Test func closedStoreFailsOperationsInsteadOfHanging() throws {
         let directory = temporaryDirectory()
         defer { removeDirectory(directory) }
