@@ -4,6 +4,7 @@
 //   FoldtableCore      pure Swift: table model, changes -> events, wire protocol. No I/O, no C.
 //   FoldtableServer    hub, table sessions, clients, busy tracking; talks to a Transport protocol.
 //   FoldtableTransport the only Swift module that imports CFoldtableWS (libwebsockets).
+//   FoldtableStore     the only Swift module that imports CSQLite: sessions and event logs on disk.
 //   FoldtableClient    the client side: session replica, lws client adapter, terminal UI.
 //   foldtabled, foldtable  executables that only wire things up.
 import PackageDescription
@@ -23,6 +24,12 @@ let package = Package(
             pkgConfig: "libwebsockets",
             providers: [.apt(["libwebsockets-dev"])]
         ),
+        // System library: SQLite 3.40 from Debian, for FoldtableStore only.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         // The C wrapper around libwebsockets (see include/CFoldtableWS.h for why it exists).
         .target(
             name: "CFoldtableWS",
@@ -32,6 +39,8 @@ let package = Package(
         .target(name: "FoldtableCore"),
         .target(name: "FoldtableServer", dependencies: ["FoldtableCore"]),
         .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableServer"]),
+        // SessionStore and EventLog on SQLite: one writer thread, group commit, online backup.
+        .target(name: "FoldtableStore", dependencies: ["CSQLite", "FoldtableCore", "FoldtableServer"]),
         .executableTarget(
             name: "foldtabled",
             dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport"]
@@ -51,6 +60,7 @@ let package = Package(
         ),
         .testTarget(name: "FoldtableCoreTests", dependencies: ["FoldtableCore"]),
         .testTarget(name: "FoldtableServerTests", dependencies: ["FoldtableServer", "FoldtableCore"]),
+        .testTarget(name: "FoldtableStoreTests", dependencies: ["FoldtableStore", "FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableClientTests", dependencies: ["FoldtableClient", "FoldtableCore"]),
         .testTarget(name: "FoldtableTransportTests", dependencies: ["FoldtableTransport", "FoldtableServer"]),
     ]

@@ -1,0 +1,72 @@
+import FoldtableServer
+
+/// The store's schema, versioned with `PRAGMA user_version`.
+///
+/// Each entry of `steps` takes the schema from version `index` to `index + 1`; a database is
+/// brought up to ``current`` in one `BEGIN IMMEDIATE` transaction, so a crash mid-migration leaves
+/// the old version intact. A database from a newer build is refused rather than guessed at:
+/// this build cannot know what the newer columns mean.
+enum Migrations {
+    /// Version 1.
+    ///
+    /// - `meta`: small settings (`rotate_epochs` = `1` in a backup copy, `last_open`).
+    /// - `sessions`: one row per session: its epoch, the newest checkpoint (``TableCheckpoint``
+    ///   bytes) and the seq it is at, and the seq of the last logged event (the log's head, which
+    ///   appends must follow).
+    /// - `events`: the log, one ``TableCheckpoint/encodeEntry(_:request:)`` per event, clustered
+    ///   by (session, seq) so a session's events are read in one range scan.
+    ///
+    /// STRICT makes SQLite refuse a value of the wrong type instead of storing it silently.
+    static let steps: [String] = [
+        """
+        CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
+        CREATE TABLE sessions(
+            name TEXT PRIMARY KEY NOT NULL,
+            epoch TEXT NOT NULL,
+            checkpoint BLOB NOT NULL,
+            checkpoint_seq INTEGER NOT NULL CHECK (checkpoint_seq >= 0),
+            last_seq INTEGER NOT NULL CHECK (last_seq >= checkpoint_seq)
+        ) STRICT;
+        CREATE TABLE events(
+            session TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            entry BLOB NOT NULL,
+            PRIMARY KEY (session, seq)
+        ) STRICT, WITHOUT ROWID;
+        """
+    ]
+
+    /// The schema version this build writes.
+    static var current: Int { steps.count }
+
+    /// Brings `database` to ``current``, or refuses it when it is newer. Also writes
+    /// `meta('last_open')`, so that opening proves the database can be written (a read-only file
+    /// or a full disk fails here, at start-up, not on the first change).
+    static func migrate(_ database: SQLiteDatabase, now: String) throws(StoreError) {
+        var found = 0
+        do throws(SQLiteError) {
+            try database.exec("BEGIN IMMEDIATE")
+            found = Int(try database.scalarInt("PRAGMA user_version") ?? 0)
+            if found > current {
+                try database.exec("ROLLBACK")
+            } else {
+                for version in found..<current {
+                    try database.exec(steps[version])
+                }
+                // user_version cannot be bound as a parameter; `current` is our own integer.
+                try database.exec("PRAGMA user_version = \(current)")
+                let write = try database.prepareUncached("INSERT OR REPLACE INTO meta(key, value) VALUES ('last_open', ?1)")
+                defer { write.finalize() }
+                try write.bind(1, now)
+                try write.step()
+                try database.exec("COMMIT")
+            }
+        } catch {
+            if !database.isAutocommit { try? database.exec("ROLLBACK") }
+            throw StoreError.unavailable("cannot write the database \(database.path): \(error)")
+        }
+        guard found <= current else {
+            throw StoreError.unavailable("the database \(database.path) is from a newer foldtabled (schema \(found), this build knows \(current))")
+        }
+    }
+}

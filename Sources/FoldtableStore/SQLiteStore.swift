@@ -1,0 +1,257 @@
+import CSQLite
+import FoldtableCore
+import FoldtableServer
+import Glibc
+import Synchronization
+
+/// Sessions and their event logs in one SQLite database, `<directory>/foldtable.db`.
+///
+/// Threading: every method is called on the service thread and returns at once, except
+/// ``sessionNames()``, ``flush()``, ``backup(to:)`` and ``close()``, which block. The work runs on
+/// one writer thread that owns the connection (see ``StoreWriter``); results come back through
+/// `post`, in call order. Appends queued in the same loop turn share one commit.
+///
+/// Errors: anything SQLite refuses (disk full, I/O error, locked, read-only, cannot open) fails the
+/// operation, and every other write committed with it, with ``StoreError/unavailable(_:)``
+/// carrying SQLite's message; nothing is reported as stored that was not committed. The store
+/// keeps going: the next batch tries again, and succeeds once the condition clears.
+///
+/// Durability: WAL, with `synchronous=FULL` by default (a commit is fsynced before it is
+/// reported: survives power loss). ``Synchronous/normal`` survives a crash of the process but may
+/// lose the last commits on power loss.
+public final class SQLiteStore: SessionStore, EventLog {
+    /// SQLite's `synchronous` setting under WAL.
+    public enum Synchronous: Sendable {
+        /// Sync the WAL on every commit: an acknowledged change survives power loss.
+        case full
+        /// Sync only at checkpoints: survives a process crash, may lose recent commits on power loss.
+        case normal
+    }
+
+    /// The database file's name inside the data directory.
+    public static let fileName = "foldtable.db"
+
+    /// The database file, `<directory>/foldtable.db`.
+    public let path: String
+
+    private let writer: StoreWriter
+    private let post: @Sendable (@escaping @Sendable () -> Void) -> Void
+
+    /// How long a statement waits for another connection's lock before failing with "busy".
+    /// Short: the service must answer (with an error) rather than stall behind a stuck process.
+    static let busyTimeoutMs = 1_000
+
+    /// Opens or creates `<directory>/foldtable.db` and starts the writer thread.
+    ///
+    /// Fails fast, with one line naming the path, when the directory is missing (and cannot be
+    /// made), is not a directory or is not writable, when the database cannot be opened or
+    /// written, or when it is from a newer schema. A missing directory is created only when its
+    /// parent exists (like `mkdir`, not `mkdir -p`): a typo in a deep path should be an error,
+    /// not a new tree.
+    ///
+    /// A database restored from ``backup(to:)`` gives every session a new epoch here, once.
+    ///
+    /// - Parameters:
+    ///   - keepEvents: how many events at or before a checkpoint the log keeps for resume.
+    ///   - limits: the limits stored tables are decoded with.
+    ///   - post: hands a closure to the service thread (the transport's `post`); completions run
+    ///     inside it. It must not run the closure inline on the calling thread.
+    public init(
+        directory: String, synchronous: Synchronous = .full, keepEvents: Int, limits: TableLimits,
+        post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+    ) throws(StoreError) {
+        let directory = Self.trimmingTrailingSlashes(directory)
+        try Self.prepareDirectory(directory)
+        let path = (directory == "/" ? "" : directory) + "/" + Self.fileName
+        self.path = path
+        self.post = post
+
+        let database: SQLiteDatabase
+        do {
+            database = try SQLiteDatabase(path: path)
+        } catch {
+            throw StoreError.unavailable("cannot open the database \(path): \(error)")
+        }
+        guard !database.isReadOnly else {
+            throw StoreError.unavailable("the database \(path) is read-only")
+        }
+        do throws(SQLiteError) {
+            try database.exec("PRAGMA busy_timeout = \(Self.busyTimeoutMs)")
+            let mode = try database.scalarText("PRAGMA journal_mode = WAL")
+            guard mode?.lowercased() == "wal" else {
+                throw SQLiteError(code: SQLITE_ERROR, message: "journal mode stays \(mode ?? "unknown"), not WAL")
+            }
+            try database.exec("PRAGMA synchronous = \(synchronous == .full ? "FULL" : "NORMAL")")
+        } catch {
+            throw StoreError.unavailable("cannot set up the database \(path): \(error)")
+        }
+        try Migrations.migrate(database, now: String(time(nil)))
+
+        let tables = SessionTables(database: database, keepEvents: keepEvents, limits: limits)
+        do {
+            try tables.rotateEpochsIfAsked()
+        } catch {
+            throw StoreError.unavailable("cannot give the sessions of the restored database \(path) new epochs: \(error)")
+        }
+        writer = StoreWriter(tables: tables, post: post)
+        writer.start()
+    }
+
+    deinit {
+        writer.close()
+    }
+
+    /// Runs what is queued, stops the writer thread and closes the database. Later calls fail
+    /// with ``StoreError/unavailable(_:)``. Blocks until the thread is gone. Call it at shutdown:
+    /// `deinit` does the same, but `post` often captures what owns the store, so the store may
+    /// never be released before the process ends.
+    public func close() {
+        writer.close()
+    }
+
+    // MARK: - SessionStore
+
+    /// Names of every stored session, sorted. Blocks until every earlier operation ran.
+    public func sessionNames() throws(StoreError) -> [String] {
+        let slot = ResultSlot<Result<[String], StoreError>>()
+        guard
+            writer.enqueue(
+                .barrier { tables in
+                    let result: Result<[String], StoreError>
+                    do throws(SQLiteError) {
+                        result = .success(try tables.sessionNames())
+                    } catch {
+                        result = .failure(error.storeError)
+                    }
+                    slot.set(result)
+                })
+        else { throw closedError }
+        writer.flush()
+        guard let result = slot.get() else { throw closedError }
+        return try result.get()
+    }
+
+    /// The session and every event its log still holds.
+    public func load(_ name: String, completion: @escaping (Result<StoredSession?, StoreError>) -> Void) {
+        submit(.load(name, CompletionBox(completion)))
+    }
+
+    /// Stores a new session (its `events` must be empty), replacing one of the same name and its log.
+    public func create(_ session: StoredSession, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        submit(.create(session, CompletionBox(completion)))
+    }
+
+    /// Saves `table` as the checkpoint (`.conflict` when it is past the log's last event or older
+    /// than the stored checkpoint), then forgets events at or before `table.seq - keepEvents`.
+    public func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        submit(.saveCheckpoint(name, table, CompletionBox(completion)))
+    }
+
+    /// Removes the session and its log (success when there was none).
+    public func delete(_ name: String, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        submit(.delete(name, CompletionBox(completion)))
+    }
+
+    /// Blocks until every operation asked so far ran and its completion was posted.
+    public func flush() {
+        writer.flush()
+    }
+
+    // MARK: - EventLog
+
+    /// Appends consecutive events following the log's last one; `.conflict` (nothing written) when
+    /// the session is not stored or the events do not follow.
+    public func append(session: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
+        submit(.append(session, events, CompletionBox(completion)))
+    }
+
+    /// The events after `seq`: `[]` at the head, `nil` when the log no longer reaches `seq + 1`
+    /// (or `seq` is past the head: another history), `.conflict` when the session is not stored.
+    public func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void) {
+        submit(.read(session, after: seq, CompletionBox(completion)))
+    }
+
+    // MARK: - Backup
+
+    /// Copies the database to `path`, a file that must not exist yet, with SQLite's online backup
+    /// (a consistent snapshot, taken from a connection of its own: the writer goes on serving).
+    /// The copy is marked so that when a store is opened on it, every session gets a new epoch.
+    /// Blocks the calling thread for the copy; any thread may call it.
+    public func backup(to path: String) throws(StoreError) {
+        try StoreBackup.copy(from: self.path, to: path, busyTimeoutMs: Self.busyTimeoutMs)
+    }
+
+    // MARK: - Internals
+
+    /// Runs `body` on the writer thread after everything queued before it. For tests.
+    func runOnWriter(_ body: @escaping @Sendable (SessionTables) -> Void) {
+        _ = writer.enqueue(.barrier(body))
+    }
+
+    private var closedError: StoreError { .unavailable("the store \(path) is closed") }
+
+    private func submit(_ operation: StoreOperation) {
+        if !writer.enqueue(operation), let delivery = operation.failure(closedError) {
+            post(delivery)
+        }
+    }
+
+    private static func trimmingTrailingSlashes(_ directory: String) -> String {
+        var trimmed = Substring(directory)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        return trimmed.isEmpty ? "." : String(trimmed)
+    }
+
+    /// Checks that `directory` is a writable directory, creating it when only it is missing.
+    private static func prepareDirectory(_ directory: String) throws(StoreError) {
+        var info = stat()
+        if stat(directory, &info) != 0 {
+            let reason = errno
+            guard reason == ENOENT else {
+                throw StoreError.unavailable("cannot reach the data directory \(directory): \(describe(reason))")
+            }
+            // 0o750: tables are the users' data; the group may read for backups.
+            guard mkdir(directory, 0o750) == 0 else {
+                let why = errno == ENOENT ? "it does not exist, nor does its parent" : describe(errno)
+                throw StoreError.unavailable("cannot create the data directory \(directory): \(why)")
+            }
+            return
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw StoreError.unavailable("the data directory \(directory) is not a directory")
+        }
+        // SQLite creates -wal and -shm files next to the database, so the directory itself
+        // must be writable, not only the file.
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw StoreError.unavailable("the data directory \(directory) is not writable: \(describe(errno))")
+        }
+    }
+
+    private static func describe(_ code: Int32) -> String {
+        String(cString: strerror(code))
+    }
+}
+
+extension SQLiteError {
+    /// How a failure of SQLite is reported to the hub: damaged files are `.corrupt`; everything
+    /// else (full, I/O, busy, locked, read-only, cannot open, ...) is `.unavailable`, which may pass.
+    var storeError: StoreError {
+        switch primaryCode {
+        case SQLITE_CORRUPT, SQLITE_NOTADB: return .corrupt(description)
+        default: return .unavailable(description)
+        }
+    }
+}
+
+/// A result handed from the writer thread to a caller that waits for it.
+private final class ResultSlot<Value: Sendable>: Sendable {
+    private let state = Mutex<Value?>(nil)
+
+    func set(_ value: Value) {
+        state.withLock { $0 = value }
+    }
+
+    func get() -> Value? {
+        state.withLock { $0 }
+    }
+}

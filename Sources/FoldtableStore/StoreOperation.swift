@@ -1,0 +1,61 @@
+import FoldtableCore
+import FoldtableServer
+
+/// A completion on its way from the service thread to the writer thread and back.
+///
+/// `@unchecked Sendable` is safe because the closure is created on the service thread and only
+/// ever called there (inside the closure given to `post`); the writer thread only carries the box
+/// and never calls or inspects `body`. The closures capture service-thread objects, which is why
+/// they are not `Sendable` themselves.
+final class CompletionBox<Value: Sendable>: @unchecked Sendable {
+    /// Dropped once called, so that what the closure captures (service-thread objects, perhaps
+    /// the last reference to the hub or this store) is released on the service thread, never on
+    /// the writer thread that may hold the box a moment longer.
+    private var body: ((Result<Value, StoreError>) -> Void)?
+
+    init(_ body: @escaping (Result<Value, StoreError>) -> Void) {
+        self.body = body
+    }
+
+    /// Call only on the service thread, once.
+    func callAsFunction(_ result: Result<Value, StoreError>) {
+        let body = self.body
+        self.body = nil
+        body?(result)
+    }
+}
+
+/// One request queued for the writer thread. Payloads are values, so they cross threads as they
+/// are; encoding to storage bytes happens on the writer, off the service thread.
+enum StoreOperation: Sendable {
+    case load(String, CompletionBox<StoredSession?>)
+    case read(String, after: UInt64, CompletionBox<[LoggedEvent]?>)
+    case append(String, [LoggedEvent], CompletionBox<UInt64>)
+    case create(StoredSession, CompletionBox<Void>)
+    case saveCheckpoint(String, Table, CompletionBox<Void>)
+    case delete(String, CompletionBox<Void>)
+    /// Runs `body` on the writer thread in queue order, outside any transaction (start-up reads,
+    /// tests). Nothing is posted.
+    case barrier(@Sendable (SessionTables) -> Void)
+
+    /// Whether the operation writes, and so joins the batch's transaction.
+    var writes: Bool {
+        switch self {
+        case .append, .create, .saveCheckpoint, .delete: return true
+        case .load, .read, .barrier: return false
+        }
+    }
+
+    /// The delivery of `error` to this operation's completion, to run on the service thread.
+    func failure(_ error: StoreError) -> (@Sendable () -> Void)? {
+        switch self {
+        case .load(_, let completion): return { completion(.failure(error)) }
+        case .read(_, _, let completion): return { completion(.failure(error)) }
+        case .append(_, _, let completion): return { completion(.failure(error)) }
+        case .create(_, let completion): return { completion(.failure(error)) }
+        case .saveCheckpoint(_, _, let completion): return { completion(.failure(error)) }
+        case .delete(_, let completion): return { completion(.failure(error)) }
+        case .barrier: return nil
+        }
+    }
+}

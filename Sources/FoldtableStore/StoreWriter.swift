@@ -1,0 +1,190 @@
+import FoldtableServer
+import Foundation
+import Glibc
+
+/// The one thread that owns the store's connection, and the queue that feeds it.
+///
+/// Every operation, reads included, goes through the queue, so a read sees every write asked
+/// before it. Each turn the thread takes everything queued and runs it in order: consecutive
+/// writes share one `BEGIN IMMEDIATE ... COMMIT` (group commit: one fsync for all the appends
+/// one loop turn produced); a read first commits the writes queued before it, then runs on its
+/// own. Results go back through `post` in queue order, one post per commit or batch.
+///
+/// `@unchecked Sendable`: `queue`, `busy`, `closing` and `finished` are touched only with
+/// `condition` locked; `tables` (the connection) is touched only by the writer thread once
+/// `start()` ran (before that only by the initialiser's thread, and starting a thread orders those
+/// accesses before it). `post` is `@Sendable`.
+final class StoreWriter: @unchecked Sendable {
+    typealias Post = @Sendable (@escaping @Sendable () -> Void) -> Void
+
+    private let tables: SessionTables
+    private let post: Post
+    private let condition = NSCondition()
+    private var queue: [StoreOperation] = []
+    /// A batch is being run (taken from the queue, results not yet all posted).
+    private var busy = false
+    private var closing = false
+    private var finished = false
+    private var started = false
+    /// The writer thread, once it runs: `close()` called on it must not wait for itself.
+    private var writerThread: pthread_t?
+
+    init(tables: SessionTables, post: @escaping Post) {
+        self.tables = tables
+        self.post = post
+    }
+
+    /// Starts the thread. From here on only that thread uses the connection.
+    func start() {
+        condition.lock()
+        started = true
+        condition.unlock()
+        let thread = Thread { [self] in run() }
+        thread.name = "foldtable-store"
+        thread.start()
+    }
+
+    /// Queues `operation`; `false` once the writer is closing (the caller fails it itself).
+    func enqueue(_ operation: StoreOperation) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !closing else { return false }
+        queue.append(operation)
+        condition.broadcast()
+        return true
+    }
+
+    /// Blocks until the queue is empty and the last batch's results are posted.
+    func flush() {
+        condition.lock()
+        while started && !finished && (busy || !queue.isEmpty) { condition.wait() }
+        condition.unlock()
+    }
+
+    /// Runs what is queued, then stops the thread and closes the connection. Blocks until done.
+    /// On the writer thread itself it only asks the thread to stop, without waiting.
+    func close() {
+        condition.lock()
+        closing = true
+        condition.broadcast()
+        if let writerThread, pthread_equal(writerThread, pthread_self()) != 0 {
+            // Called from the writer thread itself (a completion run inline by `post`, or the
+            // last reference to the store dropped there): it stops after the current batch.
+        } else if started {
+            while !finished { condition.wait() }
+        } else if !finished {
+            // Never started: the connection is still ours to close, on this thread.
+            finished = true
+            tables.database.close()
+        }
+        condition.unlock()
+    }
+
+    private func run() {
+        condition.lock()
+        writerThread = pthread_self()
+        while true {
+            while queue.isEmpty && !closing { condition.wait() }
+            if queue.isEmpty { break }
+            let batch = queue
+            queue = []
+            busy = true
+            condition.unlock()
+            runBatch(batch)
+            condition.lock()
+            busy = false
+            condition.broadcast()
+        }
+        tables.database.close()
+        finished = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    // MARK: - One batch
+
+    private func runBatch(_ batch: [StoreOperation]) {
+        var writes: [StoreOperation] = []
+        var deliveries: [@Sendable () -> Void] = []
+        for operation in batch {
+            if operation.writes {
+                writes.append(operation)
+                continue
+            }
+            if !writes.isEmpty {
+                deliveries += commit(writes)
+                writes = []
+                deliver(&deliveries)
+            }
+            if let delivery = runRead(operation) { deliveries.append(delivery) }
+        }
+        if !writes.isEmpty { deliveries += commit(writes) }
+        deliver(&deliveries)
+    }
+
+    private func deliver(_ deliveries: inout [@Sendable () -> Void]) {
+        guard !deliveries.isEmpty else { return }
+        let batch = deliveries
+        deliveries = []
+        post {
+            for delivery in batch { delivery() }
+        }
+    }
+
+    /// Runs `writes` in one transaction. Conflicts fail only their operation; any SQLite failure
+    /// (BEGIN, a statement, COMMIT) rolls everything back and fails every write of the group, so
+    /// nothing is acknowledged that is not on disk. The next batch starts afresh.
+    private func commit(_ writes: [StoreOperation]) -> [@Sendable () -> Void] {
+        let database = tables.database
+        var results: [@Sendable () -> Void] = []
+        do throws(SQLiteError) {
+            try database.exec("BEGIN IMMEDIATE")
+            for operation in writes {
+                switch operation {
+                case .append(let session, let events, let completion):
+                    let result = try tables.append(session: session, events: events)
+                    results.append { completion(result) }
+                case .create(let session, let completion):
+                    let result = try tables.create(session)
+                    results.append { completion(result) }
+                case .saveCheckpoint(let name, let table, let completion):
+                    let result = try tables.saveCheckpoint(name, table: table)
+                    results.append { completion(result) }
+                case .delete(let name, let completion):
+                    let result = try tables.delete(name)
+                    results.append { completion(result) }
+                case .load, .read, .barrier:
+                    break
+                }
+            }
+            try database.exec("COMMIT")
+            return results
+        } catch {
+            // SQLite may already have rolled back (some I/O errors do); ROLLBACK only if a
+            // transaction is still open, and ignore its own failure: the next BEGIN tells.
+            if !database.isAutocommit { try? database.exec("ROLLBACK") }
+            let failure = error.storeError
+            return writes.compactMap { $0.failure(failure) }
+        }
+    }
+
+    private func runRead(_ operation: StoreOperation) -> (@Sendable () -> Void)? {
+        do throws(SQLiteError) {
+            switch operation {
+            case .load(let name, let completion):
+                let result = try tables.load(name)
+                return { completion(result) }
+            case .read(let session, let after, let completion):
+                let result = try tables.read(session: session, after: after)
+                return { completion(result) }
+            case .barrier(let body):
+                body(tables)
+                return nil
+            case .append, .create, .saveCheckpoint, .delete:
+                return nil
+            }
+        } catch {
+            return operation.failure(error.storeError)
+        }
+    }
+}

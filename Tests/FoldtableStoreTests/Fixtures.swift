@@ -1,0 +1,111 @@
+import CSQLite
+import Dispatch
+import FoldtableCore
+import FoldtableServer
+import Foundation
+import Synchronization
+
+@testable import FoldtableStore
+
+/// The tests' service thread: a serial queue that completions are posted to.
+final class ServiceQueue: Sendable {
+    let queue = DispatchQueue(label: "foldtable-store-tests.service")
+
+    var post: @Sendable (@escaping @Sendable () -> Void) -> Void {
+        { [queue] work in queue.async(execute: work) }
+    }
+
+    /// Waits until everything posted so far has run.
+    func drain() {
+        queue.sync {}
+    }
+}
+
+/// Holds what a completion delivered, for the test thread to read after waiting.
+final class Box<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value?
+
+    var value: Value? {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+}
+
+/// Calls `start` with a completion and waits for that completion to run on the service queue.
+func wait<Value>(_ start: (@escaping (Result<Value, StoreError>) -> Void) throws -> Void) rethrows -> Result<Value, StoreError> {
+    let done = DispatchSemaphore(value: 0)
+    let box = Box<Result<Value, StoreError>>()
+    try start { result in
+        box.value = result
+        done.signal()
+    }
+    done.wait()
+    return box.value ?? .failure(.unavailable("no result"))
+}
+
+/// A fresh directory under the system's temporary directory.
+func temporaryDirectory() -> String {
+    var template = Array((NSTemporaryDirectory() + "/foldtable-store-XXXXXX").utf8CString)
+    return template.withUnsafeMutableBufferPointer { buffer in
+        guard let base = buffer.baseAddress, let made = mkdtemp(base) else { return NSTemporaryDirectory() + "/foldtable-store-\(UUID())" }
+        return String(cString: made)
+    }
+}
+
+func removeDirectory(_ path: String) {
+    try? FileManager.default.removeItem(atPath: path)
+}
+
+/// A table that changes, producing the events a session would log: new sections, and toggles
+/// asked by title with change ids (so stored entries carry a request that differs from the event).
+struct Script {
+    var table = Table()
+    private var counter = 0
+
+    mutating func events(_ count: Int, ids: Bool = true) throws -> [LoggedEvent] {
+        var events: [LoggedEvent] = []
+        for _ in 0..<count {
+            counter += 1
+            let change: Change =
+                table.sections.isEmpty || counter % 3 == 0
+                ? .addSection(NewSection(title: "S\(counter)")) : .toggle(section: .title(table.sections[0].title))
+            let id = ids ? "c\(counter)" : nil
+            let outcome = try table.apply(change, by: Author(client: "c1", name: "ana"), changeId: id)
+            events.append(LoggedEvent(event: outcome.event, request: ids ? change : nil))
+        }
+        return events
+    }
+}
+
+/// Counts commits and, when asked, turns them into rollbacks, through SQLite's commit hook.
+/// Globals because a C hook cannot capture; the suite is serialized.
+let commitCount = Atomic<Int>(0)
+let failCommits = Atomic<Bool>(false)
+
+extension SQLiteStore {
+    /// Installs the commit hook on the writer's connection.
+    func installCommitHook() {
+        runOnWriter { tables in
+            sqlite3_commit_hook(
+                tables.database.rawHandle,
+                { _ in
+                    commitCount.add(1, ordering: .relaxed)
+                    return failCommits.load(ordering: .relaxed) ? 1 : 0
+                }, nil)
+        }
+        flush()
+    }
+
+    /// Holds the writer thread until the returned semaphore is signalled, so that everything
+    /// asked meanwhile lands in one batch.
+    func holdWriter() -> DispatchSemaphore {
+        let release = DispatchSemaphore(value: 0)
+        runOnWriter { _ in release.wait() }
+        return release
+    }
+}
+
+func openStore(_ directory: String, keepEvents: Int = 300, service: ServiceQueue) throws(StoreError) -> SQLiteStore {
+    try SQLiteStore(directory: directory, keepEvents: keepEvents, limits: TableLimits(), post: service.post)
+}

@@ -1,0 +1,439 @@
+import CSQLite
+import Dispatch
+import FoldtableCore
+import FoldtableServer
+import Foundation
+import Testing
+
+@testable import FoldtableStore
+
+/// Serialized: the fault tests share the commit hook's globals and the process's file-size limit.
+@Suite(.serialized)
+struct SQLiteStoreTests {
+    let service = ServiceQueue()
+
+    @Test func appendsAreReadBackInOrderAfterReopen() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        var script = Script()
+        var all: [LoggedEvent] = []
+        do {
+            let store = try openStore(directory, service: service)
+            try wait { store.create(StoredSession(name: "plan", epoch: "0000beef", checkpoint: script.table), completion: $0) }.get()
+            for count in [1, 4, 2] {
+                let events = try script.events(count, ids: count != 4)
+                all += events
+                #expect(try wait { store.append(session: "plan", events: events, completion: $0) }.get() == events[events.count - 1].event.seq)
+            }
+            store.close()
+        }
+        let store = try openStore(directory, service: service)
+        #expect(try store.sessionNames() == ["plan"])
+        let loaded = try #require(try wait { store.load("plan", completion: $0) }.get())
+        #expect(loaded.epoch == "0000beef")
+        #expect(loaded.checkpoint.seq == 0)
+        #expect(loaded.events == all)
+        #expect(try wait { store.read(session: "plan", after: 3, completion: $0) }.get() == Array(all[3...]))
+        #expect(try wait { store.read(session: "plan", after: 7, completion: $0) }.get() == [])
+        #expect(try wait { store.load("other", completion: $0) }.get() == nil)
+    }
+
+    @Test func refusesADatabaseFromANewerSchema() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        try openStore(directory, service: service).close()
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        try raw.exec("PRAGMA user_version = 3")
+        raw.close()
+        #expect(throws: StoreError.unavailable("the database \(directory)/foldtable.db is from a newer foldtabled (schema 3, this build knows 1)")) {
+            try openStore(directory, service: service)
+        }
+    }
+
+    @Test func appendNotFollowingTheLogIsAConflict() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        var script = Script()
+        _ = try wait { store.create(StoredSession(name: "a", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        _ = try wait { store.create(StoredSession(name: "b", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        let events = try script.events(4)
+
+        // A gap, a session that is not stored, events that are not consecutive: each a conflict,
+        // none of them failing the good append of "b" committed in the same batch.
+        let release = store.holdWriter()
+        let gap = Box<Result<UInt64, StoreError>>()
+        let missing = Box<Result<UInt64, StoreError>>()
+        let jumbled = Box<Result<UInt64, StoreError>>()
+        let good = Box<Result<UInt64, StoreError>>()
+        store.append(session: "a", events: [events[1]]) { gap.value = $0 }
+        store.append(session: "nobody", events: [events[0]]) { missing.value = $0 }
+        store.append(session: "a", events: [events[0], events[2]]) { jumbled.value = $0 }
+        store.append(session: "b", events: Array(events[0...1])) { good.value = $0 }
+        release.signal()
+        store.flush()
+        service.drain()
+        for box in [gap, missing, jumbled] {
+            guard case .failure(.conflict) = box.value else {
+                Issue.record("expected a conflict, got \(String(describing: box.value))")
+                continue
+            }
+        }
+        #expect(try good.value?.get() == 2)
+        #expect(try wait { store.load("a", completion: $0) }.get()?.events == [])
+        #expect(try wait { store.load("b", completion: $0) }.get()?.events == Array(events[0...1]))
+        // The log goes on where it is.
+        #expect(try wait { store.append(session: "a", events: [events[0]], completion: $0) }.get() == 1)
+    }
+
+    @Test func failedCommitFailsEveryAppendOfItsBatchAndTheStoreRecovers() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        store.installCommitHook()
+        var scripts = [Script(), Script(), Script()]
+        for index in scripts.indices {
+            _ = try wait { store.create(StoredSession(name: "s\(index)", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        }
+        let batches = try scripts.indices.map { try scripts[$0].events(3) }
+
+        failCommits.store(true, ordering: .relaxed)
+        defer { failCommits.store(false, ordering: .relaxed) }
+        let release = store.holdWriter()
+        let results = batches.indices.map { _ in Box<Result<UInt64, StoreError>>() }
+        for index in batches.indices {
+            store.append(session: "s\(index)", events: batches[index]) { results[index].value = $0 }
+        }
+        release.signal()
+        store.flush()
+        service.drain()
+        for result in results {
+            guard case .failure(.unavailable) = result.value else {
+                Issue.record("expected unavailable, got \(String(describing: result.value))")
+                continue
+            }
+        }
+        #expect(try wait { store.load("s0", completion: $0) }.get()?.events == [])
+
+        // The condition clears: the same appends go through, as if the failed batch never was.
+        failCommits.store(false, ordering: .relaxed)
+        for index in batches.indices {
+            #expect(try wait { store.append(session: "s\(index)", events: batches[index], completion: $0) }.get() == 3)
+        }
+        #expect(try wait { store.load("s2", completion: $0) }.get()?.events == batches[2])
+    }
+
+    @Test func checkpointPrunesEventsBeyondTheResumeWindow() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, keepEvents: 5, service: service)
+        var script = Script()
+        _ = try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: script.table), completion: $0) }.get()
+        let first = try script.events(15)
+        let checkpoint = script.table
+        let rest = try script.events(5)
+        _ = try wait { store.append(session: "s", events: first + rest, completion: $0) }.get()
+        _ = try wait { store.append(session: "s", events: try script.events(5), completion: $0) }.get()
+
+        try wait { store.saveCheckpoint("s", table: checkpoint, completion: $0) }.get()
+        let loaded = try #require(try wait { store.load("s", completion: $0) }.get())
+        #expect(loaded.checkpoint.seq == 15)
+        #expect(loaded.events.map(\.event.seq) == Array(11...25))
+        #expect(try wait { store.read(session: "s", after: 9, completion: $0) }.get() == nil)
+        #expect(try wait { store.read(session: "s", after: 10, completion: $0) }.get()?.map(\.event.seq) == Array(11...25))
+        #expect(try wait { store.read(session: "s", after: 25, completion: $0) }.get() == [])
+        #expect(try wait { store.read(session: "s", after: 26, completion: $0) }.get() == nil)
+
+        // A checkpoint past the log, or older than the stored one, is refused.
+        var ahead = script
+        _ = try ahead.events(1)
+        let beyond = wait { store.saveCheckpoint("s", table: ahead.table, completion: $0) }
+        #expect(beyond.isConflict)
+        var older = Script()
+        _ = try older.events(3)
+        #expect(wait { store.saveCheckpoint("s", table: older.table, completion: $0) }.isConflict)
+        #expect(wait { store.saveCheckpoint("nobody", table: older.table, completion: $0) }.isConflict)
+    }
+
+    @Test func restoredBackupGetsNewEpochs() throws {
+        let directory = temporaryDirectory()
+        let restored = temporaryDirectory()
+        defer {
+            removeDirectory(directory)
+            removeDirectory(restored)
+        }
+        let store = try openStore(directory, service: service)
+        var script = Script()
+        _ = try wait { store.create(StoredSession(name: "a", epoch: "aaaaaaaa", checkpoint: script.table), completion: $0) }.get()
+        _ = try wait { store.create(StoredSession(name: "b", epoch: "bbbbbbbb", checkpoint: Table()), completion: $0) }.get()
+        let events = try script.events(6)
+        _ = try wait { store.append(session: "a", events: events, completion: $0) }.get()
+
+        let copy = restored + "/foldtable.db"
+        try store.backup(to: copy)
+        #expect(throws: StoreError.self) { try store.backup(to: copy) }
+        // The copy is one file, readable without its source's WAL.
+        #expect(!FileManager.default.fileExists(atPath: copy + "-wal"))
+
+        let reopened = try openStore(restored, service: service)
+        let a = try #require(try wait { reopened.load("a", completion: $0) }.get())
+        let b = try #require(try wait { reopened.load("b", completion: $0) }.get())
+        #expect(a.events == events)
+        for (session, old) in [(a, "aaaaaaaa"), (b, "bbbbbbbb")] {
+            #expect(session.epoch != old)
+            #expect(session.epoch.count == 8 && session.epoch.allSatisfy(\.isHexDigit))
+        }
+        reopened.close()
+        // Once: opening the restored database again keeps the new epochs.
+        let again = try openStore(restored, service: service)
+        #expect(try wait { again.load("a", completion: $0) }.get()?.epoch == a.epoch)
+        // The original is untouched.
+        #expect(try wait { store.load("a", completion: $0) }.get()?.epoch == "aaaaaaaa")
+    }
+
+    @Test func unwritableDirectoryFailsAtOpenNamingIt() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+
+        let file = directory + "/plain-file"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        #expect(throws: StoreError.unavailable("the data directory \(file) is not a directory")) {
+            try openStore(file, service: service)
+        }
+
+        let deep = directory + "/missing/data"
+        #expect(throws: StoreError.unavailable("cannot create the data directory \(deep): it does not exist, nor does its parent")) {
+            try openStore(deep, service: service)
+        }
+
+        // Only the last component missing: made, like mkdir.
+        let fresh = directory + "/data/"
+        try openStore(fresh, service: service).close()
+        #expect(FileManager.default.fileExists(atPath: directory + "/data/foldtable.db"))
+
+        // Root writes through permission bits, so as root use a directory the kernel refuses.
+        let locked: String
+        if geteuid() == 0 {
+            locked = "/proc/self"
+        } else {
+            locked = directory + "/locked"
+            mkdir(locked, 0o555)
+        }
+        do {
+            _ = try openStore(locked, service: service)
+            Issue.record("opened a store in \(locked)")
+        } catch {
+            #expect(error.description.contains(locked))
+            #expect(!error.description.contains("\n"))
+        }
+    }
+
+    @Test func lockedDatabaseGivesUnavailableNotACrash() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        var script = Script()
+        _ = try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        let events = try script.events(2)
+
+        let other = try SQLiteDatabase(path: directory + "/foldtable.db")
+        try other.exec("BEGIN EXCLUSIVE")
+        let refused = wait { store.append(session: "s", events: events, completion: $0) }
+        guard case .failure(.unavailable(let why)) = refused else {
+            Issue.record("expected unavailable, got \(refused)")
+            return
+        }
+        #expect(why.contains("locked") || why.contains("busy"))
+        // Under WAL, reads go on while another connection writes.
+        #expect(try wait { store.load("s", completion: $0) }.get()?.events == [])
+
+        try other.exec("COMMIT")
+        other.close()
+        #expect(try wait { store.append(session: "s", events: events, completion: $0) }.get() == 2)
+    }
+
+    @Test func changeIdWindowSurvivesReopen() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        var script = Script()
+        do {
+            let store = try openStore(directory, service: service)
+            _ = try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: script.table), completion: $0) }.get()
+            _ = try wait { store.append(session: "s", events: try script.events(10), completion: $0) }.get()
+            _ = try wait { store.saveCheckpoint("s", table: script.table, completion: $0) }.get()
+            _ = try wait { store.append(session: "s", events: try script.events(7), completion: $0) }.get()
+            _ = try wait { store.append(session: "s", events: try script.events(3, ids: false), completion: $0) }.get()
+            store.close()
+        }
+        let store = try openStore(directory, service: service)
+        let loaded = try #require(try wait { store.load("s", completion: $0) }.get())
+        var table = loaded.checkpoint
+        #expect(table.seq == 10)
+        for logged in loaded.events where logged.event.seq > table.seq {
+            try table.applyCommitted(logged.event, request: logged.request)
+        }
+        #expect(table.seq == script.table.seq)
+        #expect(table.rememberedChanges == script.table.rememberedChanges)
+        #expect(table.rememberedChanges.count == 17)
+        #expect(TableCheckpoint.encode(table) == TableCheckpoint.encode(script.table))
+        // A retry of a remembered id is acknowledged with its original event, not applied again.
+        let retry = try table.apply(.toggle(section: .title(script.table.sections[0].title)), by: Author(client: "c1", name: "ana"), changeId: "c2")
+        #expect(retry == .duplicate(try #require(script.table.rememberedChanges.first { $0.id == "c2" }).event))
+    }
+
+    @Test func groupCommitPutsManyAppendsInOneTransaction() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        let sessions = 20
+        var scripts = Array(repeating: Script(), count: sessions)
+        for index in 0..<sessions {
+            _ = try wait { store.create(StoredSession(name: "s\(index)", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        }
+        var planned: [(session: Int, events: [LoggedEvent])] = []
+        for round in 0..<50 {
+            for index in 0..<sessions {
+                planned.append((index, try scripts[index].events(1, ids: round % 2 == 0)))
+            }
+        }
+        store.installCommitHook()
+        let commitsBefore = commitCount.load(ordering: .relaxed)
+        let release = store.holdWriter()
+        let order = Box<[UInt64]>()
+        order.value = []
+        for (session, events) in planned {
+            store.append(session: "s\(session)", events: events) { result in
+                order.value?.append((try? result.get()) ?? 0)
+            }
+        }
+        release.signal()
+        store.flush()
+        service.drain()
+        #expect(commitCount.load(ordering: .relaxed) - commitsBefore == 1)
+        // Completions came back in call order, each with its seq.
+        #expect(order.value == planned.map { $0.events[0].event.seq })
+        for index in 0..<sessions {
+            #expect(try wait { store.load("s\(index)", completion: $0) }.get()?.events.count == 50)
+        }
+    }
+
+    @Test func readsSeeEarlierWritesOfTheSameBatch() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        var script = Script()
+        let events = try script.events(3)
+        let release = store.holdWriter()
+        let log = Box<[String]>()
+        log.value = []
+        store.create(StoredSession(name: "s", epoch: "e", checkpoint: Table())) { _ in log.value?.append("create") }
+        store.append(session: "s", events: events) { _ in log.value?.append("append") }
+        store.load("s") { result in log.value?.append("load \((try? result.get())?.events.count ?? -1)") }
+        store.delete("s") { _ in log.value?.append("delete") }
+        store.read(session: "s", after: 0) { result in log.value?.append("read \(result.isConflict)") }
+        release.signal()
+        store.flush()
+        service.drain()
+        #expect(log.value == ["create", "append", "load 3", "delete", "read true"])
+        #expect(try store.sessionNames() == [])
+    }
+
+    @Test func damagedDataIsReportedCorruptNotACrash() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        var script = Script()
+        try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        try wait { store.create(StoredSession(name: "t", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        _ = try wait { store.append(session: "s", events: try script.events(3), completion: $0) }.get()
+        store.flush()
+
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        try raw.exec("UPDATE events SET entry = x'7b226576656e74223a' WHERE session = 's' AND seq = 2")
+        try raw.exec("UPDATE sessions SET checkpoint = x'00ff' WHERE name = 't'")
+        raw.close()
+        for result in [wait { store.load("s", completion: $0) }, wait { store.load("t", completion: $0) }] {
+            guard case .failure(.corrupt) = result else {
+                Issue.record("expected corrupt, got \(result)")
+                continue
+            }
+        }
+        guard case .failure(.corrupt) = wait({ store.read(session: "s", after: 1, completion: $0) }) else {
+            Issue.record("a damaged entry was read back")
+            return
+        }
+        // Events before the damage still read.
+        #expect(try wait { store.read(session: "s", after: 2, completion: $0) }.get()?.count == 1)
+    }
+
+    @Test func fileThatIsNotADatabaseFailsAtOpenNamingIt() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        #expect(FileManager.default.createFile(atPath: directory + "/foldtable.db", contents: Data(repeating: 0x41, count: 4_096)))
+        do {
+            _ = try openStore(directory, service: service)
+            Issue.record("opened a file that is not a database")
+        } catch {
+            #expect(error.description.contains(directory + "/foldtable.db"))
+        }
+    }
+
+    @Test func closedStoreFailsOperationsInsteadOfHanging() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        store.close()
+        guard case .failure(.unavailable) = wait({ store.load("s", completion: $0) }) else {
+            Issue.record("a closed store answered a load")
+            return
+        }
+        #expect(throws: StoreError.self) { try store.sessionNames() }
+        store.flush()
+    }
+
+    @Test func fullDiskFailsTheBatchAndTheStoreRecovers() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        _ = try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        var script = Script()
+
+        // A file-size limit makes writes past it fail with EFBIG, which SQLite reports as a full
+        // disk or an I/O error. Without ignoring SIGXFSZ the kernel would kill the test process.
+        let previousHandler = signal(SIGXFSZ, SIG_IGN)
+        var saved = rlimit()
+        getrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved)
+        var small = saved
+        small.rlim_cur = 256 * 1_024
+        setrlimit(Int32(RLIMIT_FSIZE.rawValue), &small)
+        var failure: StoreError?
+        for _ in 0..<2_000 {
+            let events = try script.events(20)
+            let result = wait { store.append(session: "s", events: events, completion: $0) }
+            if case .failure(let error) = result {
+                failure = error
+                break
+            }
+        }
+        setrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved)
+        signal(SIGXFSZ, previousHandler)
+
+        guard case .unavailable = try #require(failure) else {
+            Issue.record("expected unavailable, got \(String(describing: failure))")
+            return
+        }
+        // The failed events were not stored; the log goes on from what was committed.
+        let loaded = try #require(try wait { store.load("s", completion: $0) }.get())
+        let last = loaded.events.last?.event.seq ?? 0
+        var resumed = Script()
+        let replayed = try resumed.events(Int(last) + 20)
+        #expect(try wait { store.append(session: "s", events: Array(replayed[Int(last)...]), completion: $0) }.get() == last + 20)
+    }
+}
+
+extension Result {
+    var isConflict: Bool {
+        if case .failure(let error as StoreError) = self, case .conflict = error { return true }
+        return false
+    }
+}
