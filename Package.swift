@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "FoldtableStore", dependencies: ["CSQLite", "FoldtableCore", "FoldtableServer"]),
         .executableTarget(
             name: "foldtabled",
-            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport"]
+            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore"]
         ),
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
         .target(name: "FoldtableClient", dependencies: ["CFoldtableWS", "FoldtableCore"]),

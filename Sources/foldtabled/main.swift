@@ -38,7 +38,12 @@ do {
 } catch {
     fail(error.description)
 }
-let storage = StorageSetup.open(config, queue: transport.serviceQueue)
+let storage: StorageSetup.Opened
+do {
+    storage = try StorageSetup.open(config, queue: transport.serviceQueue)
+} catch {
+    fail(error.description)
+}
 let hub = Hub(
     config: config, transport: transport, store: storage.store, eventLog: storage.log, storedNames: storage.names,
     log: Log(level: config.logLevel))
@@ -72,5 +77,6 @@ Log(level: config.logLevel)(
 let status = transport.run()
 // Everything acknowledged is committed already; this waits for checkpoints still being written.
 storage.store.flush()
+storage.close()
 Log(level: config.logLevel)(.info, "stop", ["status": String(status)])
 exit(status == 0 ? 0 : 1)

@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 from websockets.asyncio.client import connect
@@ -19,6 +20,10 @@ class Server:
 
     def __init__(self, *args, web_root=None):
         web_root = web_root or os.path.join(REPO, "web")
+        if "--memory" not in args and not any(str(a).startswith("--data-dir") for a in args):
+            # The store is the default: every server gets a fresh data directory of its own.
+            self.data_dir = tempfile.mkdtemp(prefix="foldtable-e2e-")
+            args = (*args, "--data-dir", self.data_dir)
         self.proc = subprocess.Popen(
             [BIN, "--port", "0", "--web-root", web_root, *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

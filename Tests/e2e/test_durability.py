@@ -1,0 +1,501 @@
+"""End-to-end tests of foldtabled's storage: SQLite under --data-dir (restarts, resume, epochs,
+eviction, deletion) and its faults (read-only or missing dir, full disk, locked database).
+
+The crash loop (kill -9 at random moments) is in test_crash.py.
+"""
+import asyncio
+import json
+import os
+import resource
+import shutil
+import sqlite3
+import tempfile
+import time
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from foldtabled import Client, LoggedServer, StartFailed, integrity_check, read_welcome_table
+
+SMALL_DEMO = ("--demo-large-rows", "100")
+
+
+def run(coro, timeout=60):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+@pytest.fixture
+def launch(tmp_path):
+    """Starts foldtabled (stderr in a file under tmp_path); every server is stopped afterwards."""
+    servers = []
+
+    def launch(*args, **extra):
+        server = LoggedServer(*SMALL_DEMO, *args, stderr_path=tmp_path / f"server-{len(servers)}.stderr", **extra)
+        servers.append(server)
+        return server
+
+    yield launch
+    for server in servers:
+        server.stop()
+
+
+def failed_start(tmp_path, *args, **extra):
+    """Starts foldtabled with flags that must stop it: (exit code, stderr)."""
+    try:
+        server = LoggedServer(*SMALL_DEMO, *args, stderr_path=tmp_path / "failed.stderr", **extra)
+    except StartFailed as failed:
+        return failed.returncode, failed.stderr
+    server.stop()
+    pytest.fail(f"foldtabled started with {args}")
+
+
+async def change(client, message, timeout=10):
+    """Sends a change and returns its reply (ack or error with its id)."""
+    await client.send(message)
+    return await client.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == message["id"], timeout=timeout)
+
+
+async def acked(client, message, timeout=10):
+    reply = await change(client, message, timeout)
+    assert reply["type"] == "ack", f"{message} was not acknowledged: {reply}"
+    return reply["seq"]
+
+
+async def snapshot(ws, session, **extra):
+    """A fresh join's view: (welcome, {key: section with rows}); the client leaves again."""
+    client = await Client.join(ws, session=session, name="reader", **extra)
+    sections = await read_welcome_table(client) if client.welcome["type"] == "welcome" else None
+    await client.close()
+    return client.welcome, sections
+
+
+def row_keys(sections):
+    return [row["key"] for section in sections.values() for row in section.get("rows", [])]
+
+
+async def drain(client, seconds):
+    """Reads whatever arrives for `seconds` (into client.inbox / client.all)."""
+    try:
+        await client.next(lambda m: False, timeout=seconds)
+    except TimeoutError:
+        pass
+
+
+async def close_code(client, timeout=5):
+    """Reads until the server closes the connection; returns the close code it sent."""
+    try:
+        while True:
+            await asyncio.wait_for(client.ws.recv(), timeout)
+    except ConnectionClosed as closed:
+        return closed.rcvd.code if closed.rcvd else None
+
+
+async def list_sessions(ws):
+    async with connect(ws, open_timeout=5) as conn:
+        await conn.send(json.dumps({"type": "list"}))
+        while True:
+            for line in (await asyncio.wait_for(conn.recv(), 5)).split("\n"):
+                message = json.loads(line)
+                if message["type"] == "sessions":
+                    return {s["name"] for s in message["sessions"]}
+
+
+def add_row(section, key, change_id, label=None, value="1"):
+    return {"type": "addRow", "section": section, "key": key, "label": label or f"label {key}", "value": value, "id": change_id}
+
+
+# --- Restarts ---------------------------------------------------------------------------------
+
+
+def test_an_acknowledged_change_survives_a_sigterm_restart_and_a_kill_9_restart(launch, tmp_path):
+    data = tmp_path / "data"
+    args = ("--data-dir", str(data))
+
+    async def scenario():
+        server = launch(*args)
+        a = await Client.join(server.ws, session="keep", name="ana")
+        epoch = a.welcome["epoch"]
+        assert await acked(a, {"type": "addSection", "title": "Kept", "key": "k", "id": "keep-1"}) == 1
+        assert await acked(a, add_row("k", "r1", "keep-2", value="before sigterm")) == 2
+        await a.close()
+        assert server.stop() == 0
+
+        server = launch(*args)
+        welcome, sections = await snapshot(server.ws, "keep")
+        assert (welcome["seq"], welcome["epoch"]) == (2, epoch)
+        assert sections["k"]["rows"] == [{"key": "r1", "label": "label r1", "value": "before sigterm"}]
+        b = await Client.join(server.ws, session="keep", name="bo")
+        assert await acked(b, add_row("k", "r2", "keep-3", value="before kill -9")) == 3
+        server.kill9()
+
+        server = launch(*args)
+        welcome, sections = await snapshot(server.ws, "keep")
+        assert (welcome["seq"], welcome["epoch"]) == (3, epoch)
+        assert [(r["key"], r["value"]) for r in sections["k"]["rows"]] == [("r1", "before sigterm"), ("r2", "before kill -9")]
+        # A retry of an acknowledged change after the restarts: its original seq, applied once.
+        c = await Client.join(server.ws, session="keep", name="cy")
+        assert await change(c, add_row("k", "r2", "keep-3", value="before kill -9")) == {"type": "ack", "id": "keep-3", "seq": 3}
+        assert await change(c, add_row("k", "r1", "keep-2", value="before sigterm")) == {"type": "ack", "id": "keep-2", "seq": 2}
+        await drain(c, 0.2)
+        assert not [m for m in c.all if m["type"] == "event"], "a retry was applied again"
+        welcome, sections = await snapshot(server.ws, "keep")
+        assert welcome["seq"] == 3 and row_keys(sections) == ["r1", "r2"]
+        await c.close()
+        assert server.stop() == 0
+        assert integrity_check(data / "foldtable.db") == "ok"
+    run(scenario())
+
+
+def test_the_database_is_foldtable_db_in_wal_mode_and_data_is_the_default_dir(launch, tmp_path):
+    async def scenario():
+        server = launch(cwd=str(tmp_path))
+        a = await Client.join(server.ws, session="where", name="ana")
+        await acked(a, {"type": "addSection", "title": "Here", "key": "h", "id": "w1"})
+        await a.close()
+        assert server.stop() == 0
+    run(scenario())
+    db = tmp_path / "data" / "foldtable.db"
+    assert db.is_file(), f"no data/foldtable.db in the working directory: {sorted(os.listdir(tmp_path))}"
+    conn = sqlite3.connect(str(db))
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+    assert integrity_check(db) == "ok"
+
+
+def test_memory_mode_keeps_nothing_across_a_restart_and_writes_no_files(launch, tmp_path):
+    async def scenario():
+        server = launch("--memory", cwd=str(tmp_path))
+        a = await Client.join(server.ws, session="fleeting", name="ana")
+        epoch = a.welcome["epoch"]
+        await acked(a, {"type": "addSection", "title": "Gone", "key": "g", "id": "m1"})
+        await a.close()
+        assert server.stop() == 0
+        server = launch("--memory", cwd=str(tmp_path))
+        assert "fleeting" not in await list_sessions(server.ws)
+        welcome, sections = await snapshot(server.ws, "fleeting")
+        assert welcome["seq"] == 0 and sections == {} and welcome["epoch"] != epoch
+    run(scenario())
+    assert [p for p in os.listdir(tmp_path) if not p.endswith(".stderr")] == []
+
+
+def test_a_client_resumes_within_history_across_a_sigterm_restart(launch, tmp_path):
+    args = ("--data-dir", str(tmp_path / "data"))
+
+    async def scenario():
+        server = launch(*args)
+        a = await Client.join(server.ws, session="resumer", name="ana")
+        epoch = a.welcome["epoch"]
+        since = await acked(a, {"type": "addSection", "title": "R", "key": "r", "id": "res-0"})
+        await a.close()
+        b = await Client.join(server.ws, session="resumer", name="bo")
+        for i in range(1, 5):
+            await acked(b, add_row("r", f"r{i}", f"res-{i}"))
+        missed = [await b.next(lambda m: m["type"] == "event" and m["seq"] == seq) for seq in range(since + 1, since + 5)]
+        await b.close()
+        assert server.stop() == 0
+
+        server = launch(*args)
+        a = await Client.join(server.ws, session="resumer", name="ana", since=since, epoch=epoch)
+        assert a.welcome["type"] == "resume", a.welcome
+        assert (a.welcome["seq"], a.welcome["epoch"]) == (since + 4, epoch)
+        replayed = [await a.next(lambda m: m["type"] == "event") for _ in range(4)]
+        assert replayed == missed
+        await drain(a, 0.3)
+        assert [m for m in a.inbox if m["type"] == "event"] == [], "events beyond the missed ones were replayed"
+        await a.close()
+    run(scenario())
+
+
+def test_a_resume_beyond_history_after_a_restart_gets_a_welcome_with_recovered_false(launch, tmp_path):
+    args = ("--data-dir", str(tmp_path / "data"), "--history-events", "5", "--checkpoint-events", "3")
+
+    async def scenario():
+        server = launch(*args)
+        a = await Client.join(server.ws, session="faraway", name="ana")
+        epoch = a.welcome["epoch"]
+        since = await acked(a, {"type": "addSection", "title": "F", "key": "f", "id": "far-0"})
+        for i in range(1, 11):
+            await acked(a, add_row("f", f"r{i}", f"far-{i}"))
+        await a.close()
+        assert server.stop() == 0
+
+        server = launch(*args)
+        welcome, sections = await snapshot(server.ws, "faraway", since=since, epoch=epoch)
+        assert welcome["type"] == "welcome" and welcome["recovered"] is False, welcome
+        assert welcome["seq"] == 11 and welcome["epoch"] == epoch
+        assert row_keys(sections) == [f"r{i}" for i in range(1, 11)]
+        # Within the window the same restart still resumes.
+        close = await Client.join(server.ws, session="faraway", name="bo", since=8, epoch=epoch)
+        assert close.welcome["type"] == "resume"
+        assert [(await close.next(lambda m: m["type"] == "event"))["seq"] for _ in range(3)] == [9, 10, 11]
+        await close.close()
+    run(scenario())
+
+
+def test_a_deleted_and_recreated_session_has_a_new_epoch_and_a_resume_with_the_old_one_gets_a_welcome(launch, tmp_path):
+    async def scenario():
+        server = launch("--data-dir", str(tmp_path / "data"))
+        a = await Client.join(server.ws, session="phoenix", name="ana")
+        old_epoch = a.welcome["epoch"]
+        await acked(a, {"type": "addSection", "title": "Old", "key": "old", "id": "p1"})
+        await acked(a, add_row("old", "o1", "p2"))
+        await a.send({"type": "deleteSession"})
+        assert await close_code(a) == 4501
+        b = await Client.join(server.ws, session="phoenix", name="bo")
+        new_epoch = b.welcome["epoch"]
+        assert new_epoch != old_epoch and b.welcome["seq"] == 0
+        for i in range(3):
+            await acked(b, {"type": "addSection", "title": f"New {i}", "key": f"n{i}", "id": f"q{i}"})
+        # since=1 exists in the new incarnation too: only the epoch tells the histories apart.
+        welcome, sections = await snapshot(server.ws, "phoenix", since=1, epoch=old_epoch)
+        assert welcome["type"] == "welcome" and welcome["recovered"] is False, welcome
+        assert welcome["epoch"] == new_epoch and welcome["seq"] == 3 and list(sections) == ["n0", "n1", "n2"]
+        # The old change ids are gone with the old session: p1 is a new change now.
+        assert await acked(b, {"type": "addSection", "title": "Old", "key": "old", "id": "p1"}) == 4
+        await b.close()
+    run(scenario())
+
+
+# --- Eviction and deletion --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("storage", ["sqlite", "memory"])
+def test_an_idle_session_is_evicted_and_the_next_join_loads_the_same_table_seq_and_epoch(launch, tmp_path, storage):
+    store = ("--data-dir", str(tmp_path / "data")) if storage == "sqlite" else ("--memory",)
+
+    async def scenario():
+        server = launch(*store, "--idle-evict-secs", "1", "--log-level", "info")
+        a = await Client.join(server.ws, session="sleepy", name="ana")
+        await acked(a, {"type": "addSection", "title": "Open", "key": "open", "id": "e1"})
+        await acked(a, {"type": "addSection", "title": "Shut", "key": "shut", "id": "e2"})
+        await acked(a, add_row("open", "o1", "e3", value="one"))
+        await acked(a, add_row("shut", "s1", "e4", value="two"))
+        await acked(a, {"type": "toggle", "section": "shut", "id": "e5"})
+        before, before_sections = await snapshot(server.ws, "sleepy")
+        await a.close()
+        left = time.monotonic()
+        log = await server.wait_for_log("event=session_evicted session=sleepy", timeout=6)
+        assert time.monotonic() - left > 0.8, "evicted before it was idle for --idle-evict-secs"
+        assert "event=session_loaded session=sleepy" not in log
+
+        after, after_sections = await snapshot(server.ws, "sleepy")
+        assert (after["seq"], after["epoch"]) == (before["seq"], before["epoch"]) == (5, before["epoch"])
+        assert after["table"] == before["table"] and after_sections == before_sections
+        assert f"event=session_loaded session=sleepy seq=5" in server.stderr()
+        # The history and the change-id window came back too.
+        b = await Client.join(server.ws, session="sleepy", name="bo", since=3, epoch=before["epoch"])
+        assert b.welcome["type"] == "resume", b.welcome
+        assert [(await b.next(lambda m: m["type"] == "event"))["id"] for _ in range(2)] == ["e4", "e5"]
+        assert await change(b, add_row("open", "o1", "e3", value="one")) == {"type": "ack", "id": "e3", "seq": 3}
+        await b.close()
+    run(scenario())
+
+
+def test_delete_session_closes_every_member_with_4501_and_the_session_stays_deleted_after_a_restart(launch, tmp_path):
+    args = ("--data-dir", str(tmp_path / "data"))
+
+    async def scenario():
+        server = launch(*args)
+        a = await Client.join(server.ws, session="doomed", name="ana")
+        b = await Client.join(server.ws, session="doomed", name="bo")
+        epoch = a.welcome["epoch"]
+        await acked(a, {"type": "addSection", "title": "Doomed", "key": "d", "id": "d1"})
+        await acked(a, add_row("d", "d-row", "d2"))
+        other = await Client.join(server.ws, session="bystander", name="cy")
+        await acked(other, {"type": "addSection", "title": "Safe", "key": "s", "id": "b1"})
+        assert {"doomed", "bystander"} <= await list_sessions(server.ws)
+
+        await b.send({"type": "deleteSession"})
+        assert await asyncio.gather(close_code(a), close_code(b)) == [4501, 4501]
+        assert "doomed" not in await list_sessions(server.ws)
+        await drain(other, 0.2)
+        assert other.ws.close_code is None, "a member of another session was closed"
+        await other.close()
+        assert server.stop() == 0
+
+        server = launch(*args)
+        names = await list_sessions(server.ws)
+        assert "doomed" not in names and "bystander" in names
+        welcome, sections = await snapshot(server.ws, "doomed")
+        assert welcome["seq"] == 0 and sections == {} and welcome["epoch"] != epoch
+        welcome, sections = await snapshot(server.ws, "bystander")
+        assert welcome["seq"] == 1 and list(sections) == ["s"]
+    run(scenario())
+
+
+# --- Faults -----------------------------------------------------------------------------------
+
+
+def test_a_read_only_data_dir_stops_the_server_at_start_with_one_line_naming_it(tmp_path):
+    # Root writes anywhere, so as root the server runs as nobody on a root-owned 0755 dir.
+    base = tempfile.mkdtemp(prefix="foldtable-ro-")
+    try:
+        os.chmod(base, 0o755)
+        data = os.path.join(base, "data")
+        os.mkdir(data, 0o755)
+        if os.geteuid() == 0:
+            def as_nobody():
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            code, stderr = failed_start(tmp_path, "--data-dir", data, preexec_fn=as_nobody)
+        else:
+            os.chmod(data, 0o555)
+            code, stderr = failed_start(tmp_path, "--data-dir", data)
+        lines = stderr.strip().splitlines()
+        assert code == 1
+        assert len(lines) == 1 and lines[0].startswith("foldtabled: ") and data in lines[0], stderr
+        assert os.listdir(data) == []
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_data_dir_whose_parent_is_missing_stops_the_server_at_start_naming_it(tmp_path):
+    data = str(tmp_path / "no-such-parent" / "data")
+    code, stderr = failed_start(tmp_path, "--data-dir", data)
+    lines = stderr.strip().splitlines()
+    assert code == 1
+    assert len(lines) == 1 and lines[0].startswith("foldtabled: ") and data in lines[0], stderr
+    assert not (tmp_path / "no-such-parent").exists()
+
+
+def test_a_missing_data_dir_whose_parent_exists_is_created(launch, tmp_path):
+    data = tmp_path / "fresh"
+    server = launch("--data-dir", str(data))
+    assert server.stop() == 0
+    assert (data / "foldtable.db").is_file()
+
+
+def _limit_file_size(limit):
+    def preexec():
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    return preexec
+
+
+def test_a_full_disk_refuses_changes_with_storage_unavailable_and_they_are_acknowledged_again_when_space_returns(launch, tmp_path):
+    # The disk "fills" at a file-size limit (RLIMIT_FSIZE): writes past it fail with EFBIG
+    # (the server ignores SIGXFSZ). Lowering one's own soft limit and raising it back up to the
+    # hard limit needs no privileges.
+    data = tmp_path / "data"
+    args = ("--data-dir", str(data))
+
+    async def scenario():
+        server = launch(*args)
+        a = await Client.join(server.ws, session="full", name="ana")
+        await acked(a, {"type": "addSection", "title": "Big", "key": "big", "id": "f0"})
+        await a.close()
+        assert server.stop() == 0
+        fresh = max(os.path.getsize(data / name) for name in os.listdir(data))
+        limit = fresh + 300 * 1024
+
+        server = launch(*args, preexec_fn=_limit_file_size(limit))
+        writer = await Client.join(server.ws, session="full", name="writer")
+        watcher = await Client.join(server.ws, session="full", name="watcher")
+        acks, refused = {}, None
+        sent = {}
+        for n in range(1, 3000):
+            message = add_row("big", f"b{n}", f"f{n}", label=f"{n}:" + "L" * 1000, value="V" * 1024)
+            sent[message["id"]] = message
+            reply = await change(writer, message)
+            if reply["type"] == "ack":
+                acks[reply["id"]] = reply["seq"]
+                continue
+            assert reply["code"] == "storage_unavailable", reply
+            refused = message
+            break
+        assert refused, f"no storage_unavailable after {len(acks)} changes of 2 KiB with files limited to {limit} bytes"
+        assert len(acks) >= 1, "the first change after the start was already refused: the limit left no room"
+        await drain(writer, 0.5)
+        await drain(watcher, 0.5)
+        assert not [m for m in writer.all if m["type"] == "ack" and m["id"] == refused["id"]], "the refused change was also acknowledged"
+        assert not [m for m in watcher.all if m["type"] == "event" and m.get("id") == refused["id"]], "the refused change was broadcast"
+        assert server.alive()
+
+        # Joins and reads still work, and show every acknowledged row and not the refused one.
+        welcome, sections = await snapshot(server.ws, "full")
+        keys = row_keys(sections)
+        assert refused["key"] not in keys
+        assert keys == [sent[i]["key"] for i in acks], "acknowledged rows are missing or doubled"
+        assert welcome["seq"] == 1 + len(acks)
+
+        # Space returns: the soft limit goes back up to the hard one (`prlimit --fsize`).
+        hard = resource.prlimit(server.pid, resource.RLIMIT_FSIZE)[1]
+        resource.prlimit(server.pid, resource.RLIMIT_FSIZE, (hard, hard))
+        deadline = time.monotonic() + 5
+        while True:
+            reply = await change(writer, refused)
+            if reply["type"] == "ack" or time.monotonic() > deadline:
+                break
+            assert reply["code"] == "storage_unavailable", reply
+            await asyncio.sleep(0.2)
+        assert reply["type"] == "ack", f"still refused 5 s after the limit was lifted: {reply}"
+        assert reply["seq"] == 2 + len(acks)
+        event = await watcher.next(lambda m: m["type"] == "event" and m.get("id") == refused["id"])
+        assert event["seq"] == reply["seq"]
+        assert await acked(writer, add_row("big", "after", "f-after")) == reply["seq"] + 1
+        await writer.close()
+        await watcher.close()
+        assert server.stop() == 0
+
+        server = launch(*args)
+        welcome, sections = await snapshot(server.ws, "full")
+        assert row_keys(sections) == [sent[i]["key"] for i in acks] + [refused["key"], "after"]
+        assert server.stop() == 0
+        assert integrity_check(data / "foldtable.db") == "ok"
+    run(scenario(), timeout=120)
+
+
+def test_a_locked_database_never_gets_a_false_ack_and_changes_are_acknowledged_after_the_lock(launch, tmp_path):
+    data = tmp_path / "data"
+
+    async def scenario():
+        server = launch("--data-dir", str(data))
+        writer = await Client.join(server.ws, session="locked", name="writer")
+        watcher = await Client.join(server.ws, session="locked", name="watcher")
+        await acked(writer, {"type": "addSection", "title": "L", "key": "l", "id": "l0"})
+        held = [add_row("l", f"held{i}", f"held-{i}") for i in range(3)]
+
+        lock = sqlite3.connect(str(data / "foldtable.db"), isolation_level=None, timeout=5)
+        try:
+            lock.execute("BEGIN EXCLUSIVE")
+            locked_at = time.monotonic()
+            for message in held:
+                await writer.send(message)
+            await drain(writer, 3.0)
+            during = [m for m in writer.all if m.get("id") in {h["id"] for h in held}]
+            assert not [m for m in during if m["type"] == "ack"], f"acknowledged while the database was locked: {during}"
+            assert all(m["code"] == "storage_unavailable" for m in during if m["type"] == "error"), during
+            assert not [m for m in watcher.all if m["type"] == "event" and m.get("id", "").startswith("held")]
+            # Joins still work while the database is locked.
+            welcome, sections = await snapshot(server.ws, "locked")
+            assert welcome["seq"] == 1 and row_keys(sections) == []
+            assert time.monotonic() - locked_at < 6
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+
+        # Each held change gets exactly one reply: an ack after the release, or storage_unavailable.
+        replies = {}
+        for message in held:
+            replies[message["id"]] = await writer.next(
+                lambda m: m["type"] in ("ack", "error") and m.get("id") == message["id"], timeout=15)
+        after = await acked(writer, add_row("l", "after", "after-lock"))
+        await drain(writer, 0.3)
+        await drain(watcher, 0.3)
+        for message in held:
+            assert len([m for m in writer.all if m.get("id") == message["id"]]) == 1, writer.all
+        welcome, sections = await snapshot(server.ws, "locked")
+        acked_keys = [m["key"] for m in held if replies[m["id"]]["type"] == "ack"]
+        assert row_keys(sections) == acked_keys + ["after"], (replies, row_keys(sections))
+        broadcast = [m["id"] for m in watcher.all if m["type"] == "event" and m.get("id")]
+        assert broadcast == ["l0"] + [m["id"] for m in held if replies[m["id"]]["type"] == "ack"] + ["after-lock"]
+        assert after == 2 + len(acked_keys) == welcome["seq"]
+        await writer.close()
+        await watcher.close()
+        assert server.stop() == 0
+        assert integrity_check(data / "foldtable.db") == "ok"
+    run(scenario())
