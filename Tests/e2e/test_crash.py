@@ -154,16 +154,23 @@ async def crash_round(seed, round_no, base, log_dir):
     session = f"crash{round_no}"
     history = BIG_HISTORY if rng.random() < 0.7 else SMALL_HISTORY
     depth = rng.randint(1, 4)
-    kill_after = rng.choice([
-        0, rng.randint(1, 8),
-        CHECKPOINT_EVENTS * rng.randint(1, 6) + rng.randint(-3, 3),
-        CHECKPOINT_EVENTS * rng.randint(1, 6) + rng.randint(-3, 3),
-        rng.randint(50, 250),
-    ])
-    kill_delay = rng.choice([0, 0, rng.uniform(0, 0.003), rng.uniform(0, 0.03)])
+    synchronous = rng.choice(["full", "normal"])
+    # When to kill: after a number of acks (none, a few, near a checkpoint, many), plus a delay;
+    # or at a moment after the writers start, whatever they got done by then.
+    if rng.random() < 0.25:
+        kill_after, kill_delay = 1 << 30, rng.uniform(0, 0.5)
+    else:
+        kill_after = rng.choice([
+            0, rng.randint(1, 8),
+            CHECKPOINT_EVENTS * rng.randint(1, 10) + rng.randint(-3, 3),
+            CHECKPOINT_EVENTS * rng.randint(1, 10) + rng.randint(-3, 3),
+            rng.randint(50, 800),
+        ])
+        kill_delay = rng.choice([0, 0, rng.uniform(0, 0.003), rng.uniform(0, 0.03)])
     args = ["--data-dir", str(data), "--checkpoint-events", str(CHECKPOINT_EVENTS), "--history-events", str(history),
-            "--demo-large-rows", "10"]
-    where = f"seed={seed} round={round_no} (history={history} depth={depth} kill_after={kill_after} acks)"
+            "--synchronous", synchronous, "--demo-large-rows", "10"]
+    where = (f"seed={seed} round={round_no} (history={history} synchronous={synchronous} depth={depth} "
+             f"kill after {kill_after if kill_after < 1 << 30 else 'any number of'} acks + {kill_delay * 1000:.1f} ms)")
     problems = []
 
     def fail(message):
@@ -179,7 +186,7 @@ async def crash_round(seed, round_no, base, log_dir):
         writers = [asyncio.create_task(writer(i, server.ws, session, random.Random(f"{seed}/{round_no}/{i}"), writes, depth, 400))
                    for i in range(WRITERS)]
         try:
-            await asyncio.wait_for(writes.enough.wait(), 8)
+            await asyncio.wait_for(writes.enough.wait(), 8 if kill_after < 1 << 30 else 0.001)
         except asyncio.TimeoutError:
             pass
         if kill_delay:

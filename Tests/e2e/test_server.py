@@ -358,7 +358,9 @@ def test_help_lists_every_option_with_its_default():
 
 
 def test_a_client_that_stops_reading_is_closed_as_slow_and_others_are_unaffected(web_root):
-    s = Server("--max-queue-bytes", "16384", "--send-stall-secs", "30", web_root=str(web_root))
+    # The cap must hold one commit's burst: the store commits the 50 changes of a batch together
+    # and their events (about 45 KB) reach every member at once.
+    s = Server("--max-queue-bytes", "65536", "--send-stall-secs", "30", web_root=str(web_root))
     try:
         async def scenario():
             slow, response = raw_ws(s.port)
