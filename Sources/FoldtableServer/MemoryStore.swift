@@ -61,20 +61,22 @@ public final class MemoryStore: SessionStore, EventLog {
 
     public func append(session name: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
         if let failWrites { return later(completion, .failure(failWrites)) }
-        guard var stored = sessions[name], let first = events.first else {
+        guard let first = events.first, let (last, checkpointSeq) = sessions[name].map({ (lastSeq($0), $0.checkpoint.seq) }) else {
             return later(completion, .failure(.conflict("no session \(name)")))
         }
-        guard first.event.seq == lastSeq(stored) + 1 else {
-            return later(completion, .failure(.conflict("event \(first.event.seq) does not follow \(lastSeq(stored))")))
+        guard first.event.seq == last + 1 else {
+            return later(completion, .failure(.conflict("event \(first.event.seq) does not follow \(last)")))
         }
-        stored.events.append(contentsOf: events)
-        // Bounded like the SQLite log: what the checkpoint covers beyond the resume window goes.
-        let keepFrom = stored.checkpoint.seq > UInt64(keepEvents) ? stored.checkpoint.seq - UInt64(keepEvents) : 0
-        if let oldest = stored.events.first?.event.seq, oldest <= keepFrom {
-            stored.events.removeFirst(Int(keepFrom - oldest + 1))
+        // Mutated in place through the dictionary's subscript, never copied out and back (a copy
+        // would make every append copy the whole log).
+        sessions[name]?.events.append(contentsOf: events)
+        // Bounded like the SQLite log: what the checkpoint covers beyond the resume window goes,
+        // in steps of keepEvents so the front of the array moves rarely.
+        let keepFrom = checkpointSeq > UInt64(keepEvents) ? checkpointSeq - UInt64(keepEvents) : 0
+        if let oldest = sessions[name]?.events.first?.event.seq, oldest <= keepFrom, keepFrom - oldest >= UInt64(keepEvents) {
+            sessions[name]?.events.removeFirst(Int(keepFrom - oldest + 1))
         }
-        sessions[name] = stored
-        later(completion, .success(lastSeq(stored)))
+        later(completion, .success(events[events.count - 1].event.seq))
     }
 
     public func read(session name: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void) {

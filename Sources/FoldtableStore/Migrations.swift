@@ -23,9 +23,12 @@ enum Migrations {
         CREATE TABLE sessions(
             name TEXT PRIMARY KEY NOT NULL,
             epoch TEXT NOT NULL,
-            checkpoint BLOB NOT NULL,
             checkpoint_seq INTEGER NOT NULL CHECK (checkpoint_seq >= 0),
             last_seq INTEGER NOT NULL CHECK (last_seq >= checkpoint_seq)
+        ) STRICT, WITHOUT ROWID;
+        CREATE TABLE checkpoints(
+            session TEXT PRIMARY KEY NOT NULL,
+            data BLOB NOT NULL
         ) STRICT;
         CREATE TABLE events(
             session TEXT NOT NULL,

@@ -59,14 +59,13 @@ final class SessionTables {
             return .failure(.conflict("a new session \"\(session.name)\" must not carry events"))
         }
         let seq = session.checkpoint.seq
-        let upsert = try database.statement(
-            "INSERT OR REPLACE INTO sessions(name, epoch, checkpoint, checkpoint_seq, last_seq) VALUES (?1, ?2, ?3, ?4, ?4)")
+        let upsert = try database.statement("INSERT OR REPLACE INTO sessions(name, epoch, checkpoint_seq, last_seq) VALUES (?1, ?2, ?3, ?3)")
         defer { upsert.reset() }
         try upsert.bind(1, session.name)
         try upsert.bind(2, session.epoch)
-        try upsert.bind(3, TableCheckpoint.encode(session.checkpoint))
-        try upsert.bind(4, seq)
+        try upsert.bind(3, seq)
         try upsert.step()
+        try writeCheckpoint(session.name, session.checkpoint)
         try deleteEvents(of: session.name)
         return .success(())
     }
@@ -82,12 +81,12 @@ final class SessionTables {
         guard table.seq >= head.checkpoint else {
             return .failure(.conflict("checkpoint \(table.seq) of \"\(name)\" is older than the stored \(head.checkpoint)"))
         }
-        let update = try database.statement("UPDATE sessions SET checkpoint = ?2, checkpoint_seq = ?3 WHERE name = ?1")
+        let update = try database.statement("UPDATE sessions SET checkpoint_seq = ?2 WHERE name = ?1")
         defer { update.reset() }
         try update.bind(1, name)
-        try update.bind(2, TableCheckpoint.encode(table))
-        try update.bind(3, table.seq)
+        try update.bind(2, table.seq)
         try update.step()
+        try writeCheckpoint(name, table)
         // Keep `keepEvents` events at or before the checkpoint for resume, and every one after it.
         if table.seq > keepEvents {
             let prune = try database.statement("DELETE FROM events WHERE session = ?1 AND seq <= ?2")
@@ -99,11 +98,26 @@ final class SessionTables {
         return .success(())
     }
 
+    /// The checkpoint lives in a table of its own: a session's row is read and rewritten on
+    /// every append (`last_seq`), and SQLite rewrites a whole row, overflow pages and all, on
+    /// update; with the blob beside it every append would rewrite the whole table's checkpoint.
+    private func writeCheckpoint(_ name: String, _ table: Table) throws(SQLiteError) {
+        let write = try database.statement("INSERT OR REPLACE INTO checkpoints(session, data) VALUES (?1, ?2)")
+        defer { write.reset() }
+        try write.bind(1, name)
+        try write.bind(2, TableCheckpoint.encode(table))
+        try write.step()
+    }
+
     func delete(_ name: String) throws(SQLiteError) -> Result<Void, StoreError> {
         let remove = try database.statement("DELETE FROM sessions WHERE name = ?1")
         defer { remove.reset() }
         try remove.bind(1, name)
         try remove.step()
+        let removeCheckpoint = try database.statement("DELETE FROM checkpoints WHERE session = ?1")
+        defer { removeCheckpoint.reset() }
+        try removeCheckpoint.bind(1, name)
+        try removeCheckpoint.step()
         try deleteEvents(of: name)
         return .success(())
     }
@@ -157,7 +171,8 @@ final class SessionTables {
     }
 
     func load(_ name: String) throws(SQLiteError) -> Result<StoredSession?, StoreError> {
-        let select = try database.statement("SELECT epoch, checkpoint, checkpoint_seq, last_seq FROM sessions WHERE name = ?1")
+        let select = try database.statement(
+            "SELECT s.epoch, c.data, s.checkpoint_seq, s.last_seq FROM sessions s LEFT JOIN checkpoints c ON c.session = s.name WHERE s.name = ?1")
         defer { select.reset() }
         try select.bind(1, name)
         guard try select.step() else { return .success(nil) }

@@ -46,10 +46,16 @@ final class StoreWriter: @unchecked Sendable {
 
     /// Queues `operation`; `false` once the writer is closing (the caller fails it itself).
     func enqueue(_ operation: StoreOperation) -> Bool {
+        enqueue(contentsOf: [operation])
+    }
+
+    /// Queues `operations` in order with one lock and one wake-up; `false` (nothing queued) once
+    /// the writer is closing.
+    func enqueue(contentsOf operations: [StoreOperation]) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard !closing else { return false }
-        queue.append(operation)
+        queue.append(contentsOf: operations)
         condition.broadcast()
         return true
     }

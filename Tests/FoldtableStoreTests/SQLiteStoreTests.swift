@@ -350,7 +350,7 @@ struct SQLiteStoreTests {
 
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
         try raw.exec("UPDATE events SET entry = x'7b226576656e74223a' WHERE session = 's' AND seq = 2")
-        try raw.exec("UPDATE sessions SET checkpoint = x'00ff' WHERE name = 't'")
+        try raw.exec("UPDATE checkpoints SET data = x'00ff' WHERE session = 't'")
         raw.close()
         for result in [wait { store.load("s", completion: $0) }, wait { store.load("t", completion: $0) }] {
             guard case .failure(.corrupt) = result else {
