@@ -30,6 +30,11 @@ public struct SessionCore {
         public var maxPendingChanges = 10_000
         /// A checkpoint is asked for after this many committed events.
         public var checkpointEvents = 1_000
+        /// A row chunk holds at most this many rows and about this many bytes. An expanded
+        /// section that fits one chunk is sent with its event, to everyone at once; a larger one
+        /// streams, paced per member, and changes touching it wait for the stream.
+        public var chunkRows = 500
+        public var chunkBytes = 65_536
 
         public init() {}
     }
@@ -56,6 +61,8 @@ public struct SessionCore {
     private struct InFlight {
         var logged: LoggedEvent
         var author: Connection?
+        /// Sections this event expands that are too large for one chunk: they will stream.
+        var streams: [String]
     }
     private var inFlight: [InFlight] = []
     /// Events applied to `head` and not yet handed to the log.
@@ -268,9 +275,12 @@ public struct SessionCore {
         case .applied(let event):
             if present { effects.append(.accepted(change.connection)) }
             let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change)
-            inFlight.append(InFlight(logged: logged, author: present ? change.connection : nil))
+            // The head holds the section as it will be committed at this seq, so whether it fits
+            // one chunk is known now; only sections that will stream make later changes wait.
+            let streamed = event.expandedSections.filter { key in head.section(key).map { !fitsOneChunk($0) } ?? false }
+            inFlight.append(InFlight(logged: logged, author: present ? change.connection : nil, streams: streamed))
             unpersisted.append(logged)
-            for key in event.expandedSections { expandingInFlight[key, default: 0] += 1 }
+            for key in streamed { expandingInFlight[key, default: 0] += 1 }
         }
     }
 
@@ -298,7 +308,7 @@ public struct SessionCore {
             // The head produced this event from the same state: a mismatch is a bug in the core.
             effects.append(.log(.error, "replica_mismatch", { [("seq", String(event.seq)), ("reason", error.message)] }))
         }
-        for key in event.expandedSections {
+        for key in entry.streams {
             let left = (expandingInFlight[key] ?? 1) - 1
             expandingInFlight[key] = left > 0 ? left : nil
         }
@@ -313,10 +323,22 @@ public struct SessionCore {
                 effects.append(.ack(retry.connection, id: retry.id, seq: event.seq))
             }
         }
-        effects.append(.log(.debug, "change", { [("seq", String(event.seq)), ("type", event.change.typeName)] }))
         for key in event.expandedSections {
-            if let section = committed.section(key), !section.collapsed { startStream(section, seq: event.seq, now: now, into: &effects) }
+            guard let section = committed.section(key), !section.collapsed else { continue }
+            if entry.streams.contains(key) {
+                startStream(section, seq: event.seq, now: now, into: &effects)
+            } else {
+                // One chunk, encoded once, right behind the event: nothing to pace or wait for.
+                let rows = ServerMessage.rows(
+                    section: key, seq: event.seq, from: 0, total: section.rows.count, rows: section.rows[...], final: true)
+                effects.append(.broadcast(OutboundMessage(rows), to: connections))
+            }
         }
+    }
+
+    /// Whether a section's rows go in one chunk (then they are sent with the event that expands it).
+    private func fitsOneChunk(_ section: Section) -> Bool {
+        section.rows.count <= settings.chunkRows && RowStream.estimatedBytes(section.rows[...]) <= settings.chunkBytes
     }
 
     /// An append failed: every change not yet durable is lost. `head` returns to `committed`

@@ -306,6 +306,8 @@ struct SQLiteStoreTests {
                 order.value?.append((try? result.get()) ?? 0)
             }
         }
+        // The store hands operations to its writer at the end of the service thread's turn.
+        service.drain()
         release.signal()
         store.flush()
         service.drain()
