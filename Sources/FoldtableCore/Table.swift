@@ -14,10 +14,11 @@ public struct Table: Sendable {
     private var sectionPositions: [String: Int] = [:]
     /// Row key -> key of the section holding it (row keys are unique across the table).
     private var rowSections: [String: String] = [:]
-    /// Change id -> the change as requested and the event it produced, for idempotent retries;
-    /// bounded by `limits.idempotencyWindow`, oldest forgotten first. The request is kept so an
-    /// id reused for a different change is refused instead of falsely acknowledged.
-    private var eventsByChangeId: [String: (request: Change, event: TableEvent)] = [:]
+    /// Change id -> the seq it was applied at and a digest of the change as requested, for
+    /// idempotent retries; bounded by `limits.idempotencyWindow`, oldest forgotten first. The
+    /// digest lets an id reused for a different change be refused instead of falsely
+    /// acknowledged, in 16 bytes instead of the whole request and event (10,000 ids per table).
+    private var changesById: [String: (seq: UInt64, digest: UInt64)] = [:]
     /// UTF-8 bytes of every title, detail, footer, label and value in the table.
     public private(set) var textBytes = 0
     private var changeIdOrder: [String] = []
@@ -74,12 +75,22 @@ public struct Table: Sendable {
     /// Applies `change` made by `author`; returns the event with the next sequence number, or the
     /// original event when `changeId` was applied before.
     public mutating func apply(_ change: Change, by author: Author, changeId: String? = nil) throws(ProtocolError) -> ApplyOutcome {
+        try apply(change, by: author, changeId: changeId, requestDigest: nil)
+    }
+
+    /// `requestDigest`: the digest to remember for `changeId` when `change` is not what the author
+    /// sent (a resolved change replayed from a log); `nil` = the digest of `change`.
+    private mutating func apply(_ change: Change, by author: Author, changeId: String?, requestDigest: UInt64?) throws(ProtocolError)
+        -> ApplyOutcome
+    {
+        var digest: UInt64 = 0
         if let changeId {
-            if let earlier = eventsByChangeId[changeId] {
-                guard earlier.request == change || earlier.event.change == change else {
+            digest = requestDigest ?? Self.digest(change)
+            if let earlier = changesById[changeId] {
+                guard earlier.digest == digest else {
                     throw ProtocolError(.idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
                 }
-                return .duplicate(earlier.event)
+                return .duplicate(seq: earlier.seq)
             }
             try checkKey(changeId, field: "id")
         }
@@ -88,7 +99,7 @@ public struct Table: Sendable {
         let (resolved, effects) = try perform(change, seq: next, origin: &origin)
         seq = next
         let event = TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: origin)
-        if let changeId { remember(change, event, as: changeId) }
+        if let changeId { remember(changeId, seq: next, digest: digest) }
         return .applied(event)
     }
 
@@ -114,49 +125,62 @@ public struct Table: Sendable {
         guard event.seq == seq + 1 else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
         }
-        let outcome = try apply(event.change, by: event.author, changeId: event.changeId)
+        let digest = event.changeId == nil ? nil : Self.digest(request ?? event.change)
+        let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest)
         guard case .applied(let produced) = outcome, produced == event else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
         }
-        if let id = event.changeId, let request { eventsByChangeId[id] = (request, event) }
     }
 
-    /// One remembered change id: what was asked, and the event it produced.
+    /// One remembered change id: the seq it was applied at, and a digest of what was asked.
     public struct RememberedChange: Equatable, Sendable {
         public var id: String
-        /// The change as its author sent it (by title, keys left to the server, ...).
-        public var request: Change
-        public var event: TableEvent
+        public var seq: UInt64
+        /// ``Table/digest(_:)`` of the change as its author sent it.
+        public var digest: UInt64
 
-        public init(id: String, request: Change, event: TableEvent) {
+        public init(id: String, seq: UInt64, digest: UInt64) {
             self.id = id
-            self.request = request
-            self.event = event
+            self.seq = seq
+            self.digest = digest
         }
     }
 
     /// The change-id window, oldest first: what a store saves so that a retry after a restart is
-    /// acknowledged with its original event instead of being applied twice.
+    /// acknowledged with its original seq instead of being applied twice.
     public var rememberedChanges: [RememberedChange] {
         let ordered = changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest]
-        return ordered.compactMap { id in eventsByChangeId[id].map { RememberedChange(id: id, request: $0.request, event: $0.event) } }
+        return ordered.compactMap { id in changesById[id].map { RememberedChange(id: id, seq: $0.seq, digest: $0.digest) } }
     }
 
     /// Restores the change-id window saved with ``rememberedChanges`` (oldest first). Entries past
     /// `limits.idempotencyWindow` push out the oldest, exactly as applying them would have.
     public mutating func restoreRemembered(_ changes: [RememberedChange]) {
-        eventsByChangeId = [:]
+        changesById = [:]
         changeIdOrder = []
         changeIdOldest = 0
-        for change in changes { remember(change.request, change.event, as: change.id) }
+        for change in changes { remember(change.id, seq: change.seq, digest: change.digest) }
     }
 
-    private mutating func remember(_ request: Change, _ event: TableEvent, as changeId: String) {
-        eventsByChangeId[changeId] = (request, event)
+    /// A digest of a change (64-bit FNV-1a of its JSON form), stable across processes and
+    /// versions that encode changes alike: what the id window compares retries by.
+    public static func digest(_ change: Change) -> UInt64 {
+        var out = JSONWriter(capacity: 96)
+        change.encode(into: &out)
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in out.bytes {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
+    private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64) {
+        changesById[changeId] = (seq, digest)
         if changeIdOrder.count < limits.idempotencyWindow {
             changeIdOrder.append(changeId)
         } else {
-            eventsByChangeId[changeIdOrder[changeIdOldest]] = nil
+            changesById[changeIdOrder[changeIdOldest]] = nil
             changeIdOrder[changeIdOldest] = changeId
             changeIdOldest = (changeIdOldest + 1) % changeIdOrder.count
         }

@@ -8,7 +8,7 @@ public enum TableCheckpoint {
     /// Storage format version, written into every checkpoint. Bump it with a decoder for the old one.
     public static let version = 1
 
-    /// `{"v":1,"seq":N,"table":{snapshot with every row},"changeIds":[{"id":..,"request":{..},"event":{..}}]}`.
+    /// `{"v":1,"seq":N,"table":{snapshot with every row},"changeIds":[{"id":..,"seq":N,"digest":"<16 hex>"}]}`.
     public static func encode(_ table: Table) -> [UInt8] {
         var out = JSONWriter(capacity: 256 + table.textBytes + table.rowCount * 48)
         out.raw("{\"v\":")
@@ -23,10 +23,12 @@ public enum TableCheckpoint {
             if index > 0 { out.byte(UInt8(ascii: ",")) }
             out.raw("{\"id\":")
             out.string(remembered.id)
-            out.nextKey("request")
-            remembered.request.encode(into: &out)
-            out.nextKey("event")
-            ServerMessage.encode(remembered.event, into: &out)
+            out.nextKey("seq")
+            out.integer(remembered.seq)
+            // A string: JSON numbers past 2^53 do not survive every parser.
+            out.nextKey("digest")
+            let hex = String(remembered.digest, radix: 16)
+            out.string(String(repeating: "0", count: 16 - hex.count) + hex)
             out.byte(UInt8(ascii: "}"))
         }
         out.byte(UInt8(ascii: "]"))
@@ -46,11 +48,10 @@ public enum TableCheckpoint {
         var remembered: [Table.RememberedChange] = []
         for element in try reader.array("changeIds") {
             let entry = try FieldReader(element, path: "changeIds.")
-            let request = try entry.object("request")
-            remembered.append(
-                Table.RememberedChange(
-                    id: try entry.string("id"), request: try Change.decode(request, type: try request.string("type")),
-                    event: try ServerMessage.decodeEvent(try entry.object("event").asValue)))
+            guard let digest = UInt64(try entry.string("digest"), radix: 16) else {
+                throw ProtocolError(.invalidValue, "a change id's digest is not 16 hex digits", field: "digest")
+            }
+            remembered.append(Table.RememberedChange(id: try entry.string("id"), seq: UInt64(try entry.integer("seq")), digest: digest))
         }
         table.restoreRemembered(remembered)
         return table

@@ -59,12 +59,20 @@ public struct CollapseEffect: Equatable, Sendable {
 public enum ApplyOutcome: Equatable, Sendable {
     /// The change was applied and produced this event.
     case applied(TableEvent)
-    /// A change with the same id was applied before; nothing changed. Carries the original event.
-    case duplicate(TableEvent)
+    /// A change with the same id was applied before, at `seq`; nothing changed.
+    case duplicate(seq: UInt64)
 
-    public var event: TableEvent {
+    /// The new event; `nil` for a retry.
+    public var appliedEvent: TableEvent? {
+        if case .applied(let event) = self { return event }
+        return nil
+    }
+
+    /// The sequence number of the event: the new one, or the original one of a retry.
+    public var seq: UInt64 {
         switch self {
-        case .applied(let event), .duplicate(let event): return event
+        case .applied(let event): return event.seq
+        case .duplicate(let seq): return seq
         }
     }
 }

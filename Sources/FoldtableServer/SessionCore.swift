@@ -265,12 +265,12 @@ public struct SessionCore {
             return
         }
         switch outcome {
-        case .duplicate(let event):
+        case .duplicate(let seq):
             guard let id = change.id, present else { return }
-            if event.seq <= committed.seq {
-                effects.append(.ack(change.connection, id: id, seq: event.seq))
+            if seq <= committed.seq {
+                effects.append(.ack(change.connection, id: id, seq: seq))
             } else {
-                waitingAcks[event.seq, default: []].append((change.connection, id))
+                waitingAcks[seq, default: []].append((change.connection, id))
             }
         case .applied(let event):
             if present { effects.append(.accepted(change.connection)) }

@@ -23,7 +23,9 @@ enum Wire {
     static func event(_ table: inout Table, _ change: Change, by author: Author = bo, id: String? = nil, withOrigin: Bool = true) throws
         -> ServerUpdate
     {
-        var event = try table.apply(change, by: author, changeId: id).event
+        guard var event = try table.apply(change, by: author, changeId: id).appliedEvent else {
+            throw ProtocolError(.idReused, "the fixture's change was a retry")
+        }
         if !withOrigin { event.from = nil }  // as an older server sent removeRow and moveRow
         return try ServerUpdate.decode(ServerMessage.event(event))
     }

@@ -167,14 +167,14 @@ func decode(_ text: String) -> (Result<ClientMessage, ProtocolError>, id: String
 
     @Test func removedAndMovedRowsCarryWhereTheyCameFrom() throws {
         var table = try sampleTable()
-        let moved = try table.apply(.moveRow(row: "a2", section: .key("b"), index: 0), by: ana).event
+        let moved = try #require(try table.apply(.moveRow(row: "a2", section: .key("b"), index: 0), by: ana).appliedEvent)
         #expect(moved.from == RowOrigin(section: "a", index: 1, row: Row(key: "a2", label: "two")))
-        let removed = try table.apply(.removeRow(row: "b1"), by: ana).event
+        let removed = try #require(try table.apply(.removeRow(row: "b1"), by: ana).appliedEvent)
         #expect(removed.from == RowOrigin(section: "b", index: 1, row: Row(key: "b1", label: "three")))
         let text = String(decoding: ServerMessage.event(removed), as: UTF8.self)
         #expect(text.hasSuffix(#""collapsed":{},"from":{"section":"b","index":1,"row":{"key":"b1","label":"three","value":""}}}"#))
         #expect(try ServerMessage.decodeEvent(JSONParser.parse(text)) == removed)
-        #expect(try table.apply(.toggle(section: .key("a")), by: ana).event.from == nil)
+        #expect(try table.apply(.toggle(section: .key("a")), by: ana).appliedEvent?.from == nil)
     }
 
     @Test func stringsNeverContainARawNewline() {

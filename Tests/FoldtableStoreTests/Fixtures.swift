@@ -71,8 +71,10 @@ struct Script {
                 table.sections.isEmpty || counter % 3 == 0
                 ? .addSection(NewSection(title: "S\(counter)")) : .toggle(section: .title(table.sections[0].title))
             let id = ids ? "c\(counter)" : nil
-            let outcome = try table.apply(change, by: Author(client: "c1", name: "ana"), changeId: id)
-            events.append(LoggedEvent(event: outcome.event, request: ids ? change : nil))
+            guard case .applied(let event) = try table.apply(change, by: Author(client: "c1", name: "ana"), changeId: id) else {
+                throw ProtocolError(.invalidValue, "the script's change was a duplicate")
+            }
+            events.append(LoggedEvent(event: event, request: ids ? change : nil))
         }
         return events
     }
@@ -99,9 +101,16 @@ extension SQLiteStore {
 
     /// Holds the writer thread until the returned semaphore is signalled, so that everything
     /// asked meanwhile lands in one batch.
+    /// Blocks the writer thread until the returned semaphore is signalled; returns once it is
+    /// blocked, so everything handed to it meanwhile runs in the next batch.
     func holdWriter() -> DispatchSemaphore {
         let release = DispatchSemaphore(value: 0)
-        runOnWriter { _ in release.wait() }
+        let holding = DispatchSemaphore(value: 0)
+        runOnWriter { _ in
+            holding.signal()
+            release.wait()
+        }
+        holding.wait()
         return release
     }
 }

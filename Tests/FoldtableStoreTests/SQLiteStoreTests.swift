@@ -104,6 +104,8 @@ struct SQLiteStoreTests {
         for index in batches.indices {
             store.append(session: "s\(index)", events: batches[index]) { results[index].value = $0 }
         }
+        // The store hands operations to its writer at the end of the service thread's turn.
+        service.drain()
         release.signal()
         store.flush()
         service.drain()
@@ -276,9 +278,9 @@ struct SQLiteStoreTests {
         #expect(table.rememberedChanges == script.table.rememberedChanges)
         #expect(table.rememberedChanges.count == 17)
         #expect(TableCheckpoint.encode(table) == TableCheckpoint.encode(script.table))
-        // A retry of a remembered id is acknowledged with its original event, not applied again.
+        // A retry of a remembered id is acknowledged with its original seq, not applied again.
         let retry = try table.apply(.toggle(section: .title(script.table.sections[0].title)), by: Author(client: "c1", name: "ana"), changeId: "c2")
-        #expect(retry == .duplicate(try #require(script.table.rememberedChanges.first { $0.id == "c2" }).event))
+        #expect(retry == .duplicate(seq: try #require(script.table.rememberedChanges.first { $0.id == "c2" }).seq))
     }
 
     @Test func groupCommitPutsManyAppendsInOneTransaction() throws {
