@@ -14,9 +14,11 @@
 //   mirror:    `n:<n>` padded to --payload-bytes (the size of foldtabled's event), broadcast as is.
 //
 // With `--every-client-authors` (foldtable only) the load is acknowledged changes instead of
-// fan-out: every client joins a session of its own (`<session>-<n>`), keeps K toggles of a real
-// section in flight (expand, collapse, expand, ...) and counts its acks; throughput is acks per
-// second and latency is from send to ack. This is the load a store's commit path feels.
+// fan-out: client n joins session `<session>-<n % S>` (`--sessions S`, default one per client),
+// adds a section of its own with two rows, keeps K toggles of it in flight (expand, collapse,
+// expand, ...) and counts its acks; throughput is acks per second and latency is from send to
+// ack. This is the load a store's commit path feels. Members also receive the events of the
+// other authors of their session.
 import Glibc
 
 enum FanoutKind: String {
@@ -37,8 +39,10 @@ struct FanoutOptions {
     var payloadBytes = 140
     var serverPID: Int32?
     var session = "bench"
-    /// Every client in its own session, each an author counting acks (see the file comment).
+    /// Every client an author counting acks (see the file comment), in `sessions` sessions
+    /// (client n in session n % sessions; 0 = a session per client).
     var everyClientAuthors = false
+    var sessions = 0
 
     var subprotocol: String? { kind == .mirror ? "lws-mirror-protocol" : nil }
 
@@ -46,7 +50,7 @@ struct FanoutOptions {
         usage: foldtable-bench fanout --url ws://127.0.0.1:PORT/PATH --kind foldtable|mirror
                  [--clients N (1000)] [--in-flight K (20)] [--seconds S (10)] [--warmup S (1)]
                  [--connect-batch N (100)] [--payload-bytes B (140, mirror)] [--server-pid PID]
-                 [--every-client-authors (foldtable: acks per second, a session per client)]
+                 [--every-client-authors (foldtable: acks per second)] [--sessions N (one per client)]
         """
 
     static func parse(_ arguments: [String]) -> FanoutOptions {
@@ -84,6 +88,7 @@ struct FanoutOptions {
             case "--server-pid": options.serverPID = Int32(number(value()))
             case "--session": options.session = value()
             case "--every-client-authors": options.everyClientAuthors = true
+            case "--sessions": options.sessions = number(value())
             default: fail("unknown argument \(arguments[index])\n\(usage)")
             }
             index += 1
@@ -281,13 +286,14 @@ struct FanoutLoad {
     }
 
     var clients: Int { options.clients }
+    var sessionCount: Int { options.sessions > 0 ? min(options.sessions, options.clients) : options.clients }
 
     // MARK: messages
 
     /// Called once a connection has completed its upgrade.
     mutating func didOpen(_ index: Int) {
         guard options.kind == .foldtable else { return }
-        let session = options.everyClientAuthors ? "\(options.session)-\(index)" : options.session
+        let session = options.everyClientAuthors ? "\(options.session)-\(index % sessionCount)" : options.session
         var join = Array(#"{"type":"join","session":"\#(session)","name":"c\#(index)"}"#.utf8)
         join.withUnsafeMutableBufferPointer { queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
         flush(index)
@@ -327,7 +333,7 @@ struct FanoutLoad {
                 }
             case UInt8(ascii: "a"):  // ack: the author's own event is what completes a change
                 // {"type":"ack","id":"<n>",...
-                if options.everyClientAuthors && length > 20 { onAck(index, digits(line + 20, length - 20, terminator: 0x22), now: now) }
+                if options.everyClientAuthors && length > 20 { onAck(index, digits(line + 20, length - 20, terminator: nil), now: now) }
             case UInt8(ascii: "p"):
                 presenceSeen += 1
             case UInt8(ascii: "w"):
@@ -446,11 +452,20 @@ struct FanoutLoad {
             authorSent[index] += 1
             // A real toggle: every other change expands the section, the rest collapse it.
             var length = 0
-            for byte in #"{"type":"toggle","section":"s1","id":""#.utf8 {
+            for byte in #"{"type":"toggle","section":"s"#.utf8 {
                 scratch[length] = byte
                 length += 1
             }
-            for byte in String(number).utf8 {
+            for byte in String(index).utf8 {
+                scratch[length] = byte
+                length += 1
+            }
+            for byte in #"","id":""#.utf8 {
+                scratch[length] = byte
+                length += 1
+            }
+            // Ids are unique within a session: the change number, then the author's index.
+            for byte in "\(number)x\(index)".utf8 {
                 scratch[length] = byte
                 length += 1
             }
@@ -546,9 +561,9 @@ struct FanoutLoad {
             // Each client's own session gets a collapsed section with a few rows to toggle.
             for index in 0..<clients {
                 for text in [
-                    #"{"type":"addSection","title":"Bench","key":"s1","collapsed":true,"id":"setup"}"#,
-                    #"{"type":"addRow","section":"s1","row":{"label":"one","value":"1"},"id":"setupa"}"#,
-                    #"{"type":"addRow","section":"s1","row":{"label":"two","value":"2"},"id":"setupb"}"#,
+                    #"{"type":"addSection","title":"Bench \#(index)","key":"s\#(index)","collapsed":true,"id":"setup\#(index)"}"#,
+                    #"{"type":"addRow","section":"s\#(index)","row":{"label":"one","value":"1"},"id":"setupa\#(index)"}"#,
+                    #"{"type":"addRow","section":"s\#(index)","row":{"label":"two","value":"2"},"id":"setupb\#(index)"}"#,
                 ] {
                     var message = Array(text.utf8)
                     message.withUnsafeMutableBufferPointer { queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
@@ -694,7 +709,7 @@ extension FanoutLoad {
             (0..<load.clients).allSatisfy { load.authorAcked[$0] >= load.authorSent[$0] }
         }
         let outstanding = (0..<clients).reduce(0) { $0 + authorSent[$1] - authorAcked[$1] }
-        var line = "acks foldtable: clients=\(clients) sessions=\(clients) in_flight=\(options.inFlight)"
+        var line = "acks foldtable: clients=\(clients) sessions=\(sessionCount) in_flight=\(options.inFlight)"
         line += " acks/s=\(Int((Double(windowAcks) / seconds).rounded()))"
         line += " p50=\(fixed(histogram.percentileMilliseconds(0.5), 2))ms p99=\(fixed(histogram.percentileMilliseconds(0.99), 2))ms"
         line += " unacked=\(outstanding)"
