@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 # System packages: to build and run, and what the test suites use as real peers.
-RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev
+RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev libsqlite3-dev
 TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver procps tmux
 BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
 
@@ -21,9 +21,10 @@ deps-test:
 build: deps-run
 	$(SWIFT) build -c release --product foldtabled
 
-# Starts the server on http://127.0.0.1:$(PORT) with the demo session (sessions in memory).
+# Starts the server on http://127.0.0.1:$(PORT) with the demo session; sessions are stored in
+# data/ (SQLite) and survive restarts.
 run: build
-	.build/release/foldtabled --port $(PORT) --web-root web --memory
+	.build/release/foldtabled --port $(PORT) --web-root web --data-dir data
 
 venv: $(VENV)/.ready
 $(VENV)/.ready:
@@ -64,6 +65,7 @@ bench: deps-run
 	$(SWIFT) build -c release
 	taskset -c 0 .build/release/foldtable-bench core
 	bash Tests/bench/fanout.sh
+	bash Tests/bench/acks.sh
 
 clean:
 	rm -rf .build $(VENV)

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Acknowledged changes per second: 1,000 clients, every one an author keeping 4 real toggles in
+# flight (a section of its own with two rows: expand, collapse, ...), counting acks. Runs
+# foldtabled with sessions in memory, then on SQLite (synchronous=full, the default, and normal),
+# with a session per client (every commit touches 1,000 sessions' log pages) and with 100
+# sessions of 10 clients (every change also reaches 9 other members).
+#
+# Two placements: the whole server (event loop and the store's writer thread) on one core, and
+# the event loop alone on that core with the writer thread beside the load generator.
+#
+# Builds nothing: run `swift build -c release` first. Only 127.0.0.1 is used; every run is
+# bounded by `timeout`. Settings (environment): ACKS_CLIENTS (1000), ACKS_IN_FLIGHT (4),
+# ACKS_SECONDS (5), ACKS_BUILD (.build/release).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+build=${ACKS_BUILD:-.build/release}
+clients=${ACKS_CLIENTS:-1000}
+in_flight=${ACKS_IN_FLIGHT:-4}
+seconds=${ACKS_SECONDS:-5}
+for binary in "$build/foldtabled" "$build/foldtable-bench"; do
+    [[ -x $binary ]] || { echo "acks: $binary missing: run 'swift build -c release' first" >&2; exit 2; }
+done
+ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+work=$(mktemp -d)
+server=
+cleanup() {
+    [[ -n $server ]] && { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# run LABEL SESSIONS PLACEMENT SERVER-ARGS...   (PLACEMENT: together | writer-apart)
+run() {
+    local label=$1 sessions=$2 placement=$3
+    shift 3
+    rm -rf "$work/data"
+    timeout -k 3 60 taskset -c 0 "$build/foldtabled" --port 0 --web-root web --demo-large-rows 100 "$@" \
+        >"$work/out" 2>"$work/err" &
+    server=$!
+    local line=
+    for _ in $(seq 100); do
+        line=$(head -1 "$work/out" 2>/dev/null || true)
+        [[ $line == listening* ]] && break
+        sleep 0.1
+    done
+    [[ $line == listening* ]] || { echo "acks: foldtabled did not start" >&2; cat "$work/err" >&2; exit 1; }
+    local pid
+    pid=$(pgrep -P "$server" | head -1 || echo "$server")
+    if [[ $placement == writer-apart ]]; then
+        # Every thread but the event loop (the first) goes to CPU 1.
+        for task in /proc/"$pid"/task/*; do
+            [[ ${task##*/} == "$pid" ]] || taskset -p -c 1 "${task##*/}" >/dev/null
+        done
+    fi
+    local result
+    result=$(timeout -k 3 60 taskset -c 1 "$build/foldtable-bench" fanout --url "ws://127.0.0.1:${line##*:}/ws" --kind foldtable \
+        --every-client-authors --sessions "$sessions" --clients "$clients" --in-flight "$in_flight" --seconds "$seconds" \
+        --server-pid "$pid" | head -1)
+    echo "acks $label placement=$placement: ${result#acks foldtable: }"
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    server=
+}
+
+for sessions in "$clients" 100; do
+    run memory "$sessions" together --memory
+    run sqlite-full "$sessions" together --data-dir "$work/data"
+    run sqlite-full "$sessions" writer-apart --data-dir "$work/data"
+    run sqlite-normal "$sessions" together --data-dir "$work/data" --synchronous normal
+done
