@@ -139,6 +139,9 @@ public final class Hub: TransportDelegate {
 
     // MARK: - Session lifecycle
 
+    /// Whether `session` is the one held under its name (not one deleted or evicted meanwhile).
+    func isResident(_ session: TableSession) -> Bool { sessions[session.name] === session }
+
     /// Called after a session handled its inputs: a session left quiet starts its idle clock.
     func sessionSettled(_ session: TableSession) {
         guard sessions[session.name] === session else { return }

@@ -74,8 +74,11 @@ final class TableSession {
         case .persist(let events, let generation):
             hub.eventLog.append(session: name, events: events) { [self] result in
                 switch result {
-                case .success(let seq): handle(.committed(generation: generation, through: seq))
-                case .failure(let error): handle(.commitFailed(generation: generation, error))
+                case .success(let seq):
+                    handle(.committed(generation: generation, through: seq))
+                case .failure(let error):
+                    if case .conflict = error { rebaseLog() }
+                    handle(.commitFailed(generation: generation, error))
                 }
             }
         case .checkpoint(let table):
@@ -110,6 +113,21 @@ final class TableSession {
         case .log(let level, let event, let fields):
             hub.logger(level, event, pairs: { [("session", name)] + fields() })
         }
+    }
+
+    /// The log does not hold what the committed table says it does (its `create` failed on a
+    /// full disk, say): store the committed table as the session's new start, so the appends
+    /// that follow (queued after this) have something to follow. Members saw only committed
+    /// changes, so nothing they saw is lost; the epoch stays.
+    private func rebaseLog() {
+        guard hub.isResident(self) else { return }
+        hub.store.create(StoredSession(name: name, epoch: core.epoch, checkpoint: core.committed)) { [hub, name] result in
+            if case .failure(let error) = result {
+                hub.log(.warning, "log_rebase_failed", ["session": name, "reason": error.description])
+            }
+        }
+        core.checkpointTaken(at: core.committed.seq)
+        hub.log(.warning, "log_rebased", ["session": name, "seq": String(core.committed.seq)])
     }
 
     /// A timer of this session fired (the hub looked it up by token).

@@ -24,6 +24,20 @@ import Testing
         #expect(h.transport.messages(2, type: "event").first?["collapsed"] == .object([("mac", .bool(true))]))
     }
 
+    @Test func aSessionCreatedWhileTheStoreFailedTakesChangesOnceItWorksAgain() {
+        let h = Harness()
+        h.store.failWrites = .unavailable("disk full")
+        h.join(1, session: "x")
+        #expect(h.transport.messages(1, type: "welcome").count == 1)
+        h.store.failWrites = nil
+        // The log never got the session: the first change is refused, and the log is rebased on
+        // the committed table, so the next one goes through.
+        h.say(1, #"{"type":"addSection","title":"A","id":"a"}"#)
+        #expect(h.transport.messages(1, type: "error").first?["code"] == .string("storage_unavailable"))
+        h.say(1, #"{"type":"addSection","title":"A","id":"a"}"#)
+        #expect(h.transport.messages(1, type: "ack").first?["seq"] == .integer(1))
+    }
+
     @Test func aQuietSessionIsEvictedAndTheNextJoinGetsItBackWithItsEpochAndHistory() {
         let h = Harness { $0.idleEvictSecs = 1 }
         h.join(1, session: "x")
