@@ -91,6 +91,7 @@ public struct ServerConfig: Sendable, Equatable {
     /// Every flag with its default and meaning, for `--help`.
     public static let usage = """
         usage: foldtabled [options]    (every option also reads FOLDTABLE_<NAME>, e.g. FOLDTABLE_PORT)
+               foldtabled backup DEST [--data-dir DIR]    online copy of the database (DEST must not exist)
           --host ADDR                 address to bind (127.0.0.1)
           --port N                    TCP port, 0 = any free port (8080)
           --web-root DIR              web client directory (web)

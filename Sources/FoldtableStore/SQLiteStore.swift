@@ -192,6 +192,16 @@ public final class SQLiteStore: SessionStore, EventLog {
         try StoreBackup.copy(from: self.path, to: path, busyTimeoutMs: Self.busyTimeoutMs)
     }
 
+    /// The same for the database in `directory`, without opening a store on it (so a running
+    /// server keeps its writer): what `foldtabled backup DEST` does.
+    public static func backup(directory: String, to path: String) throws(StoreError) {
+        let source = (directory == "/" ? "" : trimmingTrailingSlashes(directory)) + "/" + fileName
+        guard access(source, R_OK) == 0 else {
+            throw StoreError.unavailable("there is no readable database at \(source)")
+        }
+        try StoreBackup.copy(from: source, to: path, busyTimeoutMs: busyTimeoutMs)
+    }
+
     // MARK: - Internals
 
     /// Runs `body` on the writer thread after everything queued before it. For tests.

@@ -10,6 +10,11 @@ func fail(_ line: String) -> Never {
     exit(1)
 }
 
+// `foldtabled backup DEST [options]`: an online copy of the database, safe while a server runs.
+if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "backup" {
+    BackupCommand.run(Array(CommandLine.arguments.dropFirst(2)), environment: ProcessInfo.processInfo.environment)
+}
+
 let config: ServerConfig
 do {
     switch try ServerConfig.parse(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fan-out benchmark: 1,000 WebSocket clients in one session, one author keeping 20 changes in
-# flight, against foldtabled and, in the same run, against libwebsockets-test-server's broadcast
+# flight, against foldtabled (sessions in memory, then on SQLite) and, in the same run, against libwebsockets-test-server's broadcast
 # lws-mirror-protocol as the reference. Prints one line per server and the deliveries ratio
 # (target: foldtabled >= 3x the reference).
 #
@@ -72,46 +72,56 @@ wait_for_port() {
 run_load() {
     local kind=$1 url=$2 pid=$3
     timeout -k 3 60 taskset -c "$load_cpu" "$build/foldtable-bench" fanout --url "$url" --kind "$kind" \
-        --clients "$clients" --in-flight "$in_flight" --seconds "$seconds" --warmup "$warmup" --server-pid "$pid" \
-        | tee -a "$work/results"
+        --clients "$clients" --in-flight "$in_flight" --seconds "$seconds" --warmup "$warmup" --server-pid "$pid"
 }
 
-# 1. foldtabled (port 0: it prints the port it got).
-start_server foldtabled "$build/foldtabled" --port 0 --web-root web --demo-large-rows 1000
-for _ in $(seq 100); do
-    line=$(head -1 "$work/foldtabled.out" 2>/dev/null || true)
-    [[ $line == listening* ]] && break
-    sleep 0.1
-done
-[[ $line == listening* ]] || { echo "fanout: foldtabled did not start" >&2; cat "$work/foldtabled.err" >&2; exit 1; }
+# 1. foldtabled (port 0: it prints the port it got), sessions in memory and then on SQLite (every
+#    event committed before it is broadcast).
+run_foldtabled() {
+    local label=$1
+    shift
+    rm -f "$work/foldtabled.out"
+    start_server foldtabled "$build/foldtabled" --port 0 --web-root web --demo-large-rows 1000 "$@"
+    for _ in $(seq 100); do
+        line=$(head -1 "$work/foldtabled.out" 2>/dev/null || true)
+        [[ $line == listening* ]] && break
+        sleep 0.1
+    done
+    [[ $line == listening* ]] || { echo "fanout: foldtabled did not start" >&2; cat "$work/foldtabled.err" >&2; exit 1; }
+    run_load foldtable "ws://127.0.0.1:${line##*:}/ws" "$server_pid" | sed "s/^fanout foldtable/fanout foldtable($label)/" \
+        | tee -a "$work/results.$label" || status=1
+    stop_server "$wrapper_pid"
+}
 status=0
-run_load foldtable "ws://127.0.0.1:${line##*:}/ws" "$server_pid" || status=1
-stop_server "$wrapper_pid"
+run_foldtabled memory --memory
+run_foldtabled sqlite --data-dir "$work/data"
 
 # 2. The reference: libwebsockets-test-server's lws-mirror-protocol on a free port.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 start_server mirror "$mirror_bin" --port="$port"
 wait_for_port "$port"
-run_load mirror "ws://127.0.0.1:$port/" "$server_pid" || status=1
+run_load mirror "ws://127.0.0.1:$port/" "$server_pid" | tee -a "$work/results" || status=1
 stop_server "$wrapper_pid"
 drops=$(grep -c 'dropping!' "$work/mirror.err" || true)
 echo "fanout mirror: the server logged $drops \"dropping!\" (ring full: a message refused for everyone)"
 
-ours=$(sed -n 's/^fanout foldtable:.* deliveries\/s=\([0-9]*\).*/\1/p' "$work/results")
 theirs=$(sed -n 's/^fanout mirror:.* deliveries\/s=\([0-9]*\).*/\1/p' "$work/results")
-if [[ -z $ours || -z $theirs || $theirs -eq 0 ]]; then
-    echo "fanout: a measurement failed" >&2
-    exit 1
-fi
-awk -v a="$ours" -v b="$theirs" 'BEGIN {
-    r = a / b
-    printf "fanout: foldtabled/mirror deliveries ratio = %.1fx (target >= 3x: %s)\n", r, (r >= 3 ? "met" : "NOT met")
-}'
-# Per second of server CPU: the same comparison with other load on the machine factored out.
-ours_cpu=$(sed -n 's/^fanout foldtable:.* deliveries\/server_cpu_s=\([0-9]*\).*/\1/p' "$work/results")
 theirs_cpu=$(sed -n 's/^fanout mirror:.* deliveries\/server_cpu_s=\([0-9]*\).*/\1/p' "$work/results")
-if [[ -n $ours_cpu && -n $theirs_cpu && $theirs_cpu -gt 0 ]]; then
-    awk -v a="$ours_cpu" -v b="$theirs_cpu" \
-        'BEGIN { printf "fanout: foldtabled/mirror deliveries per server CPU-second ratio = %.1fx\n", a / b }'
-fi
+for label in memory sqlite; do
+    ours=$(sed -n 's/^fanout foldtable.*: .* deliveries\/s=\([0-9]*\).*/\1/p' "$work/results.$label")
+    if [[ -z $ours || -z $theirs || $theirs -eq 0 ]]; then
+        echo "fanout: a measurement failed" >&2
+        exit 1
+    fi
+    awk -v a="$ours" -v b="$theirs" -v l="$label" 'BEGIN {
+        r = a / b
+        printf "fanout: foldtabled(%s)/mirror deliveries ratio = %.1fx (target >= 3x: %s)\n", l, r, (r >= 3 ? "met" : "NOT met")
+    }'
+    # Per second of server CPU: the same comparison with other load on the machine factored out.
+    ours_cpu=$(sed -n 's/^fanout foldtable.*: .* deliveries\/server_cpu_s=\([0-9]*\).*/\1/p' "$work/results.$label")
+    if [[ -n $ours_cpu && -n $theirs_cpu && $theirs_cpu -gt 0 ]]; then
+        awk -v a="$ours_cpu" -v b="$theirs_cpu" -v l="$label" \
+            'BEGIN { printf "fanout: foldtabled(%s)/mirror deliveries per server CPU-second ratio = %.1fx\n", l, a / b }'
+    fi
+done
 exit "$status"
