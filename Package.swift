@@ -37,13 +37,17 @@ let package = Package(
             cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]
         ),
         .target(name: "FoldtableCore"),
+        // System library: OpenSSL 3.0's libcrypto from Debian (HMAC-SHA256 for tokens).
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // Signed tokens (JWT HS256): the only module that imports COpenSSL.
+        .target(name: "FoldtableAuth", dependencies: ["COpenSSL", "FoldtableCore", "FoldtableServer"]),
         .target(name: "FoldtableServer", dependencies: ["FoldtableCore"]),
         .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableServer"]),
         // SessionStore and EventLog on SQLite: one writer thread, group commit, online backup.
         .target(name: "FoldtableStore", dependencies: ["CSQLite", "FoldtableCore", "FoldtableServer"]),
         .executableTarget(
             name: "foldtabled",
-            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore"]
+            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth"]
         ),
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
         .target(name: "FoldtableClient", dependencies: ["CFoldtableWS", "FoldtableCore"]),
@@ -62,6 +66,7 @@ let package = Package(
         .testTarget(name: "FoldtableServerTests", dependencies: ["FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableStoreTests", dependencies: ["FoldtableStore", "FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableClientTests", dependencies: ["FoldtableClient", "FoldtableCore"]),
+        .testTarget(name: "FoldtableAuthTests", dependencies: ["FoldtableAuth", "FoldtableServer"]),
         .testTarget(name: "FoldtableTransportTests", dependencies: ["FoldtableTransport", "FoldtableServer"]),
     ]
 )
