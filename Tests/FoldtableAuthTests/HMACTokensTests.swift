@@ -70,8 +70,8 @@ import Testing
 
     @Test func truncatedAndMalformedTokensAreRefused() {
         let good = token()
-        #expect(reason(String(good.dropLast(4))) == .badSignature)
-        #expect(reason(String(good.dropLast(5))) != nil)
+        for cut in 1...6 { #expect(reason(String(good.dropLast(cut))) != nil) }
+        #expect(reason(String(good.prefix(good.count - 43))) == .badSignature)  // the signature gone
         #expect(reason(String(good.prefix(20))) == .malformed)
         #expect(reason("") == .malformed)
         #expect(reason("a.b") == .malformed)
