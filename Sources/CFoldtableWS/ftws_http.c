@@ -85,8 +85,30 @@ static bool resolve_inside(ftws_server *s, const char *path, char *out)
 }
 
 /* LWS_CALLBACK_HTTP: GET/HEAD of a file under web_root, else 404 (405 for other methods). */
+/* Copy a request header; NULL when absent. A header too long for buf is treated as a refusal
+ * by the caller (it cannot be a legitimate Origin/Host). */
+static const char *header(struct lws *wsi, enum lws_token_indexes h, char *buf, int len,
+                          bool *too_long)
+{
+    int total = lws_hdr_total_length(wsi, h);
+    if (total <= 0)
+        return NULL;
+    if (total >= len || lws_hdr_copy(wsi, buf, len, h) < 0) {
+        *too_long = true;
+        return NULL;
+    }
+    return buf;
+}
+
 int ftws__http_serve(ftws_server *s, struct lws *wsi, const char *uri, size_t len)
 {
+    if (s->cb.allow_host) {
+        char host[512];
+        bool too_long = false;
+        const char *h = header(wsi, WSI_TOKEN_HOST, host, sizeof(host), &too_long);
+        if (too_long || !s->cb.allow_host(s->cb.owner, h))
+            return http_status(wsi, 421); /* Misdirected Request */
+    }
     if (!lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) &&
         !lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI))
         return http_status(wsi, HTTP_STATUS_METHOD_NOT_ALLOWED);
@@ -146,21 +168,6 @@ bool ftws__is_ws_path(ftws_server *s, struct lws *wsi)
     return n > 0 && !strcmp(uri, s->ws_path);
 }
 
-/* Copy a request header; NULL when absent. A header too long for buf is treated as a refusal
- * by the caller (it cannot be a legitimate Origin/Host). */
-static const char *header(struct lws *wsi, enum lws_token_indexes h, char *buf, int len,
-                          bool *too_long)
-{
-    int total = lws_hdr_total_length(wsi, h);
-    if (total <= 0)
-        return NULL;
-    if (total >= len || lws_hdr_copy(wsi, buf, len, h) < 0) {
-        *too_long = true;
-        return NULL;
-    }
-    return buf;
-}
-
 /* An HTTP refusal for an upgrade request. lws_return_http_status would do, except that at
  * this point lws has not parsed the request's HTTP version yet and writes "HTTP/1.0", which
  * WebSocket clients (Python websockets, browsers) reject as not a valid handshake response;
@@ -198,14 +205,15 @@ int ftws__http_confirm_upgrade(ftws_server *s, struct lws *wsi, const char *upgr
         status = HTTP_STATUS_NOT_FOUND;
     else if (s->stopping || atomic_load(&s->stop_requested))
         status = HTTP_STATUS_SERVICE_UNAVAILABLE;
-    else if (s->cb.allow_upgrade) {
-        char origin[512], host[512], peer[64];
-        bool too_long = false;
+    else if (s->cb.check_upgrade) {
+        char origin[512], host[512], peer[64], forwarded[256];
+        bool too_long = false, forwarded_too_long = false;
         const char *o = header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin), &too_long);
         const char *h = header(wsi, WSI_TOKEN_HOST, host, sizeof(host), &too_long);
+        const char *f = header(wsi, WSI_TOKEN_X_FORWARDED_FOR, forwarded, sizeof(forwarded),
+                               &forwarded_too_long);
         ftws__peer_ip(wsi, peer, sizeof(peer));
-        if (too_long || !s->cb.allow_upgrade(s->cb.owner, o, h, peer))
-            status = HTTP_STATUS_FORBIDDEN;
+        status = too_long ? HTTP_STATUS_FORBIDDEN : s->cb.check_upgrade(s->cb.owner, o, h, peer, f);
     }
     if (!status)
         return 0;

@@ -87,6 +87,7 @@ struct ftws_conn {
     lws_usec_t last_valid_us;      /* open or last pong: mirrors lws's validity timer */
 
     char peer[64];
+    char forwarded[256];           /* X-Forwarded-For of the upgrade request, "" if none */
 };
 
 typedef struct ftws_timer {

@@ -157,6 +157,11 @@ const char *ftws_conn_peer(const ftws_conn *conn)
     return conn ? conn->peer : "";
 }
 
+const char *ftws_conn_forwarded_for(const ftws_conn *conn)
+{
+    return conn ? conn->forwarded : "";
+}
+
 /* ---- LWS_CALLBACK_SERVER_WRITEABLE --------------------------------------------------------- */
 
 static void maybe_drain(ftws_conn *c)

@@ -255,6 +255,12 @@ static int on_established(ftws_server *s, struct ftws_pss *pss, struct lws *wsi)
     c->id = ++s->next_conn_id;
     c->last_valid_us = c->last_progress_us = lws_now_usecs();
     ftws__peer_ip(wsi, c->peer, sizeof(c->peer));
+    /* The upgrade's headers are still attached during ESTABLISHED; a header too long for the
+     * buffer is dropped rather than cut (a cut address would be a different address). */
+    int fwd = lws_hdr_total_length(wsi, WSI_TOKEN_X_FORWARDED_FOR);
+    if (fwd <= 0 || fwd >= (int)sizeof(c->forwarded) ||
+        lws_hdr_copy(wsi, c->forwarded, sizeof(c->forwarded), WSI_TOKEN_X_FORWARDED_FOR) < 0)
+        c->forwarded[0] = '\0';
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;

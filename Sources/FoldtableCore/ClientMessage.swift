@@ -1,8 +1,10 @@
 /// A message from a client, decoded strictly.
 public enum ClientMessage: Equatable, Sendable {
     case join(JoinRequest)
-    /// Ask for the sessions that exist.
-    case list
+    /// Ask for the sessions that exist (those the token opens, when the server takes tokens).
+    case list(token: String?)
+    /// A fresh token for the joined session, before the current one expires.
+    case auth(token: String)
     /// Change the display name others see.
     case rename(String)
     /// A change to the joined session's table, with the client's change id if it gave one.
@@ -63,7 +65,9 @@ public enum ClientMessage: Equatable, Sendable {
                     session: session, name: name, since: since.map { UInt64($0) }, epoch: try reader.optionalString("epoch"),
                     token: try reader.optionalString("token")))
         case "list":
-            return .list
+            return .list(token: try reader.optionalString("token"))
+        case "auth":
+            return .auth(token: try reader.string("token"))
         case "rename":
             return .rename(try displayName(reader, limits: limits))
         case "deleteSession":

@@ -24,6 +24,14 @@ public struct ProtocolError: Error, Equatable, Sendable {
         /// The change could not be made durable (disk full, I/O error, database locked); it was
         /// not applied. Retry later.
         case storageUnavailable = "storage_unavailable"
+        /// No token, or a token that is forged, expired, malformed or not for this session.
+        case unauthorized = "unauthorized"
+        /// The member's role does not allow this (a viewer changing, an editor changing options).
+        case forbidden = "forbidden"
+        /// Changes came faster than the connection's rate allows; slow down.
+        case rateLimited = "rate_limited"
+        /// The member's token expired: send a fresh one with `auth` before the grace period ends.
+        case tokenExpired = "token_expired"
     }
 
     public var code: Code

@@ -83,11 +83,11 @@ public enum ServerMessage {
 
     /// `{"type":"welcome",...}`: the snapshot a client starts from.
     public static func welcome(
-        session: String, client: Author, epoch: String, snapshot: TableSnapshot, presence: [Member], recovered: Bool? = nil
+        session: String, client: Author, epoch: String, snapshot: TableSnapshot, presence: [Member], recovered: Bool? = nil, role: String? = nil
     ) -> [UInt8] {
         var out = JSONWriter(capacity: 4096)
         out.raw("{\"type\":\"welcome\"")
-        header(session: session, client: client, epoch: epoch, seq: snapshot.seq, into: &out)
+        header(session: session, client: client, epoch: epoch, seq: snapshot.seq, role: role, into: &out)
         if let recovered {
             out.nextKey("recovered")
             out.bool(recovered)
@@ -101,17 +101,17 @@ public enum ServerMessage {
     }
 
     /// `{"type":"resume",...}`: missed events follow.
-    public static func resume(session: String, client: Author, epoch: String, seq: UInt64, presence: [Member]) -> [UInt8] {
+    public static func resume(session: String, client: Author, epoch: String, seq: UInt64, presence: [Member], role: String? = nil) -> [UInt8] {
         var out = JSONWriter(capacity: 256)
         out.raw("{\"type\":\"resume\"")
-        header(session: session, client: client, epoch: epoch, seq: seq, into: &out)
+        header(session: session, client: client, epoch: epoch, seq: seq, role: role, into: &out)
         out.nextKey("presence")
         members(presence, into: &out)
         out.byte(UInt8(ascii: "}"))
         return out.bytes
     }
 
-    private static func header(session: String, client: Author, epoch: String, seq: UInt64, into out: inout JSONWriter) {
+    private static func header(session: String, client: Author, epoch: String, seq: UInt64, role: String?, into out: inout JSONWriter) {
         out.nextKey("session")
         out.string(session)
         out.nextKey("client")
@@ -122,6 +122,21 @@ public enum ServerMessage {
         out.string(epoch)
         out.nextKey("seq")
         out.integer(seq)
+        if let role {
+            out.nextKey("role")
+            out.string(role)
+        }
+    }
+
+    /// `{"type":"authorized","role":..,"expires":N}`: the answer to a fresh token (`auth`).
+    public static func authorized(role: String, expires: UInt64) -> [UInt8] {
+        var out = JSONWriter(capacity: 64)
+        out.raw("{\"type\":\"authorized\",\"role\":")
+        out.string(role)
+        out.nextKey("expires")
+        out.integer(expires)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
     }
 
     /// `{"type":"ack","id":..,"seq":N}`.

@@ -13,13 +13,23 @@ final class ClientState {
     var joinTimer: UInt64?
     /// True between `join` and the session being ready (loading from the store).
     var joining = false
+    /// What the member's token grants (`nil` in open mode).
+    var grant: AccessGrant?
+    /// What the member may do: the token's role. In open mode nobody is identified, so there is
+    /// nobody to reserve options or deletion for: everyone is an owner (today's behaviour).
+    var role = Role.owner
+    /// The timer for the token's expiry, then for the grace period after it.
+    var tokenTimer: UInt64?
+    /// Changes allowed now (see ``ServerConfig/changeRatePerSec``).
+    var changes: TokenBucket
     /// False once the transport reported the connection closed: its handle is then dead and
     /// nothing may be sent to it (changes it left waiting are still applied, without replies).
     private(set) var isOpen = true
 
-    init(connection: Connection) {
+    init(connection: Connection, changes: TokenBucket) {
         self.connection = connection
         self.clientId = "c\(connection.id)"
+        self.changes = changes
     }
 
     func markClosed() {

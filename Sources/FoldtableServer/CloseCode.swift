@@ -13,9 +13,15 @@ public enum CloseCode {
     public static let slowConsumer = 4000
     /// No `join` arrived within the join deadline.
     public static let joinTimeout = 4001
+    /// The member's token expired and no fresh one came within the grace period: fetch a new
+    /// token and reconnect.
+    public static let tokenExpired = 4002
     /// Too many refused messages in a row.
     public static let tooManyErrors = 4500
     /// The session was deleted (by a member's `deleteSession`). Joining the same name again
     /// starts a new, empty session with a new epoch, so clients should not rejoin unasked.
     public static let sessionDeleted = 4501
+    /// The join's token was missing, forged, expired or not for the session: do not retry with
+    /// the same token.
+    public static let unauthorized = 4502
 }

@@ -1,4 +1,5 @@
 import FoldtableCore
+import Glibc
 
 /// The node's local hub: every connected client and every resident session, driven by transport
 /// events on one service thread (centrifuge's Hub; the transport is the Transport port, storage
@@ -13,6 +14,10 @@ public final class Hub: TransportDelegate {
     let store: SessionStore
     let eventLog: EventLog
     let logger: Log
+    /// Checks tokens; `nil` = open mode (no tokens, everyone edits).
+    let verifier: TokenVerifier?
+    /// Wall-clock seconds since 1970, for token expiry.
+    let clock: () -> UInt64
 
     private var clients: [UInt64: ClientState] = [:]
     private var sessions: [String: TableSession] = [:]
@@ -29,6 +34,9 @@ public final class Hub: TransportDelegate {
     /// What a timer is for.
     enum TimerAction: Equatable {
         case joinDeadline(connection: UInt64)
+        /// The member's token expires (then: its grace period ends).
+        case tokenExpiry(connection: UInt64)
+        case tokenGrace(connection: UInt64)
         case session(name: String, SessionTimer)
         case evict(name: String)
     }
@@ -37,8 +45,10 @@ public final class Hub: TransportDelegate {
     /// `makeEpoch` names session incarnations (random in production, fixed in tests).
     public init(
         config: ServerConfig, transport: Transport, store: SessionStore, eventLog: EventLog, storedNames: [String], log: Log,
-        makeEpoch: @escaping () -> String = Hub.randomEpoch
+        verifier: TokenVerifier? = nil, clock: @escaping () -> UInt64 = Hub.wallClock, makeEpoch: @escaping () -> String = Hub.randomEpoch
     ) {
+        self.verifier = verifier
+        self.clock = clock
         self.config = config
         self.transport = transport
         self.store = store
@@ -46,6 +56,13 @@ public final class Hub: TransportDelegate {
         self.storedNames = Set(storedNames)
         self.logger = log
         self.makeEpoch = makeEpoch
+    }
+
+    /// Seconds since 1970.
+    public static func wallClock() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return UInt64(max(0, spec.tv_sec))
     }
 
     /// Eight random hex digits.
@@ -128,6 +145,19 @@ public final class Hub: TransportDelegate {
             client.joinTimer = nil
             log(.info, "close", ["client": client.clientId, "code": String(CloseCode.joinTimeout), "reason": "join timeout"])
             transport.close(client.connection, code: CloseCode.joinTimeout, reason: "no join in time")
+        case .tokenExpiry(let id):
+            guard let client = clients[id], client.tokenTimer == token else { return }
+            transport.send(
+                OutboundMessage(
+                    ServerMessage.error(
+                        ProtocolError(.tokenExpired, "the token expired: send a fresh one with auth within \(config.tokenGraceSecs) s"), id: nil)),
+                to: client.connection)
+            client.tokenTimer = armTimer(.tokenGrace(connection: id), milliseconds: UInt64(config.tokenGraceSecs) * 1_000)
+        case .tokenGrace(let id):
+            guard let client = clients[id], client.tokenTimer == token else { return }
+            client.tokenTimer = nil
+            log(.info, "close", ["client": client.clientId, "code": String(CloseCode.tokenExpired), "reason": "token expired"])
+            transport.close(client.connection, code: CloseCode.tokenExpired, reason: "token expired: fetch a new one")
         case .session(let name, let timer):
             sessions[name]?.timerFired(timer, token: token)
         case .evict(let name):
@@ -230,7 +260,9 @@ public final class Hub: TransportDelegate {
     // MARK: - Transport events
 
     public func connectionOpened(_ connection: Connection, peer: String) {
-        let client = ClientState(connection: connection)
+        let client = ClientState(
+            connection: connection,
+            changes: TokenBucket(ratePerSecond: config.changeRatePerSec, burst: config.changeBurst, now: transport.nowMilliseconds()))
         clients[connection.id] = client
         client.joinTimer = armTimer(.joinDeadline(connection: connection.id), milliseconds: UInt64(config.joinTimeoutMs))
         log(.info, "open", ["client": client.clientId, "peer": peer])
@@ -239,6 +271,7 @@ public final class Hub: TransportDelegate {
     public func connectionClosed(_ connection: Connection, code: Int) {
         guard let client = clients.removeValue(forKey: connection.id) else { return }
         if let timer = client.joinTimer { cancelTimer(timer) }
+        if let timer = client.tokenTimer { cancelTimer(timer) }
         client.markClosed()
         client.session?.handle(.leave(connection))
         client.session = nil
@@ -256,23 +289,47 @@ public final class Hub: TransportDelegate {
         switch result {
         case .failure(let error):
             refuse(connection, error, id: id)
-        case .success(.list):
+        case .success(.list(let token)):
+            var grant = client.grant
+            if let verifier {
+                if let token {
+                    guard case .success(let granted) = verifier.verify(token, now: clock()) else {
+                        return refuse(connection, ProtocolError(.unauthorized, "the token is not valid", field: "token"), id: nil)
+                    }
+                    grant = granted
+                }
+                guard grant != nil else { return refuse(connection, ProtocolError(.unauthorized, "list needs a token", field: "token"), id: nil) }
+            }
             if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
-            let list = (sortedNames ?? []).prefix(1_000).map { (name: $0, members: sessions[$0]?.memberCount ?? 0) }
+            let visible = (sortedNames ?? []).lazy.filter { grant?.allows($0) ?? true }.prefix(1_000)
+            let list = visible.map { (name: $0, members: self.sessions[$0]?.memberCount ?? 0) }
             transport.send(OutboundMessage(ServerMessage.sessions(Array(list))), to: connection)
         case .success(.join(let request)):
             join(client, request)
+        case .success(.auth(let token)):
+            reauthorize(client, token)
         case .success(.rename(let name)):
             guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
             client.consecutiveErrors = 0
             session.handle(.rename(connection, name: name))
         case .success(.change(let change, let id)):
             guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            if case .setOptions = change, client.role < .owner {
+                return refuse(connection, ProtocolError(.forbidden, "only an owner changes the table's options"), id: id)
+            }
+            guard client.role >= .editor else { return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id) }
+            guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
             session.handle(.change(change, id: id, from: connection))
         case .success(.deleteSession):
             guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            guard client.role >= .owner else { return refuse(connection, ProtocolError(.forbidden, "only an owner deletes the session"), id: id) }
             delete(session, by: client, id: id)
         }
+    }
+
+    private var rateLimited: ProtocolError {
+        ProtocolError(.rateLimited, "more than \(config.changeRatePerSec) changes a second; slow down")
     }
 
     private var messageLimits: ClientMessage.Limits {
@@ -285,6 +342,20 @@ public final class Hub: TransportDelegate {
         guard client.session == nil, !client.joining else {
             refuse(client.connection, ProtocolError(.alreadyJoined, "this connection already joined a session", field: "session"), id: nil)
             return
+        }
+        var request = request
+        if let verifier {
+            guard let token = request.token else { return unauthorized(client, "this server needs a token to join") }
+            switch verifier.verify(token, now: clock()) {
+            case .failure(let refusal):
+                return unauthorized(client, refusal.message)
+            case .success(let grant):
+                guard grant.allows(request.session) else { return unauthorized(client, "the token does not open session \(request.session)") }
+                client.grant = grant
+                client.role = grant.role
+                if let name = grant.name { request.name = name }
+                armTokenExpiry(client, grant)
+            }
         }
         if let timer = client.joinTimer {
             cancelTimer(timer)
@@ -314,8 +385,43 @@ public final class Hub: TransportDelegate {
 
     private func enter(_ client: ClientState, _ session: TableSession, _ request: JoinRequest) {
         client.session = session
-        session.handle(.join(client.connection, request))
+        session.handle(.join(client.connection, request, role: verifier == nil ? nil : client.role.rawValue))
         log(.info, "join", ["client": client.clientId, "session": request.session, "resume": request.since == nil ? "no" : "yes"])
+    }
+
+    /// A join that cannot be allowed: an error reply, then a close telling the client not to
+    /// retry with the same token.
+    private func unauthorized(_ client: ClientState, _ message: String) {
+        transport.send(OutboundMessage(ServerMessage.error(ProtocolError(.unauthorized, message, field: "token"), id: nil)), to: client.connection)
+        log(.info, "close", ["client": client.clientId, "code": String(CloseCode.unauthorized), "reason": "unauthorized"])
+        transport.close(client.connection, code: CloseCode.unauthorized, reason: "unauthorized")
+    }
+
+    /// The token's end (plus the verifier's leeway) arms the expiry warning.
+    private func armTokenExpiry(_ client: ClientState, _ grant: AccessGrant) {
+        if let timer = client.tokenTimer { cancelTimer(timer) }
+        let now = clock()
+        let seconds = grant.expires + tokenLeewaySeconds > now ? grant.expires + tokenLeewaySeconds - now : 0
+        client.tokenTimer = armTimer(.tokenExpiry(connection: client.connection.id), milliseconds: seconds * 1_000)
+    }
+
+    /// Tokens are accepted this long past their `exp` (clocks differ); so is a member's session.
+    private let tokenLeewaySeconds: UInt64 = 60
+
+    /// A fresh token from a member: same session, new expiry (and role, if it changed).
+    private func reauthorize(_ client: ClientState, _ token: String) {
+        guard let verifier else {
+            return refuse(client.connection, ProtocolError(.invalidValue, "this server takes no tokens", field: "token"), id: nil)
+        }
+        guard let session = client.session else { return refuse(client.connection, ProtocolError(.notJoined, "join a session first"), id: nil) }
+        guard case .success(let grant) = verifier.verify(token, now: clock()), grant.allows(session.name) else {
+            return refuse(client.connection, ProtocolError(.unauthorized, "the token is not valid for this session", field: "token"), id: nil)
+        }
+        client.grant = grant
+        client.role = grant.role
+        client.consecutiveErrors = 0
+        armTokenExpiry(client, grant)
+        transport.send(OutboundMessage(ServerMessage.authorized(role: grant.role.rawValue, expires: grant.expires)), to: client.connection)
     }
 
     /// Deletes a session and its history once the store has; every member is closed with 4501.

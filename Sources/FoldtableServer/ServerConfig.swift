@@ -17,6 +17,41 @@ public struct ServerConfig: Sendable, Equatable {
     /// Origins (e.g. `https://tables.example.com`) allowed to open WebSockets besides same-origin
     /// pages and clients that send no Origin. Default none (Centrifugo's rule; RFC 6455 §10.2).
     public var allowedOrigins: [String] = []
+    /// The URLs people reach this server at (e.g. `https://tables.example.com`), comma-separated:
+    /// their host names are accepted in Host headers and their origins may open WebSockets.
+    /// Default none: only IP literals and `localhost` (a DNS-rebinding page has neither).
+    public var publicURLs: [String] = []
+    /// Addresses of reverse proxies whose `X-Forwarded-For` names the real client (for logs and
+    /// per-address limits). Default none: the TCP peer is the client.
+    public var trustedProxies: [String] = []
+    /// A file holding the token secret (at least 32 bytes; surrounding whitespace is ignored).
+    /// With a secret, every join needs a signed token. Default none (open mode). The secret
+    /// itself may come from the environment variable `FOLDTABLE_TOKEN_SECRET`, never from a
+    /// flag: a flag's value shows in `ps`.
+    public var tokenSecretFile: String?
+    /// The secret from `FOLDTABLE_TOKEN_SECRET`, if set. Never logged.
+    public var tokenSecret: String?
+    /// Open mode (no token secret) on an address other than loopback: everyone who reaches the
+    /// port may read and change every session. Off by default, so that takes a deliberate
+    /// `--open`.
+    public var open = false
+    /// After a token expires, seconds a member has to send a fresh one (`auth`) before it is
+    /// closed with 4002. Default 30.
+    public var tokenGraceSecs = 30
+    /// Changes a connection may make per second, sustained. Default 1,000: far above a person's
+    /// pace and room for an import script, while one connection cannot flood a session; past it
+    /// come `rate_limited` replies, and a connection that keeps going is closed (4500).
+    public var changeRatePerSec = 1_000
+    /// Changes a connection may make at once above the rate. Default 2,000 (an offline queue
+    /// flushed on reconnect).
+    public var changeBurst = 2_000
+    /// WebSocket connections from one client address. Default 256 (a school or office behind
+    /// one NAT address still fits); more get HTTP 429.
+    public var maxConnectionsPerIP = 256
+    /// WebSocket connections in all; more get HTTP 503. Default 0: as many as the open-file
+    /// limit allows (the server raises its soft limit to the hard one at start), less 64 for the
+    /// database, the web files and the listening socket.
+    public var maxConnections = 0
     /// Keep sessions in memory only (throwaway use: nothing survives a restart). Default off:
     /// sessions live in SQLite under ``dataDirectory``.
     public var memoryOnly = false
@@ -98,6 +133,15 @@ public struct ServerConfig: Sendable, Equatable {
           --tls-cert FILE             PEM certificate: serve HTTPS/WSS (none)
           --tls-key FILE              PEM private key for --tls-cert (none)
           --allowed-origins LIST      comma-separated extra origins allowed to connect (none)
+          --public-url LIST           URLs people use to reach this server: their hosts and origins are accepted (none)
+          --trusted-proxies LIST      proxy addresses whose X-Forwarded-For is believed (none)
+          --token-secret-file FILE    token secret (or FOLDTABLE_TOKEN_SECRET): joins need signed tokens (none: open)
+          --open                      allow open mode (no tokens) on a non-loopback address (off)
+          --token-grace-secs N        time to send a fresh token after one expires (30)
+          --change-rate N             changes per second per connection (1000)
+          --change-burst N            changes at once above the rate (2000)
+          --max-connections-per-ip N  WebSockets from one client address (256)
+          --max-connections N         WebSockets in all, 0 = the open-file limit less 64 (0)
           --memory                    keep sessions in memory only: nothing survives a restart (off)
           --data-dir DIR              directory of the SQLite database (data)
           --synchronous MODE          full (survives power loss) or normal (survives crashes) (full)
@@ -141,6 +185,10 @@ public struct ServerConfig: Sendable, Equatable {
     public static func parse(arguments: [String], environment: [String: String] = [:]) throws(Invalid) -> Parsed {
         var config = ServerConfig()
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("FOLDTABLE_") {
+            if name == "FOLDTABLE_TOKEN_SECRET" {
+                config.tokenSecret = value.isEmpty ? nil : value
+                continue
+            }
             let option = name.dropFirst("FOLDTABLE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
             do {
                 _ = try config.set(option, value)
@@ -159,7 +207,7 @@ public struct ServerConfig: Sendable, Equatable {
             if let equals = name.firstIndex(of: "=") {
                 value = String(name[name.index(after: equals)...])
                 name = String(name[..<equals])
-            } else if name == "memory" {
+            } else if name == "memory" || name == "open" {
                 value = "true"
             } else {
                 guard index < arguments.count else { throw Invalid("--\(name) needs a value") }
@@ -174,6 +222,9 @@ public struct ServerConfig: Sendable, Equatable {
 
     /// Sets one option; returns false when there is no option of that name.
     private mutating func set(_ name: String, _ value: String) throws(Invalid) -> Bool {
+        func list(_ text: String) -> [String] {
+            text.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
         func integer(_ range: ClosedRange<Int>) throws(Invalid) -> Int {
             guard let number = Int(value), range.contains(number) else {
                 throw Invalid("--\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(value)\"")
@@ -186,14 +237,29 @@ public struct ServerConfig: Sendable, Equatable {
         case "web-root": webRoot = value
         case "tls-cert": tlsCertPath = value.isEmpty ? nil : value
         case "tls-key": tlsKeyPath = value.isEmpty ? nil : value
-        case "allowed-origins":
-            allowedOrigins = value.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        case "allowed-origins": allowedOrigins = list(value)
         case "memory":
             switch value {
             case "true", "1", "yes": memoryOnly = true
             case "false", "0", "no": memoryOnly = false
             default: throw Invalid("--memory takes no value (FOLDTABLE_MEMORY: true or false), not \"\(value)\"")
             }
+        case "public-url": publicURLs = list(value)
+        case "trusted-proxies": trustedProxies = list(value)
+        case "token-secret-file": tokenSecretFile = value.isEmpty ? nil : value
+        case "token-secret":
+            throw Invalid("the token secret is read from --token-secret-file or FOLDTABLE_TOKEN_SECRET, never from a flag (ps shows flags)")
+        case "open":
+            switch value {
+            case "true", "1", "yes": open = true
+            case "false", "0", "no": open = false
+            default: throw Invalid("--open takes no value (FOLDTABLE_OPEN: true or false), not \"\(value)\"")
+            }
+        case "token-grace-secs": tokenGraceSecs = try integer(1...3_600)
+        case "change-rate": changeRatePerSec = try integer(1...1_000_000)
+        case "change-burst": changeBurst = try integer(1...1_000_000)
+        case "max-connections-per-ip": maxConnectionsPerIP = try integer(1...1_000_000)
+        case "max-connections": maxConnections = try integer(0...10_000_000)
         case "data-dir":
             guard !value.isEmpty else { throw Invalid("--data-dir must not be empty") }
             dataDirectory = value
@@ -240,5 +306,18 @@ public struct ServerConfig: Sendable, Equatable {
             throw Invalid("--hangup-secs (\(hangupSecs)) must be more than --ping-interval-secs (\(pingIntervalSecs))")
         }
         if host.isEmpty { throw Invalid("--host must not be empty") }
+        if tokenSecretFile == nil && tokenSecret == nil && !open && !Self.isLoopback(host) {
+            throw Invalid(
+                "--host \(host) in open mode would let anyone who reaches it change every session: set a token secret (--token-secret-file or FOLDTABLE_TOKEN_SECRET) or pass --open"
+            )
+        }
+        for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
+            throw Invalid("--public-url \(url) must look like https://tables.example.com")
+        }
+    }
+
+    /// Whether `host` binds loopback only.
+    public static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 }

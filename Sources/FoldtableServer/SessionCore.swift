@@ -127,7 +127,7 @@ public struct SessionCore {
     public mutating func handle(_ input: SessionInput, now: UInt64) -> [SessionEffect] {
         var effects: [SessionEffect] = []
         switch input {
-        case .join(let connection, let request): join(connection, request, now: now, into: &effects)
+        case .join(let connection, let request, let role): join(connection, request, role: role, now: now, into: &effects)
         case .leave(let connection): leave(connection, into: &effects)
         case .rename(let connection, let name): rename(connection, to: name, into: &effects)
         case .change(let change, let id, let connection): submit(change, id: id, from: connection, into: &effects)
@@ -144,7 +144,7 @@ public struct SessionCore {
 
     // MARK: - Membership
 
-    private mutating func join(_ connection: Connection, _ request: JoinRequest, now: UInt64, into effects: inout [SessionEffect]) {
+    private mutating func join(_ connection: Connection, _ request: JoinRequest, role: String?, now: UInt64, into effects: inout [SessionEffect]) {
         guard members[connection.id] == nil else { return }
         let author = Author(client: "c\(connection.id)", name: request.name)
         let others = connections
@@ -154,7 +154,8 @@ public struct SessionCore {
         if let since = request.since, request.epoch == epoch, let missed = events(after: since) {
             effects.append(
                 .send(
-                    OutboundMessage(ServerMessage.resume(session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence)),
+                    OutboundMessage(
+                        ServerMessage.resume(session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, role: role)),
                     to: connection))
             for key in busySections.sorted() {
                 effects.append(.send(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: connection))
@@ -187,7 +188,7 @@ public struct SessionCore {
             let snapshot = TableSnapshot(committed, rows: .sections(inline), busy: { busy.contains($0) })
             let welcome = ServerMessage.welcome(
                 session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence,
-                recovered: request.since == nil ? nil : false)
+                recovered: request.since == nil ? nil : false, role: role)
             effects.append(.send(OutboundMessage(welcome), to: connection))
             for section in later { stream(section, to: connection, now: now, into: &effects) }
         }

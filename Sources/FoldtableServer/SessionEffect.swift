@@ -2,8 +2,9 @@ import FoldtableCore
 
 /// Something that happened to a session, fed to ``SessionCore/handle(_:now:)``.
 public enum SessionInput {
-    /// A connection asks to join (its display name is in the request).
-    case join(Connection, JoinRequest)
+    /// A connection asks to join (its display name is in the request) with a role, told back
+    /// in the welcome when there is one (`nil` in open mode: everyone edits).
+    case join(Connection, JoinRequest, role: String?)
     /// A member's connection closed.
     case leave(Connection)
     /// A member changed its display name.

@@ -29,13 +29,20 @@ public final class LWSTransport: Transport {
     private let wakeTarget: WakeTarget
     /// C strings lws keeps pointers to: they must outlive the context.
     private var retainedStrings: [UnsafeMutablePointer<CChar>] = []
-    private let allowedOrigins: Set<String>
+    private let policy: RequestPolicy
+    private let maxConnectionsPerIP: Int
+    private let maxConnections: Int
+    /// Open WebSockets per client address, and each connection's address (to count it down).
+    private var connectionsByAddress: [String: Int] = [:]
+    private var addresses: [UInt64: String] = [:]
     /// Reused for every broadcast: the connection pointers handed to ftws_broadcast.
     private var broadcastScratch: [OpaquePointer?] = []
 
     /// Creates the context and binds the port; does not serve until ``run()``.
     public init(config: ServerConfig, echo: Bool = false) throws(StartError) {
-        allowedOrigins = Set(config.allowedOrigins)
+        policy = RequestPolicy(config)
+        maxConnectionsPerIP = config.maxConnectionsPerIP
+        maxConnections = config.maxConnections
         let wakeTarget = WakeTarget()
         self.wakeTarget = wakeTarget
         serviceQueue = ServiceQueue(wake: { wakeTarget.wake() })
@@ -59,17 +66,23 @@ public final class LWSTransport: Transport {
 
         var callbacks = ftws_callbacks()
         callbacks.owner = Unmanaged.passUnretained(self).toOpaque()
-        callbacks.allow_upgrade = { owner, origin, host, _ in
-            LWSTransport.from(owner).allowUpgrade(origin: origin.map { String(cString: $0) }, host: host.map { String(cString: $0) }) ? 1 : 0
+        callbacks.check_upgrade = { owner, origin, host, peer, forwarded in
+            LWSTransport.from(owner).checkUpgrade(
+                origin: origin.map { String(cString: $0) }, host: host.map { String(cString: $0) }, peer: peer.map { String(cString: $0) } ?? "",
+                forwardedFor: forwarded.map { String(cString: $0) })
+        }
+        callbacks.allow_host = { owner, host in
+            LWSTransport.from(owner).policy.allowsHost(host.map { String(cString: $0) }) ? 1 : 0
         }
         callbacks.on_open = { owner, conn in
-            LWSTransport.from(owner).delegate?.connectionOpened(Connection(conn), peer: String(cString: ftws_conn_peer(conn)))
+            LWSTransport.from(owner).opened(
+                Connection(conn), peer: String(cString: ftws_conn_peer(conn)), forwardedFor: String(cString: ftws_conn_forwarded_for(conn)))
         }
         callbacks.on_message = { owner, conn, data, length in
             LWSTransport.from(owner).delegate?.connectionReceived(Connection(conn), message: UnsafeRawBufferPointer(start: data, count: length))
         }
         callbacks.on_close = { owner, conn, code in
-            LWSTransport.from(owner).delegate?.connectionClosed(Connection(conn), code: Int(code))
+            LWSTransport.from(owner).closed(Connection(conn), code: Int(code))
         }
         callbacks.on_drain = { owner, conn in
             LWSTransport.from(owner).delegate?.connectionDrained(Connection(conn))
@@ -115,13 +128,31 @@ public final class LWSTransport: Transport {
         Unmanaged<LWSTransport>.fromOpaque(owner!).takeUnretainedValue()
     }
 
-    /// Cross-site WebSocket hijacking guard (RFC 6455 §10.2): requests without Origin (non-browser
-    /// clients), same-origin requests (Origin's host equals Host) and allow-listed origins only.
-    private func allowUpgrade(origin: String?, host: String?) -> Bool {
-        guard let origin else { return true }
-        if allowedOrigins.contains(origin) || allowedOrigins.contains("*") { return true }
-        guard let host, let schemeEnd = origin.range(of: "://") else { return false }
-        return origin[schemeEnd.upperBound...].lowercased() == host.lowercased()
+    /// 0 to upgrade, else the HTTP status refusing it: a Host or Origin this server does not
+    /// answer to (421, 403: DNS rebinding, cross-site WebSocket hijacking), too many connections
+    /// from one address (429) or in all (503).
+    private func checkUpgrade(origin: String?, host: String?, peer: String, forwardedFor: String?) -> UInt32 {
+        guard policy.allowsHost(host) else { return 421 }
+        guard policy.allowsOrigin(origin, host: host) else { return 403 }
+        guard addresses.count < maxConnections else { return 503 }
+        let address = policy.clientAddress(peer: peer, forwardedFor: forwardedFor)
+        guard connectionsByAddress[address, default: 0] < maxConnectionsPerIP else { return 429 }
+        return 0
+    }
+
+    private func opened(_ connection: Connection, peer: String, forwardedFor: String) {
+        let address = policy.clientAddress(peer: peer, forwardedFor: forwardedFor.isEmpty ? nil : forwardedFor)
+        addresses[connection.id] = address
+        connectionsByAddress[address, default: 0] += 1
+        delegate?.connectionOpened(connection, peer: address)
+    }
+
+    private func closed(_ connection: Connection, code: Int) {
+        if let address = addresses.removeValue(forKey: connection.id) {
+            let left = (connectionsByAddress[address] ?? 1) - 1
+            connectionsByAddress[address] = left > 0 ? left : nil
+        }
+        delegate?.connectionClosed(connection, code: code)
     }
 
     // MARK: - Transport

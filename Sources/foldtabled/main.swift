@@ -10,28 +10,44 @@ func fail(_ line: String) -> Never {
     exit(1)
 }
 
-// `foldtabled backup DEST [options]`: an online copy of the database, safe while a server runs.
-if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "backup" {
-    BackupCommand.run(Array(CommandLine.arguments.dropFirst(2)), environment: ProcessInfo.processInfo.environment)
+// Subcommands: `backup DEST` (an online copy of the database), `token ...` (a signed token).
+if CommandLine.arguments.count > 1 {
+    switch CommandLine.arguments[1] {
+    case "backup": BackupCommand.run(Array(CommandLine.arguments.dropFirst(2)), environment: ProcessInfo.processInfo.environment)
+    case "token": TokenCommand.run(Array(CommandLine.arguments.dropFirst(2)), environment: ProcessInfo.processInfo.environment)
+    default: break
+    }
 }
 
-let config: ServerConfig
+let parsedConfig: ServerConfig
 do {
     switch try ServerConfig.parse(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
     case .help:
         print(ServerConfig.usage)
         exit(0)
     case .run(let parsed):
-        config = parsed
+        parsedConfig = parsed
     }
 } catch {
     fail(error.description)
 }
 
 var isDirectory: ObjCBool = false
-if !config.webRoot.isEmpty && !(FileManager.default.fileExists(atPath: config.webRoot, isDirectory: &isDirectory) && isDirectory.boolValue) {
-    fail("--web-root \(config.webRoot) is not a directory")
+if !parsedConfig.webRoot.isEmpty
+    && !(FileManager.default.fileExists(atPath: parsedConfig.webRoot, isDirectory: &isDirectory) && isDirectory.boolValue)
+{
+    fail("--web-root \(parsedConfig.webRoot) is not a directory")
 }
+
+let verifier: TokenVerifier?
+do {
+    verifier = try TokenSetup.verifier(parsedConfig)
+} catch {
+    fail(error.description)
+}
+let fileLimit = FileLimit.raise()
+var config = parsedConfig
+if config.maxConnections == 0 { config.maxConnections = Int(max(64, min(fileLimit, 10_000_000)) - 64) }
 
 signal(SIGPIPE, SIG_IGN)
 // A file-size limit (ulimit -f) must fail a write with EFBIG, which the store reports as
@@ -51,7 +67,7 @@ do {
 }
 let hub = Hub(
     config: config, transport: transport, store: storage.store, eventLog: storage.log, storedNames: storage.names,
-    log: Log(level: config.logLevel))
+    log: Log(level: config.logLevel), verifier: verifier)
 transport.delegate = hub
 SessionLoader.loadDemo(into: hub, config: config)
 
@@ -77,8 +93,17 @@ let shownHost = config.host.contains(":") ? "[\(config.host)]" : config.host
 // Unbuffered, so a supervisor or test reading the pipe sees the URL at once.
 FileHandle.standardOutput.write(Data("listening on \(scheme)://\(shownHost):\(transport.port)\n".utf8))
 Log(level: config.logLevel)(
-    .info, "start", ["port": String(transport.port), "storage": config.memoryOnly ? "memory" : config.dataDirectory, "web_root": config.webRoot])
+    .info, "start",
+    [
+        "port": String(transport.port), "storage": config.memoryOnly ? "memory" : config.dataDirectory, "web_root": config.webRoot,
+        "tokens": verifier == nil ? "off" : "on", "open_files": String(fileLimit),
+    ])
 
+if fileLimit < UInt64(config.maxConnections) + 64 {
+    // --max-connections asked for more than the descriptors allow: lws would refuse the rest.
+    Log(level: config.logLevel)(
+        .warning, "open_files_low", ["open_files": String(fileLimit), "max_connections": String(config.maxConnections)])
+}
 let status = transport.run()
 // Everything acknowledged is committed already; this waits for checkpoints still being written.
 storage.store.flush()

@@ -17,7 +17,7 @@ func decode(_ text: String) -> (Result<ClientMessage, ProtocolError>, id: String
             try decode(#"{"type":"set","section":"k","collapsed":true,"id":"c2"}"#).0.get()
                 == .change(.setCollapsed(section: .key("k"), collapsed: true), id: "c2"))
         #expect(try decode(#"{"type":"setAll","collapsed":false}"#).0.get() == .change(.setAll(collapsed: false), id: nil))
-        #expect(try decode(#"{"type":"list"}"#).0.get() == .list)
+        #expect(try decode(#"{"type":"list"}"#).0.get() == .list(token: nil))
         #expect(try decode(#"{"type":"rename","name":"bo"}"#).0.get() == .rename("bo"))
     }
 

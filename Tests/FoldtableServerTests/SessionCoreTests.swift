@@ -14,8 +14,8 @@ import Testing
         let other = Section(key: "t", title: "T", collapsed: true)
         var core = SessionCore(
             name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [section, other], seq: 0), settings: settings)
-        _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana")), now: 0)
-        _ = core.handle(.join(bo, JoinRequest(session: "x", name: "bo")), now: 0)
+        _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
+        _ = core.handle(.join(bo, JoinRequest(session: "x", name: "bo"), role: nil), now: 0)
         return core
     }
 
@@ -132,7 +132,7 @@ import Testing
         var core = try core()
         let persist = try #require(persisted(core.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)))
         let carl = Connection(id: 3)
-        let joined = core.handle(.join(carl, JoinRequest(session: "x", name: "carl")), now: 0)
+        let joined = core.handle(.join(carl, JoinRequest(session: "x", name: "carl"), role: nil), now: 0)
         let welcome = try #require(
             joined.compactMap { effect -> JSONValue? in
                 guard case .send(let message, let to) = effect, to == carl else { return nil }
@@ -199,7 +199,7 @@ import Testing
             _ = core.handle(.committed(generation: persist.generation, through: UInt64(index)), now: 0)
         }
         var restored = SessionCore(name: "x", epoch: "e1", table: core.committed, recent: logged, settings: SessionCore.Settings())
-        let effects = restored.handle(.join(Connection(id: 9), JoinRequest(session: "x", name: "ana", since: 2, epoch: "e1")), now: 0)
+        let effects = restored.handle(.join(Connection(id: 9), JoinRequest(session: "x", name: "ana", since: 2, epoch: "e1"), role: nil), now: 0)
         let types = effects.compactMap { effect -> String? in
             guard case .send(let message, _) = effect, let value = try? JSONParser.parse(message.bytes), case .string(let type)? = value["type"]
             else { return nil }

@@ -81,6 +81,9 @@ final class Harness {
     init(configure: (inout ServerConfig) -> Void = { _ in }) {
         var config = ServerConfig()
         config.demoLargeRows = 5_000
+        // Tests send thousands of changes in no time: far past any rate limit.
+        config.changeRatePerSec = 1_000_000
+        config.changeBurst = 1_000_000
         configure(&config)
         store = MemoryStore(keepEvents: config.historyEvents, queue: transport.serviceQueue)
         hub = Hub(

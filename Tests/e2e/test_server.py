@@ -360,7 +360,8 @@ def test_help_lists_every_option_with_its_default():
 def test_a_client_that_stops_reading_is_closed_as_slow_and_others_are_unaffected(web_root):
     # The cap must hold one commit's burst: the store commits the 50 changes of a batch together
     # and their events (about 45 KB) reach every member at once.
-    s = Server("--max-queue-bytes", "65536", "--send-stall-secs", "30", web_root=str(web_root))
+    s = Server("--max-queue-bytes", "65536", "--send-stall-secs", "30", "--change-rate", "1000000", "--change-burst", "1000000",
+               web_root=str(web_root))
     try:
         async def scenario():
             slow, response = raw_ws(s.port)
@@ -400,7 +401,8 @@ def test_with_a_certificate_the_same_port_speaks_wss(web_root, tmp_path):
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
                     "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    proc = subprocess.Popen([BIN, "--port", "0", "--web-root", str(web_root), "--tls-cert", str(cert), "--tls-key", str(key)],
+    proc = subprocess.Popen([BIN, "--port", "0", "--web-root", str(web_root), "--tls-cert", str(cert), "--tls-key", str(key),
+                             "--data-dir", str(tmp_path / "data")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline().strip()

@@ -46,9 +46,15 @@ enum {
 typedef struct ftws_callbacks {
     /* Passed back as the first argument of every callback. */
     void *owner;
-    /* Before the upgrade of a request for ws_path: return 1 to accept, 0 to refuse (HTTP 403).
-     * origin is NULL when the request had no Origin header; host likewise. NULL callback = accept. */
-    int (*allow_upgrade)(void *owner, const char *origin, const char *host, const char *peer_ip);
+    /* Before the upgrade of a request for ws_path: return 0 to accept, or the HTTP status to
+     * refuse it with (403, 421, 429, 503, ...). origin, host and forwarded_for (the
+     * X-Forwarded-For header) are NULL when absent. NULL callback = accept. */
+    unsigned int (*check_upgrade)(void *owner, const char *origin, const char *host, const char *peer_ip,
+                                  const char *forwarded_for);
+    /* Before serving any other HTTP request (static files): return 1 to serve, 0 to refuse with
+     * 421 Misdirected Request (a Host this server does not answer to: DNS rebinding). host is
+     * NULL when absent. NULL callback = serve. */
+    int (*allow_host)(void *owner, const char *host);
     /* A WebSocket on ws_path is established. */
     void (*on_open)(void *owner, ftws_conn *conn);
     /* One whole text message: reassembled from its fragments, at most max_message_bytes, valid
@@ -125,6 +131,9 @@ void *ftws_conn_user(const ftws_conn *conn);
 uint64_t ftws_conn_id(const ftws_conn *conn);
 /* The peer's IP address as text ("127.0.0.1", "::1"). */
 const char *ftws_conn_peer(const ftws_conn *conn);
+/* The upgrade request's X-Forwarded-For header ("" when absent or longer than 255 bytes), for an
+ * owner that trusts the proxy in front of it. */
+const char *ftws_conn_forwarded_for(const ftws_conn *conn);
 
 /* Timers on the service thread: on_timer(owner, token) after delay_ms. Re-arming a token replaces
  * its earlier deadline; tokens are the owner's to choose. */

@@ -1,0 +1,26 @@
+/// A token bucket: `rate` actions a second sustained, `burst` at once. Pure (time is passed in).
+struct TokenBucket {
+    private let rate: Double
+    private let burst: Double
+    private var tokens: Double
+    private var last: UInt64
+
+    /// A full bucket at `now` (milliseconds).
+    init(ratePerSecond: Int, burst: Int, now: UInt64) {
+        self.rate = Double(max(1, ratePerSecond))
+        self.burst = Double(max(1, burst))
+        self.tokens = Double(max(1, burst))
+        self.last = now
+    }
+
+    /// Takes one token if there is one at `now` (milliseconds, never going back).
+    mutating func take(now: UInt64) -> Bool {
+        if now > last {
+            tokens = min(burst, tokens + Double(now - last) * rate / 1_000)
+            last = now
+        }
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}

@@ -1,0 +1,85 @@
+import FoldtableAuth
+import FoldtableServer
+import Foundation
+
+/// `foldtabled token --token-secret-file PATH --session demo --role editor --name ana --ttl 1h`
+/// prints a signed token (for self-hosters, scripts and tests).
+enum TokenCommand {
+    static let usage = """
+        usage: foldtabled token --session NAME[,NAME...]|'*' [--role viewer|editor|owner] [--name NAME] [--user ID] [--ttl 1h]
+                                (--token-secret-file FILE or FOLDTABLE_TOKEN_SECRET)
+          --ttl  lifetime: N plus s, m, h or d (default 1h)
+        """
+
+    static func run(_ arguments: [String], environment: [String: String]) -> Never {
+        var sessions: [String] = []
+        var role = Role.editor
+        var name: String?
+        var user: String?
+        var ttl: UInt64 = 3_600
+        var rest: [String] = []
+        var index = 0
+        func value() -> String {
+            index += 1
+            guard index < arguments.count else { fail("\(arguments[index - 1]) needs a value\n\(usage)") }
+            return arguments[index]
+        }
+        while index < arguments.count {
+            switch arguments[index] {
+            case "--session", "--sessions": sessions = value().split(separator: ",").map(String.init)
+            case "--role":
+                let text = value()
+                guard let parsed = Role(rawValue: text) else { fail("--role must be viewer, editor or owner, not \"\(text)\"") }
+                role = parsed
+            case "--name": name = value()
+            case "--user": user = value()
+            case "--ttl":
+                let text = value()
+                guard let seconds = duration(text) else { fail("--ttl must look like 90s, 15m, 1h or 7d, not \"\(text)\"") }
+                ttl = seconds
+            case "--help", "-h":
+                print(usage)
+                exit(0)
+            default:
+                rest.append(arguments[index])
+                if arguments[index].hasPrefix("--") && !arguments[index].contains("=") && index + 1 < arguments.count {
+                    rest.append(value())
+                }
+            }
+            index += 1
+        }
+        guard !sessions.isEmpty else { fail("--session is required\n\(usage)") }
+        let config: ServerConfig
+        do {
+            var env = environment
+            env["FOLDTABLE_OPEN"] = "true"  // only the secret matters here, not where the server binds
+            guard case .run(let parsed) = try ServerConfig.parse(arguments: rest, environment: env) else { fail(usage) }
+            config = parsed
+        } catch {
+            fail(error.description)
+        }
+        let secret: [UInt8]
+        do {
+            guard let found = try TokenSetup.secret(config) else { fail("no secret: give --token-secret-file FILE or set FOLDTABLE_TOKEN_SECRET") }
+            secret = found
+        } catch {
+            fail(error.description)
+        }
+        let expires = Hub.wallClock() + ttl
+        print(HMACTokens(secret: secret).sign(user: user ?? name ?? "user", name: name, sessions: sessions, role: role, expires: expires))
+        exit(0)
+    }
+
+    /// Seconds in `90s`, `15m`, `1h`, `7d` (or a bare number of seconds).
+    static func duration(_ text: String) -> UInt64? {
+        let units: [Character: UInt64] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
+        if let last = text.last, let unit = units[last], let number = UInt64(text.dropLast()), number > 0 { return number * unit }
+        if let number = UInt64(text), number > 0 { return number }
+        return nil
+    }
+
+    private static func fail(_ line: String) -> Never {
+        FileHandle.standardError.write(Data("foldtabled: \(line)\n".utf8))
+        exit(2)
+    }
+}
