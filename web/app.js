@@ -1,6 +1,6 @@
 // Page wiring: the lobby at /, a session at /s/<name>. Connection in protocol.js, table state in
 // model.js, drawing in table.js.
-import { Connection } from './protocol.js';
+import { Connection, token } from './protocol.js';
 import { Table } from './model.js';
 import { TableView } from './table.js';
 
@@ -39,8 +39,12 @@ function showStatus(st, everOpen) {
   banner.hidden = false;
   banner.classList.toggle('fatal', st.state === 'fatal');
   const queued = st.queued ? ` ${st.queued} change${st.queued === 1 ? '' : 's'} will be sent when back.` : '';
+  const fatal = {
+    4501: 'This session was deleted.',
+    4502: 'This server needs a valid token for this session: open the link you were given (…?token=…).',
+  };
   const text = st.state === 'fatal'
-    ? `Disconnected by the server (code ${st.code}). Reload the page to try again.`
+    ? (fatal[st.code] ?? `Disconnected by the server (code ${st.code}). Reload the page to try again.`)
     : `Connection lost. Reconnecting…${queued}`;
   if (banner.dataset.text !== text) {
     banner.dataset.text = text;
@@ -88,6 +92,11 @@ const route = location.pathname.match(/^\/s\/([^/]+)\/?$/);
 const session = route && decodeURIComponent(route[1]);
 if (session && SESSION_RE.test(session)) startSession(session); else startLobby(route && session);
 
+/** `list`, with the token when there is one (a server with tokens lists what the token opens). */
+function listMessage() {
+  return token ? { type: 'list', token } : { type: 'list' };
+}
+
 // ---- lobby: the sessions that exist, and a form to join or create one ----
 function startLobby(badName) {
   $('lobby').hidden = false;
@@ -110,13 +119,13 @@ function startLobby(badName) {
       $('no-sessions').hidden = msg.sessions.length > 0;
     },
     onStatus(st) {
-      if (st.state === 'open') { everOpen = true; conn.sendNow({ type: 'list' }); }
+      if (st.state === 'open') { everOpen = true; conn.sendNow(listMessage()); }
       showStatus(st, everOpen);
     },
   });
   conn.connect();
   // `list` is not pushed: ask again now and then while the lobby is open.
-  setInterval(() => conn.sendNow({ type: 'list' }), 4000);
+  setInterval(() => conn.sendNow(listMessage()), 4000);
   $('join-form').addEventListener('submit', (e) => {
     e.preventDefault();
     location.assign(`/s/${encodeURIComponent($('session-name').value.trim())}`);

@@ -1,8 +1,27 @@
 // The WebSocket connection: reconnect with backoff, resume by seq/epoch, and an outbox of changes
 // that survives drops. Knows the wire protocol (Protocol.md), not the table.
 
-// Close codes after which retrying the same thing cannot help (Protocol.md, "Closes").
-const FATAL = new Set([1003, 1007, 1009]);
+// Close codes after which retrying the same thing cannot help (Protocol.md, "Closes"): 4501 the
+// session was deleted, 4502 the token does not let us in.
+const FATAL = new Set([1003, 1007, 1009, 4501, 4502]);
+
+// A token given in the address (?token=...) leaves it at once, so it stays out of the history,
+// bookmarks, screenshots of the address bar and Referer headers; the tab keeps it (sessionStorage)
+// for reconnects, reloads and the lobby's links.
+export const token = (() => {
+  const url = new URL(location.href);
+  const given = url.searchParams.get('token');
+  if (given !== null) {
+    url.searchParams.delete('token');
+    history.replaceState(history.state, '', url.pathname + url.search + url.hash);
+  }
+  try {
+    if (given) sessionStorage.setItem('foldtable-token', given);
+    return given || sessionStorage.getItem('foldtable-token');
+  } catch {
+    return given || null; // storage disabled: this page view only
+  }
+})();
 const MAX_MESSAGE = 64 * 1024;
 
 // A per-tab random prefix makes change ids unique within a session without coordination;
@@ -46,6 +65,7 @@ export class Connection {
     ws.onopen = () => {
       if (this.session) {
         const join = { type: 'join', session: this.session, name: this.name() };
+        if (token) join.token = token;
         if (this.seq !== null && this.epoch && this.canResume()) Object.assign(join, { since: this.seq, epoch: this.epoch });
         ws.send(JSON.stringify(join));
       } else {

@@ -18,14 +18,19 @@ public struct ConnectOptions: Equatable, Sendable {
     public var insecure: Bool
     /// How long a script command waits for the server (connect, join, answer), in milliseconds.
     public var timeoutMs: Int
+    /// A signed token for servers that need one (`--token`, or `FOLDTABLE_TOKEN`).
+    public var token: String?
 
-    public init(url: ServerURL, session: String, name: String, caPath: String? = nil, insecure: Bool = false, timeoutMs: Int = 10_000) {
+    public init(
+        url: ServerURL, session: String, name: String, caPath: String? = nil, insecure: Bool = false, timeoutMs: Int = 10_000, token: String? = nil
+    ) {
         self.url = url
         self.session = session
         self.name = name
         self.caPath = caPath
         self.insecure = insecure
         self.timeoutMs = timeoutMs
+        self.token = token
     }
 }
 
@@ -71,6 +76,7 @@ public enum Arguments {
           --ca FILE          PEM file of CAs to trust for wss://
           --insecure         accept a self-signed or expired certificate and any host name (tests only)
           --timeout SECONDS  how long script commands wait for the server (default 10)
+          --token TOKEN      a signed token, for servers that need one (default: $FOLDTABLE_TOKEN)
 
         URL is ws://HOST:PORT/ws or wss://HOST:PORT/ws. Exit status: 0 done, 1 refused or unknown
         section, 2 bad usage or URL, 3 server unreachable or connection lost.
@@ -85,6 +91,7 @@ public enum Arguments {
         var timeoutMs = 10_000
         var byTitle = false
         var title: String?
+        var token = environment["FOLDTABLE_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         var index = 0
         var optionsEnded = false
         func value(_ flag: String, inline: String?) throws(UsageError) -> String {
@@ -128,6 +135,12 @@ public enum Arguments {
                 byTitle = true
             case "--title":
                 title = try value(flag, inline: inline)
+            case "--token":
+                let text = try value(flag, inline: inline)
+                guard !text.isEmpty, text.utf8.count <= 4_096, text.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+                    throw UsageError("--token must be a token (up to 4096 printable characters)")
+                }
+                token = text
             default:
                 throw UsageError("unknown option \(DisplayText.sanitize(flag)) (try foldtable --help)")
             }
@@ -160,7 +173,8 @@ public enum Arguments {
             throw UsageError("--name must be 1 to 64 bytes on one line")
         }
         if let caPath, !url.tls { throw UsageError("--ca only applies to wss:// URLs (\(caPath))") }
-        let options = ConnectOptions(url: url, session: session, name: displayName, caPath: caPath, insecure: insecure, timeoutMs: timeoutMs)
+        let options = ConnectOptions(
+            url: url, session: session, name: displayName, caPath: caPath, insecure: insecure, timeoutMs: timeoutMs, token: token)
 
         switch verb {
         case "join": return .join(options)

@@ -233,6 +233,10 @@ public final class ClientConnection {
         join.string(options.session)
         join.nextKey("name")
         join.string(options.name)
+        if let token = options.token {
+            join.nextKey("token")
+            join.string(token)
+        }
         if replica.canResume, let epoch = replica.epoch {
             join.nextKey("since")
             join.integer(replica.seq)

@@ -48,6 +48,24 @@ import Testing
         #expect(try parse(["toggle", url, "demo", "--", "-odd-key"]) != .help)
     }
 
+    @Test func aTokenComesFromTheFlagOrTheEnvironmentAndTheFlagWins() throws {
+        guard case .get(let fromFlag, _) = try parse(["get", url, "demo", "--token", "abc.def.ghi"]) else {
+            Issue.record("not a get")
+            return
+        }
+        #expect(fromFlag.token == "abc.def.ghi")
+        guard case .get(let fromEnvironment, _) = try Arguments.parse(["get", url, "demo"], environment: ["FOLDTABLE_TOKEN": "e.n.v"]),
+            case .get(let both, _) = try Arguments.parse(["get", url, "demo", "--token=f.l.g"], environment: ["FOLDTABLE_TOKEN": "e.n.v"])
+        else {
+            Issue.record("not a get")
+            return
+        }
+        #expect(fromEnvironment.token == "e.n.v")
+        #expect(both.token == "f.l.g")
+        #expect(error(["get", url, "demo", "--token", "has space"]) != nil)
+        #expect(error(["get", url, "demo", "--token", ""]) != nil)
+    }
+
     @Test func theDefaultNameComesFromTheEnvironment() throws {
         #expect(Arguments.defaultName(["USER": "ana"]) == "ana")
         #expect(Arguments.defaultName(["LOGNAME": "bo"]) == "bo")
