@@ -63,7 +63,7 @@ let package = Package(
             dependencies: ["FoldtableCore", "FoldtableServer", "CFoldtableBench"]
         ),
         .testTarget(name: "FoldtableCoreTests", dependencies: ["FoldtableCore"]),
-        .testTarget(name: "FoldtableServerTests", dependencies: ["FoldtableServer", "FoldtableCore"]),
+        .testTarget(name: "FoldtableServerTests", dependencies: ["FoldtableServer", "FoldtableCore", "FoldtableAuth"]),
         .testTarget(name: "FoldtableStoreTests", dependencies: ["FoldtableStore", "FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableClientTests", dependencies: ["FoldtableClient", "FoldtableCore"]),
         .testTarget(name: "FoldtableAuthTests", dependencies: ["FoldtableAuth", "FoldtableServer"]),

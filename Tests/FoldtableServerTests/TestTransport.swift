@@ -78,7 +78,7 @@ final class Harness {
     let store: MemoryStore
     var hub: Hub
 
-    init(configure: (inout ServerConfig) -> Void = { _ in }) {
+    init(verifier: TokenVerifier? = nil, configure: (inout ServerConfig) -> Void = { _ in }) {
         var config = ServerConfig()
         config.demoLargeRows = 5_000
         // Tests send thousands of changes in no time: far past any rate limit.
@@ -87,7 +87,9 @@ final class Harness {
         configure(&config)
         store = MemoryStore(keepEvents: config.historyEvents, queue: transport.serviceQueue)
         hub = Hub(
-            config: config, transport: transport, store: store, eventLog: store, storedNames: [], log: Log(level: .error), makeEpoch: { "e1" })
+            config: config, transport: transport, store: store, eventLog: store, storedNames: [], log: Log(level: .error), verifier: verifier,
+            // Wall-clock seconds the hub sees (tokens' exp and nbf): fixed.
+            clock: { 1_800_000_000 }, makeEpoch: { "e1" })
         transport.delegate = hub
         var options = TableOptions()
         options.busyThresholdMs = config.busyThresholdMs
