@@ -22,8 +22,9 @@ public struct ServerConfig: Sendable, Equatable {
     /// Default none: only IP literals and `localhost` (a DNS-rebinding page has neither).
     public var publicURLs: [String] = []
     /// Addresses of reverse proxies whose `X-Forwarded-For` names the real client (for logs and
-    /// per-address limits). Default none: the TCP peer is the client.
-    public var trustedProxies: [String] = []
+    /// per-address limits). Default loopback (127.0.0.1, ::1): a proxy on the same machine, the
+    /// usual nginx set-up, works without configuration; remote peers' headers are never believed.
+    public var trustedProxies: [String] = ["127.0.0.1", "::1"]
     /// A file holding the token secret (at least 32 bytes; surrounding whitespace is ignored).
     /// With a secret, every join needs a signed token. Default none (open mode). The secret
     /// itself may come from the environment variable `FOLDTABLE_TOKEN_SECRET`, never from a
@@ -134,7 +135,7 @@ public struct ServerConfig: Sendable, Equatable {
           --tls-key FILE              PEM private key for --tls-cert (none)
           --allowed-origins LIST      comma-separated extra origins allowed to connect (none)
           --public-url LIST           URLs people use to reach this server: their hosts and origins are accepted (none)
-          --trusted-proxies LIST      proxy addresses whose X-Forwarded-For is believed (none)
+          --trusted-proxies LIST      proxy addresses whose X-Forwarded-For is believed (127.0.0.1,::1)
           --token-secret-file FILE    token secret (or FOLDTABLE_TOKEN_SECRET): joins need signed tokens (none: open)
           --open                      allow open mode (no tokens) on a non-loopback address (off)
           --token-grace-secs N        time to send a fresh token after one expires (30)
