@@ -10,7 +10,7 @@ RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev libsqlite3-dev
 TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver procps tmux
 BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
 
-.PHONY: screenshot run build test test-unit test-e2e test-browser lint docs bench venv deps-run deps-test clean
+.PHONY: screenshot run build test test-unit test-e2e test-browser test-autobahn lint docs bench venv deps-run deps-test clean
 
 deps-run:
 	@.ci/ensure-packages $(RUN_PACKAGES)
@@ -58,7 +58,12 @@ screenshot: venv
 	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_SCREENSHOT_OUT=$(CURDIR)/Tests/browser/screenshot.png \
 		$(PY) -m pytest -q Tests/browser -k demo
 
-test: deps-test lint docs test-unit test-e2e test-browser
+# RFC 6455 conformance (Autobahn TestSuite under pyenv's Python 2.7): see Tests/autobahn/README.md.
+test-autobahn:
+	$(SWIFT) build -c release --product foldtable-echo
+	bash Tests/autobahn/run.sh
+
+test: deps-test lint docs test-unit test-e2e test-browser test-autobahn
 
 bench: deps-run
 	@.ci/ensure-packages $(BENCH_PACKAGES)
