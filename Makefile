@@ -8,9 +8,12 @@ PY := $(VENV)/bin/python
 # System packages: to build and run, and what the test suites use as real peers.
 RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev libsqlite3-dev
 TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver procps tmux
+# The Autobahn TestSuite runs on pyenv's Python 2.7.18 (from the machine image, not apt); pip
+# compiles a few C extensions of its dependencies (wsaccel, ujson) on first install.
+AUTOBAHN_PACKAGES := $(RUN_PACKAGES) python3 gcc libc6-dev
 BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
 
-.PHONY: screenshot run build test test-unit test-e2e test-browser test-autobahn lint docs bench venv deps-run deps-test clean
+.PHONY: screenshot run build test test-unit test-e2e test-autobahn test-browser lint docs bench venv deps-run deps-test clean
 
 deps-run:
 	@.ci/ensure-packages $(RUN_PACKAGES)
@@ -48,6 +51,12 @@ test-e2e: venv
 	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_ECHO_BIN=.build/release/foldtable-echo FOLDTABLE_CLIENT_BIN=.build/release/foldtable \
 		$(PY) -m pytest -q Tests/e2e
 
+# RFC 6455 conformance (Autobahn TestSuite) on foldtable-echo; see Tests/autobahn/README.md.
+test-autobahn:
+	@.ci/ensure-packages $(AUTOBAHN_PACKAGES)
+	$(SWIFT) build -c release --product foldtable-echo
+	Tests/autobahn/run.sh
+
 test-browser: venv
 	$(SWIFT) build -c release --product foldtabled
 	FOLDTABLE_BIN=.build/release/foldtabled $(PY) -m pytest -q Tests/browser
@@ -58,12 +67,7 @@ screenshot: venv
 	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_SCREENSHOT_OUT=$(CURDIR)/Tests/browser/screenshot.png \
 		$(PY) -m pytest -q Tests/browser -k demo
 
-# RFC 6455 conformance (Autobahn TestSuite under pyenv's Python 2.7): see Tests/autobahn/README.md.
-test-autobahn:
-	$(SWIFT) build -c release --product foldtable-echo
-	bash Tests/autobahn/run.sh
-
-test: deps-test lint docs test-unit test-e2e test-browser test-autobahn
+test: deps-test lint docs test-unit test-e2e test-autobahn test-browser
 
 bench: deps-run
 	@.ci/ensure-packages $(BENCH_PACKAGES)
