@@ -13,7 +13,11 @@ TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chrom
 AUTOBAHN_PACKAGES := $(RUN_PACKAGES) python3 gcc libc6-dev
 BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
 
-.PHONY: screenshot run build test test-unit test-e2e test-autobahn test-browser lint docs bench venv deps-run deps-test clean
+.PHONY: screenshot run build test test-unit test-fuzz test-sanitizers test-e2e test-autobahn test-browser fuzz lint docs bench venv deps-run deps-test clean
+
+# libFuzzer run lengths in seconds: bounded in `make test`, longer with `make fuzz`.
+FUZZ_TEST_SECONDS ?= 45
+FUZZ_SECONDS ?= 300
 
 deps-run:
 	@.ci/ensure-packages $(RUN_PACKAGES)
@@ -46,6 +50,20 @@ test-unit:
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
+# libFuzzer on the client message decoder and Table.apply (Tests/fuzz): builds with the Swift
+# toolchain's own libFuzzer runtime and lld (no extra package), seeds from Tests/fuzz/corpus and
+# keeps what it finds under .build/fuzz. A crash fails and prints the input's path.
+test-fuzz:
+	Tests/fuzz/run.sh $(FUZZ_TEST_SECONDS)
+
+fuzz:
+	Tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# The unit tests under AddressSanitizer and ThreadSanitizer, each in its own build directory
+# (.build/asan, .build/tsan); suppressions for code that is not ours are in Tests/sanitizers.
+test-sanitizers: deps-run
+	SWIFT=$(SWIFT) Tests/sanitizers/run.sh
+
 test-e2e: venv
 	$(SWIFT) build -c release
 	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_ECHO_BIN=.build/release/foldtable-echo FOLDTABLE_CLIENT_BIN=.build/release/foldtable \
@@ -67,7 +85,7 @@ screenshot: venv
 	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_SCREENSHOT_OUT=$(CURDIR)/Tests/browser/screenshot.png \
 		$(PY) -m pytest -q Tests/browser -k demo
 
-test: deps-test lint docs test-unit test-e2e test-autobahn test-browser
+test: deps-test lint docs test-unit test-fuzz test-sanitizers test-e2e test-autobahn test-browser
 
 bench: deps-run
 	@.ci/ensure-packages $(BENCH_PACKAGES)

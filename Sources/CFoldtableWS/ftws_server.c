@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,13 @@ struct ftws_pss {
 
 /* ---- logging ---------------------------------------------------------------------------- */
 
-static int g_log_level; /* 0 = errors only */
-static bool g_log_capture;
-static char g_log_first_error[256];
+/* Servers may be created on several threads at once (the tests do), while other servers'
+ * service threads log: the level is atomic, and the capture of a failed start's first error
+ * belongs to the thread running ftws_server_create (lws logs a context's creation on the
+ * calling thread), so concurrent starts neither race nor take each other's errors. */
+static _Atomic int g_log_level; /* 0 = errors only */
+static _Thread_local bool g_log_capture;
+static _Thread_local char g_log_first_error[256];
 
 static int lws_levels(int level)
 {
