@@ -334,7 +334,9 @@ public final class Hub: TransportDelegate {
 
     private var messageLimits: ClientMessage.Limits {
         var limits = ClientMessage.Limits()
-        limits.json.maxStringBytes = max(config.tableLimits.maxTextBytes, 4_096)
+        // Room for a token over its 4 KiB limit, so it is refused as unauthorized (a token), not
+        // as too_long (a message); table text is checked against its own, smaller limit.
+        limits.json.maxStringBytes = max(config.tableLimits.maxTextBytes, 8_192)
         return limits
     }
 

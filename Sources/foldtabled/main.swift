@@ -5,6 +5,11 @@ import FoldtableServer
 import FoldtableTransport
 import Foundation
 
+// Block SIGINT and SIGTERM before anything starts a thread (the store's writer, the transport):
+// threads inherit the mask, so the signals stay pending until SignalWaiter takes them, even one
+// sent the instant the start line appears.
+SignalWaiter.blockStopSignals()
+
 func fail(_ line: String) -> Never {
     FileHandle.standardError.write(Data("foldtabled: \(line)\n".utf8))
     exit(1)
@@ -71,22 +76,9 @@ let hub = Hub(
 transport.delegate = hub
 SessionLoader.loadDemo(into: hub, config: config)
 
-/// Signals arrive on a dispatch queue; the only thing done there is the thread-safe stop. A
-/// nonisolated factory, because a closure written in top-level code would be main-actor
-/// isolated and trap when dispatch runs it on another thread.
-enum SignalStop {
-    nonisolated static func handler(_ handle: LWSTransport.StopHandle) -> @Sendable () -> Void {
-        { handle.stop(graceMilliseconds: 2_000) }
-    }
-}
-var signalSources: [DispatchSourceSignal] = []
-for number in [SIGINT, SIGTERM] {
-    signal(number, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-    source.setEventHandler(handler: SignalStop.handler(transport.stopHandle))
-    source.resume()
-    signalSources.append(source)
-}
+// SIGINT/SIGTERM were blocked at the top, before any thread existed, so every thread inherits
+// the block and a signal sent at any moment stays pending until this thread takes it.
+SignalWaiter.start(SignalWaiter.stopping(transport.stopHandle))
 
 let scheme = config.tlsCertPath == nil ? "http" : "https"
 let shownHost = config.host.contains(":") ? "[\(config.host)]" : config.host
