@@ -1,6 +1,5 @@
 // foldtabled: read the configuration, validate it, wire the hub to the libwebsockets transport,
 // serve until SIGINT/SIGTERM, then close every client with 1001 and exit 0.
-import Dispatch
 import FoldtableServer
 import FoldtableTransport
 import Foundation

@@ -154,10 +154,11 @@ def read_close_code(sock, timeout=5):
         buffer += chunk
 
 
-def http_get(port, path, headers=()):
-    """A raw HTTP/1.1 GET (the path is sent exactly as given, no normalisation)."""
+def http_get(port, path, headers=(), host=None):
+    """A raw HTTP/1.1 GET (the path is sent exactly as given, no normalisation); `host` replaces
+    the Host header's 127.0.0.1:PORT."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+    request = f"GET {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\nConnection: close\r\n"
     for header in headers:
         request += header + "\r\n"
     sock.sendall((request + "\r\n").encode())

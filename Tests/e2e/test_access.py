@@ -16,7 +16,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from foldtabled import BIN, Client, LoggedServer, Server, raw_ws
+from foldtabled import BIN, Client, LoggedServer, Server, http_get, raw_ws
 
 SECRET = os.urandom(32).hex()  # 64 bytes of text: the server uses the file's text as the key
 
@@ -167,20 +167,8 @@ def upgrade_status(port, host, origin=None, headers=()):
 
 def get_with_host(port, path, host):
     """A raw GET with the given Host: (status, body)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-    data = b""
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except (ConnectionResetError, socket.timeout):
-            break
-        if not chunk:
-            break
-        data += chunk
-    sock.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    return status_of(head.decode(errors="replace")), body
+    status, _, body = http_get(port, path, host=host)
+    return status, body
 
 
 def free_port():
