@@ -30,10 +30,21 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        // The C wrapper around libwebsockets (see include/CFoldtableWS.h for why it exists).
+        // The C helpers both libwebsockets wrappers share (buffer growth, UTF-8-safe truncation).
+        .target(
+            name: "CFoldtableWSCommon",
+            cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]
+        ),
+        // The server's C wrapper around libwebsockets (see include/CFoldtableWS.h for why it exists).
         .target(
             name: "CFoldtableWS",
-            dependencies: ["CLibWebSockets"],
+            dependencies: ["CLibWebSockets", "CFoldtableWSCommon"],
+            cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]
+        ),
+        // The terminal client's C wrapper around libwebsockets (include/CFoldtableWSClient.h).
+        .target(
+            name: "CFoldtableWSClient",
+            dependencies: ["CLibWebSockets", "CFoldtableWSCommon"],
             cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]
         ),
         .target(name: "FoldtableCore"),
@@ -50,7 +61,7 @@ let package = Package(
             dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth"]
         ),
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
-        .target(name: "FoldtableClient", dependencies: ["CFoldtableWS", "FoldtableCore"]),
+        .target(name: "FoldtableClient", dependencies: ["CFoldtableWSClient", "FoldtableCore"]),
         .executableTarget(name: "foldtable", dependencies: ["FoldtableClient"]),
         .executableTarget(
             name: "foldtable-echo",

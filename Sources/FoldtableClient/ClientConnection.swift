@@ -1,4 +1,4 @@
-import CFoldtableWS
+import CFoldtableWSClient
 import FoldtableCore
 import Glibc
 
@@ -18,7 +18,7 @@ public enum ConnectionState: Equatable, Sendable {
     case closed
 }
 
-/// One client connection to a session, over the libwebsockets client in CFoldtableWS.
+/// One client connection to a session, over the libwebsockets client wrapper CFoldtableWSClient.
 ///
 /// Joins the session, applies what the server sends to ``replica``, and reconnects after a
 /// drop with exponential backoff, resuming with `since`/`epoch` when the replica can (else it
