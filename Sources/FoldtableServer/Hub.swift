@@ -30,6 +30,8 @@ public final class Hub: TransportDelegate {
     private var timers: [UInt64: TimerAction] = [:]
     private var nextTimerToken: UInt64 = 1
     private let makeEpoch: () -> String
+    /// The HTTP endpoints the hub answers (health checks now, the API later).
+    public let http: HTTPRouter
 
     /// What a timer is for.
     enum TimerAction: Equatable {
@@ -42,10 +44,13 @@ public final class Hub: TransportDelegate {
     }
 
     /// A hub over `store` and `eventLog` (usually one object), which hold `storedNames` already.
-    /// `makeEpoch` names session incarnations (random in production, fixed in tests).
+    /// `makeEpoch` names session incarnations (random in production, fixed in tests). `ready`
+    /// answers `/readyz` (foldtabled asks its ``StoreMonitor``); the hub itself is ready as soon
+    /// as the transport hands it requests.
     public init(
         config: ServerConfig, transport: Transport, store: SessionStore, eventLog: EventLog, storedNames: [String], log: Log,
-        verifier: TokenVerifier? = nil, clock: @escaping () -> UInt64 = Hub.wallClock, makeEpoch: @escaping () -> String = Hub.randomEpoch
+        verifier: TokenVerifier? = nil, clock: @escaping () -> UInt64 = Hub.wallClock, makeEpoch: @escaping () -> String = Hub.randomEpoch,
+        ready: @escaping () -> Bool = { true }
     ) {
         self.verifier = verifier
         self.clock = clock
@@ -56,6 +61,8 @@ public final class Hub: TransportDelegate {
         self.storedNames = Set(storedNames)
         self.logger = log
         self.makeEpoch = makeEpoch
+        http = HTTPRouter(policy: RequestPolicy(config))
+        http.addHealthChecks(ready: ready)
     }
 
     /// Seconds since 1970.
@@ -326,6 +333,38 @@ public final class Hub: TransportDelegate {
             guard client.role >= .owner else { return refuse(connection, ProtocolError(.forbidden, "only an owner deletes the session"), id: id) }
             delete(session, by: client, id: id)
         }
+    }
+
+    // MARK: - HTTP
+
+    public func claimsHTTPPath(_ path: String) -> Bool { http.claims(path) }
+
+    /// Routes the request; the answer goes back through the transport whenever the route gives
+    /// it. One debug line per answer (method, path, status: never the query, headers or body).
+    public func httpRequest(_ request: HTTPRequest) {
+        http.handle(request) { [self] response in
+            let delivered = transport.respond(to: request.id, with: response)
+            log(
+                .debug, "http",
+                [
+                    "method": request.method, "path": Self.loggable(request.path), "status": String(response.status), "peer": request.peer,
+                    "delivered": delivered ? "yes" : "no",
+                ])
+        }
+    }
+
+    /// A client's text made safe for one log line: control characters (a decoded %0A) become
+    /// `?`, and it is cut at 200 characters.
+    static func loggable(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars.prefix(200) {
+            scalars.append(scalar.value < 0x20 || scalar.value == 0x7F ? "?" : scalar)
+        }
+        return String(scalars)
+    }
+
+    public func httpRequestAbandoned(_ id: UInt64) {
+        log(.debug, "http_abandoned", ["request": String(id)])
     }
 
     private var rateLimited: ProtocolError {

@@ -81,6 +81,11 @@ public struct ServerConfig: Sendable, Equatable {
     public var maxQueueBytes = 1_048_576
     /// Queued messages are joined into one frame up to this many bytes. Default 64 KiB.
     public var maxBatchBytes = 65_536
+    /// Largest body of an HTTP request to the API, in bytes. Default 1 MiB: a JSON table of a
+    /// few thousand rows fits, and since a body is held whole in memory until it is answered,
+    /// the cap bounds what one request can make the server hold. A larger `Content-Length` gets
+    /// 413 before any of the body is read.
+    public var maxHTTPBodyBytes = 1_048_576
     /// Idle seconds before a ping. Default 25: under nginx's 60 s proxy_read_timeout.
     public var pingIntervalSecs = 25
     /// Seconds without any valid traffic (pongs included) before hanging up. Default 35
@@ -152,6 +157,7 @@ public struct ServerConfig: Sendable, Equatable {
           --max-message-bytes N       largest incoming message (65536)
           --max-queue-bytes N         outbound queue per client before closing it as slow (1048576)
           --max-batch-bytes N         largest batched outgoing frame (65536)
+          --max-http-body-bytes N     largest HTTP request body for the API, 413 beyond (1048576)
           --ping-interval-secs N      idle seconds before a ping (25)
           --hangup-secs N             seconds without traffic before hanging up (35)
           --send-stall-secs N         seconds a queue may make no progress (30)
@@ -273,6 +279,7 @@ public struct ServerConfig: Sendable, Equatable {
         case "max-message-bytes": maxMessageBytes = try integer(256...16 * 1_048_576)
         case "max-queue-bytes": maxQueueBytes = try integer(4_096...1_073_741_824)
         case "max-batch-bytes": maxBatchBytes = try integer(1_024...16 * 1_048_576)
+        case "max-http-body-bytes": maxHTTPBodyBytes = try integer(0...64 * 1_048_576)
         case "ping-interval-secs": pingIntervalSecs = try integer(1...3_600)
         case "hangup-secs": hangupSecs = try integer(2...7_200)
         case "send-stall-secs": sendStallSecs = try integer(1...3_600)

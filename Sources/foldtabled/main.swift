@@ -69,9 +69,11 @@ do {
 } catch {
     fail(error.description)
 }
+// Between the hub and the store: notes the store's failures, so /readyz can say so.
+let monitor = StoreMonitor(store: storage.store, log: storage.log, clock: { transport.nowMilliseconds() })
 let hub = Hub(
-    config: config, transport: transport, store: storage.store, eventLog: storage.log, storedNames: storage.names,
-    log: Log(level: config.logLevel), verifier: verifier)
+    config: config, transport: transport, store: monitor, eventLog: monitor, storedNames: storage.names,
+    log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable })
 transport.delegate = hub
 SessionLoader.loadDemo(into: hub, config: config)
 
