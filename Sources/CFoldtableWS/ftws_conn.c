@@ -92,8 +92,9 @@ ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi)
     return c;
 }
 
-/* Out of the server's list and freed: after the owner heard on_close. */
-void ftws__conn_destroy(ftws_conn *c)
+/* Out of the server's list (before the owner hears on_close, so nothing that walks the list
+ * meanwhile, such as a shutdown, reaches a connection that is going). */
+void ftws__conn_unlink(ftws_conn *c)
 {
     ftws_server *s = c->server;
     if (c->prev)
@@ -102,7 +103,13 @@ void ftws__conn_destroy(ftws_conn *c)
         s->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    c->prev = c->next = NULL;
     s->conn_count--;
+}
+
+/* Freed, after on_close returned. */
+void ftws__conn_free(ftws_conn *c)
+{
     ftws__queue_free(&c->q);
     free(c->rx);
     free(c);

@@ -109,7 +109,8 @@ void ftws__queue_clear(ftws_queue *q);
 void ftws__queue_free(ftws_queue *q);
 
 ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi); /* linked into s->conns */
-void ftws__conn_destroy(ftws_conn *c);                          /* unlinked and freed */
+void ftws__conn_unlink(ftws_conn *c);                           /* out of s->conns */
+void ftws__conn_free(ftws_conn *c);
 void ftws__conn_request_writable(ftws_conn *c);
 void ftws__conn_close_soon(ftws_conn *c, int code, const char *reason, bool drop_queue);
 void ftws__conn_kill(ftws_conn *c, int intent_code);

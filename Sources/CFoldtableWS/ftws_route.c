@@ -378,7 +378,8 @@ int ftws_http_respond(ftws_server *server, uint64_t request_id, unsigned int sta
         return -1;
     unregister(r);
     if (status < 200 || status > 599 || prepare_answer(r, status, headers, body, len, false)) {
-        lwsl_err("ftws: unusable HTTP answer (status %u) for a request: sent 500 instead\n", status);
+        /* Our own bug (the owner's answer), never the client's doing: worth an error line. */
+        lwsl_err("event=http_answer_unusable status=%u sent=500\n", status);
         answer_error(r, 500, "internal", "the server could not form its answer", false);
         return -2;
     }

@@ -175,9 +175,10 @@ void ftws__ws_closed(ftws_server *s, ftws_conn **slot, struct lws *wsi)
     if (!code)
         code = FTWS_CLOSE_ABNORMAL;
 
+    ftws__conn_unlink(c);
     /* Sends from inside on_close (or later) are refused. */
     c->closing = true;
     if (s->cb.on_close)
         s->cb.on_close(s->cb.owner, c, code);
-    ftws__conn_destroy(c);
+    ftws__conn_free(c);
 }
