@@ -269,8 +269,8 @@ public struct SessionReplica: Sendable {
         } else if sections[position].rowCount == 0 && sections[position].rows == nil {
             sections[position].rows = []
         }
-        // Expanded: the server now streams the rows to every member; they replace what we
-        // have (if anything) when the final chunk arrives.
+        // Expanded: rows we hold whole stay (events kept them current; the server sends rows
+        // only to members that lack them). Rows that do arrive replace ours at the final chunk.
     }
 
     /// Removes a row wherever it is; returns it when its content was known.

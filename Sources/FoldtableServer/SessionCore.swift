@@ -52,6 +52,11 @@ public struct SessionCore {
         var author: Author
         /// Sections whose row streams this member is in.
         var streams: Set<String> = []
+        /// Sections whose complete rows this member holds: given in its welcome, delivered by a
+        /// stream or sent with an expansion. Clients keep complete rows while a section is
+        /// collapsed and events keep them current, so expanding it again sends only the event.
+        /// Empty for most members most of the time, so it costs nothing per idle member.
+        var held: Set<String> = []
     }
     private var members: [UInt64: Member] = [:]
     /// Member connections in join order: the broadcast list, changed on join and leave only.
@@ -190,6 +195,7 @@ public struct SessionCore {
                 session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence,
                 recovered: request.since == nil ? nil : false, role: role)
             effects.append(.send(OutboundMessage(welcome), to: connection))
+            members[connection.id]?.held = inline
             for section in later { stream(section, to: connection, now: now, into: &effects) }
         }
         effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.joined, member: author, count: members.count)), to: others))
@@ -315,6 +321,10 @@ public struct SessionCore {
         }
         let message = OutboundMessage(ServerMessage.event(event))
         effects.append(.broadcast(message, to: connections))
+        if case .addSection(let added) = event.change, let key = added.key {
+            // Everyone now holds the new section whole: it has no rows yet.
+            for connection in connections { members[connection.id]?.held.insert(key) }
+        }
         remember(event.seq, message, expanded: event.expandedSections)
         if let author = entry.author, let id = event.changeId, members[author.id] != nil {
             effects.append(.ack(author, id: id, seq: event.seq))
@@ -325,14 +335,19 @@ public struct SessionCore {
             }
         }
         for key in event.expandedSections {
-            guard let section = committed.section(key), !section.collapsed else { continue }
+            // An empty section needs no rows: every client's row count for it is already 0.
+            guard let section = committed.section(key), !section.collapsed, !section.rows.isEmpty else { continue }
+            // Only members that lack the rows get them; the others already show them.
+            let lacking = connections.filter { members[$0.id]?.held.contains(key) == false }
+            guard !lacking.isEmpty else { continue }
             if entry.streams.contains(key) {
-                startStream(section, seq: event.seq, now: now, into: &effects)
+                startStream(section, seq: event.seq, to: lacking, now: now, into: &effects)
             } else {
                 // One chunk, encoded once, right behind the event: nothing to pace or wait for.
                 let rows = ServerMessage.rows(
                     section: key, seq: event.seq, from: 0, total: section.rows.count, rows: section.rows[...], final: true)
-                effects.append(.broadcast(OutboundMessage(rows), to: connections))
+                effects.append(.broadcast(OutboundMessage(rows), to: lacking))
+                for connection in lacking { members[connection.id]?.held.insert(key) }
             }
         }
     }
@@ -369,7 +384,10 @@ public struct SessionCore {
 
     // MARK: - Row streams and busy state
 
-    private mutating func startStream(_ section: Section, seq: UInt64, now: UInt64, into effects: inout [SessionEffect]) {
+    /// Streams an expanded section to `recipients` (the members that lack its rows).
+    private mutating func startStream(
+        _ section: Section, seq: UInt64, to recipients: [Connection], now: UInt64, into effects: inout [SessionEffect]
+    ) {
         if let running = streams[section.key] {
             // Changes touching a streaming section wait, so this should not happen; if it does,
             // the newer expansion replaces the older stream and its members move over.
@@ -379,16 +397,16 @@ public struct SessionCore {
         }
         var stream = Stream(seq: seq)
         stream.busyShown = streams[section.key]?.busyShown ?? false
-        for connection in connections {
+        for connection in recipients {
             stream.members[connection.id] = (connection, now)
             members[connection.id]?.streams.insert(section.key)
         }
         streams[section.key] = stream
-        guard !connections.isEmpty else {
+        guard !recipients.isEmpty else {
             finishIfDone(section.key, into: &effects)
             return
         }
-        effects.append(.startStream(section, seq: seq, to: connections))
+        effects.append(.startStream(section, seq: seq, to: recipients))
         armBusyAndDeadline(section.key, now: now, into: &effects)
     }
 
@@ -433,6 +451,7 @@ public struct SessionCore {
         guard let stream = streams[key], stream.seq == seq, stream.members[connection.id] != nil else { return }
         streams[key]?.members[connection.id] = nil
         members[connection.id]?.streams.remove(key)
+        members[connection.id]?.held.insert(key)
         finishIfDone(key, into: &effects)
     }
 

@@ -65,8 +65,8 @@ import Testing
         let effects = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
         #expect(acks(effects).map(\.1) == ["a1"])
         #expect(acks(effects).first?.2 == 1)
-        // The expansion's rows (one chunk: the section is small) follow the event at once.
-        #expect(broadcastTypes(effects) == ["event", "rows"])
+        // "t" is empty: the event is all anyone needs.
+        #expect(broadcastTypes(effects) == ["event"])
         #expect(core.committed.seq == 1)
         #expect(core.committed.section("t")?.collapsed == false)
     }
@@ -173,6 +173,65 @@ import Testing
         #expect(broadcastTypes(effects) == ["event", "rows", "event"])
         #expect(!effects.contains { if case .startStream = $0 { return true } else { return false } })
         #expect(expand.generation == collapse.generation)
+    }
+
+    /// Commits one toggle of `key` by `from`; the effects of its commit.
+    func toggleAndCommit(_ core: inout SessionCore, _ key: String, id: String, from: Connection) throws -> [SessionEffect] {
+        let persist = try #require(persisted(core.handle(.change(.toggle(section: .key(key)), id: id, from: from), now: 0)))
+        return core.handle(.committed(generation: persist.generation, through: core.head.seq), now: 0)
+    }
+
+    /// Who each `rows` broadcast went to.
+    func rowsTargets(_ effects: [SessionEffect]) -> [[UInt64]] {
+        effects.compactMap { effect -> [UInt64]? in
+            guard case .broadcast(let message, let to) = effect, let value = try? JSONParser.parse(message.bytes),
+                value["type"] == .string("rows")
+            else { return nil }
+            return to.map(\.id)
+        }
+    }
+
+    @Test func expandingASectionAgainSendsOnlyTheEventToMembersThatHoldItsRows() throws {
+        var core = try core(rows: 3, collapsed: true)
+        #expect(rowsTargets(try toggleAndCommit(&core, "s", id: "1", from: ana)) == [[1, 2]])
+        _ = try toggleAndCommit(&core, "s", id: "2", from: ana)
+        let again = try toggleAndCommit(&core, "s", id: "3", from: bo)
+        #expect(broadcastTypes(again) == ["event"])
+    }
+
+    @Test func onlyAMemberThatLacksTheRowsGetsThemOnExpand() throws {
+        var core = try core(rows: 3, collapsed: true)
+        _ = try toggleAndCommit(&core, "s", id: "1", from: ana)
+        _ = try toggleAndCommit(&core, "s", id: "2", from: ana)
+        // cy joins while "s" is collapsed: its welcome has no rows of it.
+        let cy = Connection(id: 3)
+        _ = core.handle(.join(cy, JoinRequest(session: "x", name: "cy"), role: nil), now: 0)
+        #expect(rowsTargets(try toggleAndCommit(&core, "s", id: "3", from: bo)) == [[3]])
+    }
+
+    @Test func aMemberWelcomedWithASectionsRowsGetsOnlyTheEventWhenItIsExpandedAgain() throws {
+        var core = try core(rows: 3, collapsed: false)
+        _ = try toggleAndCommit(&core, "s", id: "1", from: ana)
+        #expect(rowsTargets(try toggleAndCommit(&core, "s", id: "2", from: ana)).isEmpty)
+    }
+
+    @Test func aLargeSectionStreamsOnlyToMembersThatLackItAndOnceTheyHaveItNothingStreams() throws {
+        var settings = SessionCore.Settings()
+        settings.chunkRows = 2
+        var core = try core(rows: 3, collapsed: false, settings: settings)
+        let cy = Connection(id: 3)
+        _ = try toggleAndCommit(&core, "s", id: "1", from: ana)  // collapse; ana and bo hold the rows
+        _ = core.handle(.join(cy, JoinRequest(session: "x", name: "cy"), role: nil), now: 0)
+        let expand = try toggleAndCommit(&core, "s", id: "2", from: ana)
+        let started = expand.compactMap { effect -> [UInt64]? in
+            if case .startStream(_, _, let to) = effect { return to.map(\.id) } else { return nil }
+        }
+        #expect(started == [[3]])
+        _ = core.handle(.streamDelivered(section: "s", seq: 2, to: cy), now: 0)
+        _ = try toggleAndCommit(&core, "s", id: "3", from: ana)
+        let again = try toggleAndCommit(&core, "s", id: "4", from: bo)
+        #expect(!again.contains { if case .startStream = $0 { return true } else { return false } })
+        #expect(broadcastTypes(again) == ["event"])
     }
 
     @Test func aCheckpointIsAskedForAfterTheConfiguredNumberOfCommittedEvents() throws {

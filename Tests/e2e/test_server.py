@@ -138,6 +138,38 @@ def test_a_second_toggle_of_a_busy_section_waits_and_no_rows_follow_the_collapse
     run(scenario())
 
 
+def test_rows_go_on_expand_only_to_members_that_lack_them(server):
+    async def scenario():
+        session = f"held-{time.monotonic_ns()}"
+        a = await Client.join(server.ws, session=session, name="a")
+        await a.send({"type": "addSection", "title": "Fruit", "key": "fruit", "collapsed": True, "id": "s"})
+        for i, label in enumerate(["Apple", "Pear", "Plum"]):
+            await a.send({"type": "addRow", "section": "fruit", "key": f"r{i}", "label": label, "id": f"r{i}"})
+        await a.next(lambda m: m["type"] == "ack" and m["id"] == "r2")
+        # b joins with Fruit collapsed: its welcome has the row count, not the rows.
+        b = await Client.join(server.ws, session=session, name="b")
+        fruit = next(s for s in b.welcome["table"]["sections"] if s["key"] == "fruit")
+        assert fruit["rowCount"] == 3 and "rows" not in fruit
+        await a.send({"type": "toggle", "section": "fruit", "id": "open1"})
+        opened = await b.next(lambda m: m["type"] == "event" and m.get("id") == "open1")
+        rows = await b.next(lambda m: m["type"] == "rows" and m["section"] == "fruit")
+        assert rows["seq"] == opened["seq"] and [r["label"] for r in rows["rows"]] == ["Apple", "Pear", "Plum"]
+        # a saw every row added: it gets the event and no rows.
+        await a.next(lambda m: m["type"] == "ack" and m["id"] == "open1")
+        await a.send({"type": "toggle", "section": "fruit", "id": "close"})
+        await a.send({"type": "toggle", "section": "fruit", "id": "open2"})
+        for c in (a, b):
+            await c.next(lambda m: m["type"] == "event" and m.get("id") == "open2")
+            # A refused change is a fence: its error reply is queued behind any rows of open2.
+            await c.send({"type": "addRow", "section": "no-such-section", "label": "x", "id": "fence"})
+            await c.next(lambda m: m["type"] == "error" and m.get("id") == "fence")
+        assert not [m for m in a.all if m["type"] == "rows"], "rows were sent to a member that held them"
+        assert len([m for m in b.all if m["type"] == "rows"]) == 1, "rows were sent again to a member that got them"
+        await a.close()
+        await b.close()
+    run(scenario())
+
+
 def test_presence_reports_joins_and_leaves_with_counts(server):
     async def scenario():
         a = await Client.join(server.ws, session="presence", name="ana")
