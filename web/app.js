@@ -210,7 +210,8 @@ function startSession(name) {
     $('accordion').checked = !!o.accordion;
     $('expand-all').disabled = !!o.accordion;
     const names = [...people.entries()].map(([c, n]) => (c === me ? `${n} (you)` : n));
-    $('people').textContent = `${count} here: ${names.slice(0, 20).join(', ')}${names.length > 20 ? ` and ${names.length - 20} more` : ''}`;
+    const more = count - Math.min(names.length, 20);
+    $('people').textContent = `${count} here: ${names.slice(0, 20).join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
     if (reveal) {
       if (performance.now() > reveal.until) reveal = null;
       else if (view.showRow(reveal.section, reveal.row)) reveal = null;
@@ -245,7 +246,7 @@ function startSession(name) {
           view.views.forEach((v) => { v.v = -1; });
           people.clear();
           for (const p of msg.presence || []) people.set(p.client, p.name);
-          count = people.size;
+          count = msg.presenceCount ?? people.size;
           if (loaded) say('Reconnected. The table was reloaded from the server.');
           loaded = true;
           break;
@@ -256,7 +257,7 @@ function startSession(name) {
           me = msg.client;
           people.clear();
           for (const p of msg.presence || []) people.set(p.client, p.name);
-          count = people.size;
+          count = msg.presenceCount ?? people.size;
           break;
         case 'event': {
           const { sections, text } = table.applyEvent(msg);
@@ -275,11 +276,22 @@ function startSession(name) {
         }
         case 'rows': table.applyRows(msg); break;
         case 'busy': table.setBusy(msg.section, msg.busy); break;
-        case 'presence':
-          if (msg.event === 'joined') people.set(msg.client, msg.name); else people.delete(msg.client);
+        case 'presence': {
+          // One diff per interval: who joined, was renamed or left since the last one. Past the
+          // server's list threshold `joined` is only a sample and `count` is what is exact.
+          const gone = new Set(msg.left || []);
+          const came = (msg.joined || []).filter((p) => p.client !== me && !people.has(p.client) && !gone.has(p.client)).map((p) => p.name);
+          const went = (msg.left || []).filter((c) => people.has(c)).map((c) => people.get(c));
+          if (msg.members) people.clear();
+          for (const p of [...(msg.members || []), ...(msg.renamed || []), ...(msg.joined || [])]) people.set(p.client, p.name);
+          for (const c of msg.left || []) people.delete(c);
+          if (!msg.complete) while (people.size > 200) people.delete(people.keys().next().value);
           count = msg.count ?? people.size;
-          if (msg.client !== me) say(`${msg.name} ${msg.event === 'joined' ? 'joined' : 'left'}`);
+          const who = (names) => (names.length <= 3 ? names.join(', ') : `${names.slice(0, 2).join(', ')} and ${names.length - 2} others`);
+          if (came.length) say(`${who(came)} joined`);
+          if (went.length) say(`${who(went)} left`);
           break;
+        }
         case 'ack': settle(entry); break;
         case 'error':
           settle(entry);

@@ -107,6 +107,8 @@ public final class Hub: TransportDelegate {
         var settings = SessionCore.Settings()
         settings.historyEvents = config.historyEvents
         settings.welcomeRowBudget = config.welcomeRowBudget
+        settings.presenceIntervalMs = UInt64(config.presenceIntervalMs)
+        settings.presenceListMax = config.presenceListMax
         settings.welcomeByteBudget = config.streamLowMarkBytes
         settings.streamTimeoutMs = UInt64(config.streamTimeoutSecs) * 1_000
         settings.checkpointEvents = config.checkpointEvents

@@ -106,6 +106,13 @@ public struct ServerConfig: Sendable, Equatable {
     public var streamTimeoutSecs = 15
     /// Welcome messages carry at most this many rows inline (the rest stream). Default 2,000.
     public var welcomeRowBudget = 2_000
+    /// Milliseconds over which joins, leaves and renames are gathered into one presence diff per
+    /// session. Default 100: a storm of N joins costs each member one message per interval, not
+    /// N; short enough that people see each other arrive at once. 0 sends each change alone.
+    public var presenceIntervalMs = 100
+    /// Members a session lists by name. Default 200: past it, welcomes list 200 and presence
+    /// diffs carry the count and a sample, so a room of 10,000 costs no more per member.
+    public var presenceListMax = 200
     /// Sessions kept at once. Default 10,000: bounds memory against clients inventing names.
     public var maxSessions = 10_000
     /// Refused messages in a row before the connection is closed (4500). Default 50.
@@ -160,6 +167,8 @@ public struct ServerConfig: Sendable, Equatable {
           --row-chunk-rows N          rows per streamed chunk (500)
           --stream-timeout-secs N     time a client may take to receive a row stream (15)
           --welcome-row-budget N      rows sent inline in a welcome (2000)
+          --presence-interval-ms N    joins and leaves gathered into one presence diff (100)
+          --presence-list-max N       members listed by name; past it only a count (200)
           --max-sessions N            sessions kept at once (10000)
           --max-sections N            sections per table (1000)
           --max-rows-per-section N    rows per section (200000)
@@ -281,6 +290,8 @@ public struct ServerConfig: Sendable, Equatable {
         case "row-chunk-rows": rowChunkRows = try integer(1...100_000)
         case "stream-timeout-secs": streamTimeoutSecs = try integer(1...3_600)
         case "welcome-row-budget": welcomeRowBudget = try integer(0...1_000_000)
+        case "presence-interval-ms": presenceIntervalMs = try integer(0...60_000)
+        case "presence-list-max": presenceListMax = try integer(1...100_000)
         case "max-sessions": maxSessions = try integer(1...10_000_000)
         case "max-sections": tableLimits.maxSections = try integer(1...100_000)
         case "max-rows-per-section": tableLimits.maxRowsPerSection = try integer(1...10_000_000)

@@ -35,6 +35,12 @@ public struct SessionCore {
         /// streams, paced per member, and changes touching it wait for the stream.
         public var chunkRows = 500
         public var chunkBytes = 65_536
+        /// Joins, leaves and renames within this many milliseconds go to members as one
+        /// `presence` diff (0: each at once, still one message per member per change).
+        public var presenceIntervalMs: UInt64 = 100
+        /// Members a session lists by name; past it, welcomes list this many and diffs carry the
+        /// count and a sample, so presence costs no more per member in a room of 10,000.
+        public var presenceListMax = 200
 
         public init() {}
     }
@@ -108,6 +114,16 @@ public struct SessionCore {
     /// `committed.seq` at the last checkpoint asked for.
     private var checkpointSeq: UInt64
 
+    /// Presence changes since the last diff: who joined (connection ids, in order), who was
+    /// renamed, the client ids of who left.
+    private var presenceJoined: [UInt64] = []
+    private var presenceRenamed: [UInt64] = []
+    private var presenceLeft: [String] = []
+    private var presenceArmed = false
+    /// Whether members may hold an exact list: false once the session went past the threshold
+    /// or a welcome listed only part of it, until a diff sends the whole list again.
+    private var presenceListExact = true
+
     /// A session holding `table`, fully committed, with `recent` (committed events up to
     /// `table.seq`, oldest first) available for resume.
     public init(name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], checkpointSeq: UInt64? = nil, settings: Settings) {
@@ -152,15 +168,17 @@ public struct SessionCore {
     private mutating func join(_ connection: Connection, _ request: JoinRequest, role: String?, now: UInt64, into effects: inout [SessionEffect]) {
         guard members[connection.id] == nil else { return }
         let author = Author(client: "c\(connection.id)", name: request.name)
-        let others = connections
         members[connection.id] = Member(connection: connection, author: author)
         connections.append(connection)
-        let presence = connections.compactMap { members[$0.id]?.author }
+        let presence = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
+        if presence.count < members.count { presenceListExact = false }
         if let since = request.since, request.epoch == epoch, let missed = events(after: since) {
             effects.append(
                 .send(
                     OutboundMessage(
-                        ServerMessage.resume(session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, role: role)),
+                        ServerMessage.resume(
+                            session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, presenceCount: members.count,
+                            role: role)),
                     to: connection))
             for key in busySections.sorted() {
                 effects.append(.send(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: connection))
@@ -192,13 +210,14 @@ public struct SessionCore {
             let busy = busySections
             let snapshot = TableSnapshot(committed, rows: .sections(inline), busy: { busy.contains($0) })
             let welcome = ServerMessage.welcome(
-                session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence,
+                session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence, presenceCount: members.count,
                 recovered: request.since == nil ? nil : false, role: role)
             effects.append(.send(OutboundMessage(welcome), to: connection))
             members[connection.id]?.held = inline
             for section in later { stream(section, to: connection, now: now, into: &effects) }
         }
-        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.joined, member: author, count: members.count)), to: others))
+        presenceJoined.append(connection.id)
+        presenceChanged(into: &effects)
     }
 
     private mutating func leave(_ connection: Connection, into effects: inout [SessionEffect]) {
@@ -209,15 +228,54 @@ public struct SessionCore {
             streams[key]?.members[connection.id] = nil
             finishIfDone(key, into: &effects)
         }
-        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.left, member: member.author, count: members.count)), to: connections))
+        presenceLeft.append(member.author.client)
+        presenceChanged(into: &effects)
         drainPending(into: &effects)
     }
 
     private mutating func rename(_ connection: Connection, to name: String, into effects: inout [SessionEffect]) {
         guard members[connection.id] != nil else { return }
         members[connection.id]?.author.name = name
-        guard let author = members[connection.id]?.author else { return }
-        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.renamed, member: author, count: members.count)), to: connections))
+        presenceRenamed.append(connection.id)
+        presenceChanged(into: &effects)
+    }
+
+    /// A join, leave or rename happened: the diff goes out now or when the interval ends.
+    private mutating func presenceChanged(into effects: inout [SessionEffect]) {
+        if members.count > settings.presenceListMax { presenceListExact = false }
+        if settings.presenceIntervalMs == 0 {
+            flushPresence(into: &effects)
+        } else if !presenceArmed {
+            presenceArmed = true
+            effects.append(.armTimer(.presence, milliseconds: settings.presenceIntervalMs))
+        }
+    }
+
+    /// Sends one diff of what changed since the last to every member.
+    private mutating func flushPresence(into effects: inout [SessionEffect]) {
+        presenceArmed = false
+        defer {
+            presenceJoined.removeAll()
+            presenceRenamed.removeAll()
+            presenceLeft.removeAll()
+        }
+        guard !connections.isEmpty, !(presenceJoined.isEmpty && presenceRenamed.isEmpty && presenceLeft.isEmpty) else { return }
+        // Someone who joined and left within the interval is not listed as joined, but as left:
+        // a welcome sent meanwhile may have listed them.
+        let joined = presenceJoined.compactMap { members[$0]?.author }
+        let diff: PresenceDiff
+        if members.count > settings.presenceListMax {
+            diff = PresenceDiff(count: members.count, complete: false, joined: Array(joined.prefix(PresenceDiff.sampleLimit)))
+        } else if !presenceListExact {
+            presenceListExact = true
+            diff = PresenceDiff(count: members.count, complete: true, members: connections.compactMap { members[$0.id]?.author })
+        } else {
+            let fresh = Set(presenceJoined)
+            var seen: Set<UInt64> = []
+            let renamed = presenceRenamed.filter { !fresh.contains($0) && seen.insert($0).inserted }.compactMap { members[$0]?.author }
+            diff = PresenceDiff(count: members.count, complete: true, joined: joined, renamed: renamed, left: presenceLeft)
+        }
+        effects.append(.broadcast(OutboundMessage(diff.encoded), to: connections))
     }
 
     // MARK: - Changes
@@ -461,6 +519,8 @@ public struct SessionCore {
             guard let stream = streams[key], stream.seq == seq else { return }
             streams[key]?.busyArmed = false
             showBusy(key, into: &effects)
+        case .presence:
+            flushPresence(into: &effects)
         case .streamDeadline(let key, let seq):
             guard let stream = streams[key], stream.seq == seq else { return }
             streams[key]?.deadlineArmed = false

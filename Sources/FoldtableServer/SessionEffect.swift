@@ -59,4 +59,6 @@ public enum SessionTimer: Hashable, Sendable {
     case busy(section: String, seq: UInt64)
     /// The member deadline of that stream.
     case streamDeadline(section: String, seq: UInt64)
+    /// The end of a presence interval: the diff of joins, leaves and renames goes out.
+    case presence
 }

@@ -30,13 +30,34 @@ import Testing
         let h = Harness()
         h.join(1)
         h.join(2, name: "bo")
-        #expect(h.transport.messages(1, type: "presence").last?["event"] == .string("joined"))
-        #expect(h.transport.messages(1, type: "presence").last?["count"] == .integer(2))
+        let joined = h.transport.messages(1, type: "presence").last
+        #expect(joined?["joined"] == .array([.object([("client", .string("c2")), ("name", .string("bo"))])]))
+        #expect(joined?["count"] == .integer(2))
+        #expect(joined?["complete"] == .bool(true))
         h.close(2)
         let left = h.transport.messages(1, type: "presence").last
-        #expect(left?["event"] == .string("left"))
-        #expect(left?["name"] == .string("bo"))
+        #expect(left?["left"] == .array([.string("c2")]))
         #expect(left?["count"] == .integer(1))
+    }
+
+    @Test func joinsWithinThePresenceIntervalReachEachMemberAsOneDiff() {
+        let h = Harness { $0.presenceIntervalMs = 100 }
+        h.join(1)
+        h.transport.fireTimers(upTo: 100)
+        h.transport.clear()
+        for id in UInt64(2)...6 { h.join(id, name: "n\(id)") }
+        #expect(h.transport.messages(1, type: "presence").isEmpty)
+        h.transport.fireTimers(upTo: 100)
+        for id in UInt64(1)...6 {
+            let diffs = h.transport.messages(id, type: "presence")
+            #expect(diffs.count == 1)
+            #expect(diffs.first?["count"] == .integer(6))
+        }
+        guard case .array(let joined)? = h.transport.messages(1, type: "presence").first?["joined"] else {
+            Issue.record("no joined list")
+            return
+        }
+        #expect(joined.count == 5)
     }
 
     @Test func aRenameIsShownToEveryMember() {
@@ -45,7 +66,7 @@ import Testing
         h.join(2, name: "bo")
         h.say(2, #"{"type":"rename","name":"bob"}"#)
         for id in UInt64(1)...2 {
-            #expect(h.transport.sent[id]?.last == #"{"type":"presence","event":"renamed","client":"c2","name":"bob","count":2}"#)
+            #expect(h.transport.sent[id]?.last == #"{"type":"presence","count":2,"complete":true,"renamed":[{"client":"c2","name":"bob"}]}"#)
         }
         h.open(3)
         h.say(3, #"{"type":"rename","name":"x"}"#)

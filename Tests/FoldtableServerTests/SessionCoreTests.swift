@@ -234,6 +234,73 @@ import Testing
         #expect(broadcastTypes(again) == ["event"])
     }
 
+    /// Presence diffs in `effects`, parsed, with who they went to.
+    func presenceDiffs(_ effects: [SessionEffect]) -> [(diff: PresenceDiff, to: [UInt64])] {
+        effects.compactMap { effect in
+            guard case .broadcast(let message, let to) = effect, let value = try? JSONParser.parse(message.bytes),
+                value["type"] == .string("presence"), let reader = try? FieldReader(value), let diff = try? PresenceDiff.decode(reader)
+            else { return nil }
+            return (diff, to.map(\.id))
+        }
+    }
+
+    /// A core with no members yet and the given presence settings.
+    func emptyCore(intervalMs: UInt64 = 100, listMax: Int = 200) throws -> SessionCore {
+        var settings = SessionCore.Settings()
+        settings.presenceIntervalMs = intervalMs
+        settings.presenceListMax = listMax
+        return SessionCore(name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [], seq: 0), settings: settings)
+    }
+
+    @Test func aStormOfJoinsCostsEachMemberOneDiffPerIntervalNotOneMessagePerJoin() throws {
+        var core = try emptyCore()
+        var effects: [SessionEffect] = []
+        for id in UInt64(1)...50 { effects += core.handle(.join(Connection(id: id), JoinRequest(session: "x", name: "n\(id)"), role: nil), now: 0) }
+        #expect(presenceDiffs(effects).isEmpty)
+        // One timer for the whole interval, however many joined.
+        #expect(effects.filter { if case .armTimer(.presence, _) = $0 { return true } else { return false } }.count == 1)
+        let flushed = presenceDiffs(core.handle(.timer(.presence), now: 100))
+        #expect(flushed.count == 1)
+        #expect(flushed.first?.to.count == 50)
+        #expect(flushed.first?.diff.joined.count == 50)
+        #expect(flushed.first?.diff.count == 50)
+    }
+
+    @Test func someoneWhoJoinedAndLeftWithinOneIntervalIsListedAsLeft() throws {
+        var core = try emptyCore()
+        _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
+        _ = core.handle(.timer(.presence), now: 100)
+        _ = core.handle(.join(bo, JoinRequest(session: "x", name: "bo"), role: nil), now: 110)
+        _ = core.handle(.leave(bo), now: 120)
+        let diff = try #require(presenceDiffs(core.handle(.timer(.presence), now: 200)).first?.diff)
+        #expect(diff.joined.isEmpty)
+        #expect(diff.left == ["c2"])
+        #expect(diff.count == 1 && diff.complete)
+    }
+
+    @Test func pastTheListThresholdWelcomesAndDiffsCarryTheCountAndASampleThenTheWholeListReturns() throws {
+        var core = try emptyCore(intervalMs: 0, listMax: 3)
+        var last: [SessionEffect] = []
+        for id in UInt64(1)...40 { last = core.handle(.join(Connection(id: id), JoinRequest(session: "x", name: "n\(id)"), role: nil), now: 0) }
+        let welcome = try #require(
+            last.compactMap { effect -> JSONValue? in
+                if case .send(let message, _) = effect { return try? JSONParser.parse(message.bytes) } else { return nil }
+            }.first)
+        guard case .array(let listed)? = welcome["presence"] else {
+            Issue.record("no presence list")
+            return
+        }
+        #expect(listed.count == 3)
+        #expect(welcome["presenceCount"] == .integer(40))
+        let diff = try #require(presenceDiffs(last).first?.diff)
+        #expect(!diff.complete && diff.count == 40 && diff.joined.count == 1 && diff.left.isEmpty)
+        // Back under the threshold: the next diff carries everyone, since nobody kept a list.
+        for id in UInt64(1)...37 { last = core.handle(.leave(Connection(id: id)), now: 0) }
+        let back = try #require(presenceDiffs(last).first?.diff)
+        #expect(back.complete && back.count == 3)
+        #expect(back.members?.map(\.name) == ["n38", "n39", "n40"])
+    }
+
     @Test func aCheckpointIsAskedForAfterTheConfiguredNumberOfCommittedEvents() throws {
         var settings = SessionCore.Settings()
         settings.checkpointEvents = 3

@@ -170,17 +170,43 @@ def test_rows_go_on_expand_only_to_members_that_lack_them(server):
     run(scenario())
 
 
+def names(members):
+    return {p["name"] for p in members or []}
+
+
 def test_presence_reports_joins_and_leaves_with_counts(server):
     async def scenario():
         a = await Client.join(server.ws, session="presence", name="ana")
         b = await Client.join(server.ws, session="presence", name="bo")
-        joined = await a.next(lambda m: m["type"] == "presence")
-        assert joined == {"type": "presence", "event": "joined", "client": b.welcome["client"], "name": "bo", "count": 2}
-        assert {p["name"] for p in b.welcome["presence"]} == {"ana", "bo"}
+        # Both joins may fall in one interval: the diff lists whoever joined in it.
+        joined = await a.next(lambda m: m["type"] == "presence" and "bo" in names(m.get("joined")))
+        assert joined["count"] == 2 and joined["complete"]
+        assert {"client": b.welcome["client"], "name": "bo"} in joined["joined"]
+        assert {p["name"] for p in b.welcome["presence"]} == {"ana", "bo"} and b.welcome["presenceCount"] == 2
         await b.close()
-        left = await a.next(lambda m: m["type"] == "presence")
-        assert left["event"] == "left" and left["name"] == "bo" and left["count"] == 1
+        left = await a.next(lambda m: m["type"] == "presence" and m.get("left"))
+        assert left["left"] == [b.welcome["client"]] and left["count"] == 1
         await a.close()
+    run(scenario())
+
+
+def test_a_join_storm_reaches_each_member_as_a_few_diffs_not_one_message_per_join(server):
+    async def scenario():
+        session = f"storm-{time.monotonic_ns()}"
+        first = await Client.join(server.ws, session=session, name="first")
+        others = await asyncio.gather(*(Client.join(server.ws, session=session, name=f"n{i}") for i in range(60)))
+        # Everyone has heard of all 61 once a diff says so; the first member got a few diffs
+        # (one per 100 ms interval), not 60 presence messages.
+        last = await first.next(lambda m: m["type"] == "presence" and m["count"] == 61, timeout=10)
+        assert last["complete"]
+        diffs = [m for m in first.all if m["type"] == "presence"]
+        assert len(diffs) < 15, len(diffs)
+        heard = set()
+        for d in diffs:
+            heard |= names(d.get("joined"))
+        assert heard - {"first"} == {f"n{i}" for i in range(60)}
+        for c in [first, *others]:
+            await c.close()
     run(scenario())
 
 
@@ -192,12 +218,12 @@ def test_a_vanished_client_leaves_within_the_hangup_time(web_root):
             sock, response = raw_ws(s.port)
             assert " 101 " in response
             sock.sendall(frame(json.dumps({"type": "join", "session": "vanish", "name": "ghost"}).encode()))
-            await watcher.next(lambda m: m["type"] == "presence" and m["event"] == "joined")
+            joined = await watcher.next(lambda m: m["type"] == "presence" and "ghost" in names(m.get("joined")))
+            ghost = next(p["client"] for p in joined["joined"] if p["name"] == "ghost")
             started = time.monotonic()
             # The ghost never answers pings (a raw socket that stops reading and writing);
             # the watcher keeps answering, so only the ghost is hung up.
-            left = await watcher.next(lambda m: m["type"] == "presence" and m["event"] == "left", timeout=10)
-            assert left["name"] == "ghost"
+            await watcher.next(lambda m: m["type"] == "presence" and ghost in m.get("left", []), timeout=10)
             assert time.monotonic() - started < 6
             sock.close()
             await watcher.close()
@@ -411,7 +437,7 @@ def test_a_client_that_stops_reading_is_closed_as_slow_and_others_are_unaffected
                 await asyncio.gather(reader.next(last, timeout=10), author.next(last, timeout=10))
                 author.inbox.clear()
                 reader.inbox.clear()
-                presence = [m for m in reader.all if m["type"] == "presence" and m["event"] == "left"]
+                presence = [m for m in reader.all if m["type"] == "presence" and m.get("left")]
                 if presence:
                     closed_code = "left"
                     break
