@@ -292,6 +292,18 @@ function startSession(name) {
           if (went.length) say(`${who(went)} left`);
           break;
         }
+        case 'found': {
+          if (msg.id !== findId) break;
+          const known = new Set(hits.filter((h) => h.r).map((h) => h.r.key));
+          for (const m of msg.rows || []) {
+            const s = table.section(m.section);
+            if (!s || known.has(m.row) || hits.length >= 30) continue;
+            hits.push({ s, r: { key: m.row, label: m.label, value: m.value }, text: m.label, sub: `${s.title}${m.value ? ` · ${m.value}` : ''}` });
+          }
+          if (active < 0 && hits.length) active = 0;
+          drawHits();
+          break;
+        }
         case 'ack': settle(entry); break;
         case 'error':
           settle(entry);
@@ -322,13 +334,26 @@ function startSession(name) {
     try { await navigator.clipboard.writeText(location.href); note('Link copied.'); } catch { getSelection().selectAllChildren($('share')); }
   });
 
-  // ---- find: over section titles and the rows this page has ----
+  // ---- find: over section titles and the rows this page has, then the server's answer for
+  // rows of sections this page never loaded ----
   const find = $('find');
   const results = $('results');
   let hits = [];
   let active = -1;
+  let findTimer = 0;
+  let findCount = 0;
+  let findId = null;
   find.addEventListener('input', () => {
     const q = find.value.trim().toLowerCase();
+    clearTimeout(findTimer);
+    findId = null;
+    // Asked once typing pauses; the answer is shown only if it is for the latest query.
+    if (q && table.sections.some((s) => s.rowCount > 0 && !table.complete(s))) {
+      findTimer = setTimeout(() => {
+        findId = `find-${++findCount}`;
+        conn.sendNow({ type: 'find', q: find.value.trim(), limit: 30, id: findId });
+      }, 150);
+    }
     hits = [];
     if (q) {
       for (const s of table.sections) {

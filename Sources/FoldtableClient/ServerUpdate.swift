@@ -14,6 +14,8 @@ public enum ServerUpdate: Equatable, Sendable {
     case busy(section: String, busy: Bool)
     case presence(PresenceDiff)
     case sessions([SessionInfo])
+    /// The answer to `find`.
+    case found(id: String?, query: String, matches: [RowSearch.Match], truncated: Bool)
     case other(type: String)
 
     /// The snapshot after `join`.
@@ -107,6 +109,17 @@ public enum ServerUpdate: Equatable, Sendable {
             return .busy(section: try reader.string("section"), busy: try reader.bool("busy"))
         case "presence":
             return .presence(try PresenceDiff.decode(reader))
+        case "found":
+            var matches: [RowSearch.Match] = []
+            for element in try reader.array("rows") {
+                let entry = try FieldReader(element, path: "rows.")
+                matches.append(
+                    RowSearch.Match(
+                        section: try entry.string("section"), row: try entry.string("row"), label: try entry.string("label"),
+                        value: try entry.string("value")))
+            }
+            return .found(
+                id: try reader.optionalString("id"), query: try reader.string("q"), matches: matches, truncated: try reader.bool("truncated"))
         case "sessions":
             var list: [SessionInfo] = []
             for element in try reader.array("sessions") {

@@ -115,7 +115,7 @@ public struct SessionReplica: Sendable {
         case .busy(let key, let busy):
             if let position = positions[key] { sections[position].busy = busy }
         case .presence(let change): updatePresence(change)
-        case .ack, .error, .sessions, .other: break
+        case .ack, .error, .sessions, .found, .other: break
         }
     }
 

@@ -190,6 +190,37 @@ public enum ServerMessage {
         return out.bytes
     }
 
+    /// `{"type":"found",...}`: the answer to `find`, matches in table order.
+    public static func found(id: String?, query: String, matches: [RowSearch.Match], truncated: Bool) -> [UInt8] {
+        var out = JSONWriter(capacity: 96 + matches.count * 80)
+        out.raw("{\"type\":\"found\"")
+        if let id {
+            out.nextKey("id")
+            out.string(id)
+        }
+        out.nextKey("q")
+        out.string(query)
+        out.nextKey("rows")
+        out.byte(UInt8(ascii: "["))
+        for (index, match) in matches.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"section\":")
+            out.string(match.section)
+            out.nextKey("row")
+            out.string(match.row)
+            out.nextKey("label")
+            out.string(match.label)
+            out.nextKey("value")
+            out.string(match.value)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.byte(UInt8(ascii: "]"))
+        out.nextKey("truncated")
+        out.bool(truncated)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
     /// `{"type":"presence",...}`: see ``PresenceDiff``.
     public static func presence(_ diff: PresenceDiff) -> [UInt8] { diff.encoded }
 

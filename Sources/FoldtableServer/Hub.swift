@@ -323,6 +323,12 @@ public final class Hub: TransportDelegate {
             guard client.role >= .editor else { return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id) }
             guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
             session.handle(.change(change, id: id, from: connection))
+        case .success(.find(let query, let limit, let id)):
+            // A read any member may make; it scans the whole table, so it counts against the
+            // same rate limit as a change.
+            guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
+            session.handle(.find(query: query, limit: limit, id: id, from: connection))
         case .success(.deleteSession):
             guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
             guard client.role >= .owner else { return refuse(connection, ProtocolError(.forbidden, "only an owner deletes the session"), id: id) }

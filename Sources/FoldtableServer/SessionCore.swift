@@ -156,6 +156,11 @@ public struct SessionCore {
         case .commitFailed(let generation, let error): rollBack(generation: generation, error, into: &effects)
         case .streamDelivered(let section, let seq, let connection): delivered(section, seq: seq, to: connection, into: &effects)
         case .timer(let timer): fire(timer, now: now, into: &effects)
+        case .find(let query, let limit, let id, let connection):
+            // Committed rows only, like everything members see.
+            guard members[connection.id] != nil else { break }
+            let (matches, truncated) = RowSearch(query).run(in: committed, limit: limit)
+            effects.append(.send(OutboundMessage(ServerMessage.found(id: id, query: query, matches: matches, truncated: truncated)), to: connection))
         }
         return effects
     }

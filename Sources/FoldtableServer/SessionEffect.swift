@@ -19,6 +19,8 @@ public enum SessionInput {
     case streamDelivered(section: String, seq: UInt64, to: Connection)
     /// A timer the core armed fired.
     case timer(SessionTimer)
+    /// A member looks for rows by text (see `RowSearch` in FoldtableCore).
+    case find(query: String, limit: Int, id: String?, from: Connection)
 }
 
 /// What the core asks its driver to do, in order.

@@ -301,6 +301,28 @@ import Testing
         #expect(back.members?.map(\.name) == ["n38", "n39", "n40"])
     }
 
+    @Test func findAnswersFromCommittedRowsOfEverySectionOnlyToWhoAsked() throws {
+        var core = try core(rows: 3, collapsed: true)
+        // An uncommitted row is not found: members see only what the log made durable.
+        _ = core.handle(.change(.addRow(section: .key("s"), row: NewRow(key: "r9", label: "row 9")), id: "n", from: ana), now: 0)
+        let effects = core.handle(.find(query: "ROW", limit: 2, id: "f1", from: bo), now: 0)
+        let sent = effects.compactMap { effect -> (UInt64, JSONValue)? in
+            if case .send(let message, let to) = effect, let value = try? JSONParser.parse(message.bytes) { return (to.id, value) }
+            return nil
+        }
+        #expect(sent.count == 1)
+        #expect(sent.first?.0 == 2)
+        let found = try #require(sent.first?.1)
+        #expect(found["type"] == .string("found") && found["id"] == .string("f1") && found["truncated"] == .bool(true))
+        guard case .array(let rows)? = found["rows"] else {
+            Issue.record("no rows")
+            return
+        }
+        #expect(rows.map { $0["row"] } == [.string("r0"), .string("r1")])
+        #expect(core.handle(.find(query: "row 9", limit: 5, id: "f2", from: bo), now: 0).count == 1)
+        #expect(core.handle(.find(query: "x", limit: 5, id: nil, from: Connection(id: 99)), now: 0).isEmpty)
+    }
+
     @Test func aCheckpointIsAskedForAfterTheConfiguredNumberOfCommittedEvents() throws {
         var settings = SessionCore.Settings()
         settings.checkpointEvents = 3

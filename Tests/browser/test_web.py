@@ -260,6 +260,23 @@ def test_find_reveals_a_row_in_a_collapsed_section(server, browsers, session_nam
     wait(a, lambda a: a.switch_to.active_element.get_attribute("aria-label") == "Leek")
 
 
+def test_find_reveals_a_row_of_a_section_that_was_collapsed_when_the_page_loaded(server, browsers, session_name):
+    # Nuts is collapsed before the page opens: the page has its row count, never its rows, so
+    # only the server's find can name Pecan.
+    seed(server, session_name, [FRUIT, NUTS])
+    a, b = browsers(), browsers()
+    open_as(a, server, "ana", f"/s/{session_name}")
+    open_as(b, server, "bo", f"/s/{session_name}")
+    assert not expanded(a, "nuts")
+    assert a.execute_script("return document.querySelectorAll('li[data-row=\"pecan\"]').length") == 0
+    find = a.find_element(By.ID, "find")
+    find.send_keys("peca")
+    wait(a, lambda a: "Pecan" in a.find_element(By.ID, "results").text)
+    find.send_keys(Keys.ENTER)
+    wait(b, lambda b: expanded(b, "nuts"))
+    wait(a, lambda a: a.switch_to.active_element.get_attribute("aria-label") == "Pecan")
+
+
 WATCH_BUSY = """
     // Watch aria-busy from inside the page: the busy phase may be short. Also note long tasks.
     const sec = document.querySelector('section[data-sec="big"]');

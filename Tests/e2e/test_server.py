@@ -170,6 +170,28 @@ def test_rows_go_on_expand_only_to_members_that_lack_them(server):
     run(scenario())
 
 
+def test_find_returns_rows_of_sections_nobody_loaded_and_refuses_a_bad_query(server):
+    async def scenario():
+        a = await Client.join(server.ws, session="demo", name="finder")
+        await a.send({"type": "find", "q": "LESHAN", "id": "f1"})
+        found = await a.next(lambda m: m["type"] == "found")
+        assert found == {"type": "found", "id": "f1", "q": "LESHAN", "truncated": False,
+                         "rows": [{"section": "sichuan", "row": "sichuan-3", "label": "Leshan", "value": ""}]}
+        await a.send({"type": "find", "q": "a", "limit": 3, "id": "f2"})
+        found = await a.next(lambda m: m["type"] == "found")
+        assert len(found["rows"]) == 3 and found["truncated"]
+        await a.send({"type": "find", "q": "", "id": "f3"})
+        error = await a.next(lambda m: m["type"] == "error")
+        assert error["code"] == "invalid_value" and error["field"] == "q" and error["id"] == "f3"
+        await a.close()
+        # Before joining there is nothing to search.
+        b = await connect(server.ws)
+        await b.send(json.dumps({"type": "find", "q": "x"}))
+        assert json.loads(await b.recv())["code"] == "not_joined"
+        await b.close()
+    run(scenario())
+
+
 def names(members):
     return {p["name"] for p in members or []}
 
