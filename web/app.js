@@ -282,6 +282,8 @@ function startSession(name) {
           const gone = new Set(msg.left || []);
           const came = (msg.joined || []).filter((p) => p.client !== me && !people.has(p.client) && !gone.has(p.client)).map((p) => p.name);
           const went = (msg.left || []).filter((c) => people.has(c)).map((c) => people.get(c));
+          const renamed = (msg.renamed || []).filter((p) => p.client !== me && people.has(p.client) && people.get(p.client) !== p.name)
+            .map((p) => `${people.get(p.client)} is now ${p.name}`);
           if (msg.members) people.clear();
           for (const p of [...(msg.members || []), ...(msg.renamed || []), ...(msg.joined || [])]) people.set(p.client, p.name);
           for (const c of msg.left || []) people.delete(c);
@@ -290,6 +292,7 @@ function startSession(name) {
           const who = (names) => (names.length <= 3 ? names.join(', ') : `${names.slice(0, 2).join(', ')} and ${names.length - 2} others`);
           if (came.length) say(`${who(came)} joined`);
           if (went.length) say(`${who(went)} left`);
+          for (const text of renamed.slice(0, 3)) say(text);
           break;
         }
         case 'found': {
@@ -313,7 +316,8 @@ function startSession(name) {
       schedule();
     },
   });
-  onRename = () => conn.rejoin(); // the protocol has no rename: join again under the new name
+  // Joined: tell the session (everyone sees the rename); not joined: the next join carries it.
+  onRename = () => { if (conn.ready) conn.sendNow({ type: 'rename', name: myName }); };
   conn.connect();
 
   // ---- toolbar ----

@@ -412,6 +412,9 @@ def test_a_new_display_name_is_remembered_and_shown_to_others(server, browsers, 
     a.find_element(By.ID, "name").send_keys("ana maria", Keys.ENTER)
     wait(b, lambda b: "ana maria" in b.find_element(By.ID, "people").text
          and "2 here" in b.find_element(By.ID, "people").text)
+    # A rename, not a leave and a join: the others are told so.
+    wait(b, lambda b: "ana is now ana maria" in b.find_element(By.ID, "live").get_attribute("textContent"))
+    assert "left" not in b.find_element(By.ID, "live").get_attribute("textContent")
     assert a.execute_script("return localStorage.getItem('foldtable.name')") == "ana maria"
     press(a, "fruit")
     wait(b, lambda b: "ana maria" in b.find_element(By.CSS_SELECTOR, 'section[data-sec="fruit"] .badges').text)
