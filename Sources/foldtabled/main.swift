@@ -29,19 +29,19 @@ do {
     case .help:
         print(ServerConfig.usage)
         exit(0)
+    case .helpMarkdown:
+        print(ServerConfig.markdownTable)
+        exit(0)
+    case .check(let config, let sources):
+        ConfigCheck.run(config, sources: sources)
     case .run(let parsed):
         parsedConfig = parsed
     }
 } catch {
-    fail(error.description)
+    ConfigCheck.refuse(error)
 }
-
-var isDirectory: ObjCBool = false
-if !parsedConfig.webRoot.isEmpty
-    && !(FileManager.default.fileExists(atPath: parsedConfig.webRoot, isDirectory: &isDirectory) && isDirectory.boolValue)
-{
-    fail("--web-root \(parsedConfig.webRoot) is not a directory")
-}
+let startProblems = ConfigCheck.problems(parsedConfig, storage: false)
+if !startProblems.isEmpty { ConfigCheck.refuse(ServerConfig.Invalid(startProblems)) }
 
 let verifier: TokenVerifier?
 do {
