@@ -12,6 +12,8 @@ extension ServerConfig {
         case help
         /// `--help-markdown`: README's tables of keys.
         case helpMarkdown
+        /// `--help-env`: every key as a commented `FOLDTABLE_*` line (deploy/foldtabled.env.example).
+        case helpEnvironment
     }
 
     /// Reads, each overriding the one before: the defaults, the `--config` file (or the file
@@ -29,6 +31,7 @@ extension ServerConfig {
         let command = try CommandLineFlags(arguments)
         if command.help { return .help }
         if command.helpMarkdown { return .helpMarkdown }
+        if command.helpEnvironment { return .helpEnvironment }
         var loader = Loader()
         if let path = command.configPath ?? environment["FOLDTABLE_CONFIG"].flatMap({ $0.isEmpty ? nil : $0 }) {
             switch readFile(path) {
@@ -87,6 +90,7 @@ private struct CommandLineFlags {
     var check = false
     var help = false
     var helpMarkdown = false
+    var helpEnvironment = false
 
     /// Stops at the first problem: past an unknown flag the rest cannot be read reliably (is the
     /// next word its value or the next argument?). `--help` anywhere wins over problems.
@@ -113,9 +117,13 @@ private struct CommandLineFlags {
                 value = String(name[name.index(after: equals)...])
                 name = String(name[..<equals])
             }
-            if name == "check-config" || name == "help-markdown" {
+            if name == "check-config" || name == "help-markdown" || name == "help-env" {
                 guard value == nil else { throw refuse("--\(name) takes no value") }
-                if name == "check-config" { check = true } else { helpMarkdown = true }
+                switch name {
+                case "check-config": check = true
+                case "help-markdown": helpMarkdown = true
+                default: helpEnvironment = true
+                }
                 continue
             }
             let key = ServerConfig.key(named: name)

@@ -325,6 +325,13 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
         #expect(help.split(separator: "\n").allSatisfy { $0.count <= 120 })
     }
 
+    @Test func theEnvironmentFileExampleIsTheKeyTable() throws {
+        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("deploy/foldtabled.env.example")
+        let text = try String(contentsOf: example, encoding: .utf8)
+        #expect(text == ServerConfig.environmentExample + "\n", "deploy/foldtabled.env.example differs from ServerConfig.keys: run `make readme-config`")
+    }
+
     @Test func readmeTablesAreTheKeyTable() throws {
         let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("README.md")
