@@ -24,6 +24,8 @@ public struct ProtocolError: Error, Equatable, Sendable {
         /// The change could not be made durable (disk full, I/O error, database locked); it was
         /// not applied. Retry later.
         case storageUnavailable = "storage_unavailable"
+        /// The HTTP API named a session that does not exist (404).
+        case sessionNotFound = "session_not_found"
         /// No token, or a token that is forged, expired, malformed or not for this session.
         case unauthorized = "unauthorized"
         /// The member's role does not allow this (a viewer changing, an editor changing options).

@@ -24,7 +24,11 @@ public final class Hub: TransportDelegate {
     /// Names of every stored session (resident or not), for `list`.
     private var storedNames: Set<String>
     /// Sessions being loaded from the store, with the joins waiting for them.
-    private var loading: [String: [(client: ClientState, request: JoinRequest)]] = [:]
+    /// Sessions being loaded from the store, with what waits for each (joins, API calls).
+    private var loading: [String: [(Result<TableSession, ProtocolError>) -> Void]] = [:]
+    /// HTTP API changes waiting for their commit, by request number.
+    private var apiRequests: [UInt64: (Result<UInt64, ProtocolError>) -> Void] = [:]
+    private var nextAPIRequest: UInt64 = 0
     /// `list` answer cache, rebuilt only after a session is created or deleted.
     private var sortedNames: [String]?
     private var timers: [UInt64: TimerAction] = [:]
@@ -218,7 +222,7 @@ public final class Hub: TransportDelegate {
                 session = try restore(stored)
             } catch {
                 log(.error, "session_load_failed", ["session": name, "reason": error.description])
-                for waiter in waiting { failJoin(waiter.client, ProtocolError(.storageUnavailable, "the session could not be loaded")) }
+                for waiter in waiting { waiter(.failure(ProtocolError(.storageUnavailable, "the session could not be loaded"))) }
                 return
             }
             sessions[name] = session
@@ -228,13 +232,51 @@ public final class Hub: TransportDelegate {
             session = sessions[name] ?? createSession(name, table: newTable)
         case .failure(let error):
             log(.error, "session_load_failed", ["session": name, "reason": error.description])
-            for waiter in waiting { failJoin(waiter.client, ProtocolError(.storageUnavailable, "the session could not be loaded; retry later")) }
+            for waiter in waiting { waiter(.failure(ProtocolError(.storageUnavailable, "the session could not be loaded; retry later"))) }
             return
         }
-        for waiter in waiting where waiter.client.isOpen {
-            waiter.client.joining = false
-            enter(waiter.client, session, waiter.request)
+        for waiter in waiting { waiter(.success(session)) }
+    }
+
+    /// The session `name`: resident, loaded from the store, or (with `create`) made empty when it
+    /// exists nowhere. `body` runs at once or when the load is done, on the service thread.
+    func withSession(_ name: String, create: Bool, _ body: @escaping (Result<TableSession, ProtocolError>) -> Void) {
+        if let session = sessions[name] { return body(.success(session)) }
+        guard create || storedNames.contains(name) else {
+            return body(.failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session")))
         }
+        guard makeRoom() else {
+            return body(.failure(ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "session")))
+        }
+        guard storedNames.contains(name) else { return body(.success(createSession(name, table: newTable))) }
+        if loading[name] != nil {
+            loading[name]?.append(body)
+            return
+        }
+        loading[name] = [body]
+        store.load(name) { [self] result in loaded(name, result) }
+    }
+
+    /// A change from the HTTP API, as `author`, into session `name` (which must exist), applied
+    /// in the session's one order like a member's; `completion` gets the seq it is durable at
+    /// (after the commit), or why not. `id` (the Idempotency-Key) makes retries safe.
+    public func submitAPIChange(
+        _ change: Change, id: String?, author: Author, session name: String, completion: @escaping (Result<UInt64, ProtocolError>) -> Void
+    ) {
+        withSession(name, create: false) { [self] result in
+            switch result {
+            case .failure(let error): completion(.failure(error))
+            case .success(let session):
+                nextAPIRequest += 1
+                apiRequests[nextAPIRequest] = completion
+                session.handle(.apiChange(change, id: id, author: author, request: nextAPIRequest))
+            }
+        }
+    }
+
+    /// A session answered an HTTP API change.
+    func apiAnswered(_ request: UInt64, _ result: Result<UInt64, ProtocolError>) {
+        apiRequests.removeValue(forKey: request)?(result)
     }
 
     /// Rebuilds a session from its checkpoint and the events logged after it.
@@ -372,25 +414,16 @@ public final class Hub: TransportDelegate {
             client.joinTimer = nil
         }
         client.consecutiveErrors = 0
-        if let session = sessions[request.session] {
-            return enter(client, session, request)
-        }
-        guard makeRoom() else {
-            refuse(
-                client.connection, ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "session"),
-                id: nil)
-            return
-        }
-        guard storedNames.contains(request.session) else {
-            return enter(client, createSession(request.session, table: newTable), request)
-        }
         client.joining = true
-        if loading[request.session] != nil {
-            loading[request.session]?.append((client, request))
-            return
+        withSession(request.session, create: true) { [self] result in
+            switch result {
+            case .success(let session):
+                client.joining = false
+                if client.isOpen { enter(client, session, request) }
+            case .failure(let error):
+                failJoin(client, error)
+            }
         }
-        loading[request.session] = [(client, request)]
-        store.load(request.session) { [self] result in loaded(request.session, result) }
     }
 
     private func enter(_ client: ClientState, _ session: TableSession, _ request: JoinRequest) {

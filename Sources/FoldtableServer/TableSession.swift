@@ -71,6 +71,8 @@ final class TableSession {
             transport.send(OutboundMessage(ServerMessage.ack(id: id, seq: seq)), to: connection)
         case .refuse(let connection, let error, let id):
             hub.refuse(connection, error, id: id)
+        case .answer(let request, let result):
+            hub.apiAnswered(request, result)
         case .persist(let events, let generation):
             hub.eventLog.append(session: name, events: events) { [self] result in
                 switch result {

@@ -20,7 +20,7 @@ private func config(_ arguments: [String], environment: [String: String] = [:], 
     do {
         switch try parse(arguments, environment: environment, file: file) {
         case .run(let config), .check(let config, _): return .success(config)
-        case .help, .helpMarkdown: return .failure(ServerConfig.Invalid("help"))
+        case .help, .helpMarkdown, .helpEnvironment: return .failure(ServerConfig.Invalid("help"))
         }
     } catch {
         return .failure(error)
