@@ -299,7 +299,8 @@ public struct SessionCore {
 
     private mutating func submit(_ change: Pending, into effects: inout [SessionEffect]) {
         guard pending.count - pendingStart < settings.maxPendingChanges else {
-            refuse(change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
+            refuse(
+                change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
             return
         }
         pending.append(change)

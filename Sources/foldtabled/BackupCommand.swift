@@ -21,7 +21,8 @@ enum BackupCommand {
             case .help:
                 print(usage)
                 exit(0)
-            case .check, .helpMarkdown, .helpEnvironment: fail("--check-config, --help-markdown and --help-env are options of the server, not of backup")
+            case .check, .helpMarkdown, .helpEnvironment:
+                fail("--check-config, --help-markdown and --help-env are options of the server, not of backup")
             }
         } catch {
             ConfigCheck.refuse(error)

@@ -329,7 +329,8 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
         let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("deploy/foldtabled.env.example")
         let text = try String(contentsOf: example, encoding: .utf8)
-        #expect(text == ServerConfig.environmentExample + "\n", "deploy/foldtabled.env.example differs from ServerConfig.keys: run `make readme-config`")
+        #expect(
+            text == ServerConfig.environmentExample + "\n", "deploy/foldtabled.env.example differs from ServerConfig.keys: run `make readme-config`")
     }
 
     @Test func readmeTablesAreTheKeyTable() throws {
