@@ -94,10 +94,11 @@ public final class Hub: TransportDelegate {
         return true
     }
 
-    private func createSession(_ name: String, table: Table) -> TableSession {
+    private func createSession(_ name: String, table: Table, stored: ((Result<Void, StoreError>) -> Void)? = nil) -> TableSession {
         let epoch = makeEpoch()
         store.create(StoredSession(name: name, epoch: epoch, checkpoint: table)) { [self] result in
             if case .failure(let error) = result { log(.error, "session_create_failed", ["session": name, "reason": error.description]) }
+            stored?(result)
         }
         storedNames.insert(name)
         sortedNames = nil
@@ -382,7 +383,7 @@ public final class Hub: TransportDelegate {
         ProtocolError(.rateLimited, "more than \(config.changeRatePerSec) changes a second; slow down")
     }
 
-    private var messageLimits: ClientMessage.Limits {
+    var messageLimits: ClientMessage.Limits {
         var limits = ClientMessage.Limits()
         // Room for a token over its 4 KiB limit, so it is refused as unauthorized (a token), not
         // as too_long (a message); table text is checked against its own, smaller limit.
@@ -469,13 +470,19 @@ public final class Hub: TransportDelegate {
 
     /// Deletes a session and its history once the store has; every member is closed with 4501.
     private func delete(_ session: TableSession, by client: ClientState, id: String?) {
+        deleteSession(session, by: client.clientId) { [self] result in
+            if case .failure(let error) = result, client.isOpen { refuse(client.connection, error, id: id) }
+        }
+    }
+
+    /// Deletes `session` and its history; once the store has, every member is closed with 4501.
+    /// `by` names who asked, for the log.
+    func deleteSession(_ session: TableSession, by: String, completion: @escaping (Result<Void, ProtocolError>) -> Void) {
         store.delete(session.name) { [self] result in
             switch result {
             case .failure(let error):
                 log(.warning, "delete_failed", ["session": session.name, "reason": error.description])
-                if client.isOpen {
-                    refuse(client.connection, ProtocolError(.storageUnavailable, "the session could not be deleted; retry later"), id: id)
-                }
+                completion(.failure(ProtocolError(.storageUnavailable, "the session could not be deleted; retry later")))
             case .success:
                 if sessions[session.name] === session { sessions[session.name] = nil }
                 if let timer = session.evictionTimer { cancelTimer(timer) }
@@ -484,8 +491,40 @@ public final class Hub: TransportDelegate {
                 for member in clients.values where member.session === session {
                     transport.close(member.connection, code: CloseCode.sessionDeleted, reason: "the session was deleted")
                 }
-                log(.info, "session_deleted", ["session": session.name, "by": client.clientId])
+                log(.info, "session_deleted", ["session": session.name, "by": by])
+                completion(.success(()))
             }
+        }
+    }
+
+    /// Creates session `name` holding `table` (the HTTP API's import), answering once the store
+    /// has it; refused when a session of that name exists.
+    func createSession(_ name: String, table: Table, completion: @escaping (Result<Void, ProtocolError>) -> Void) {
+        guard sessions[name] == nil, !storedNames.contains(name), loading[name] == nil else {
+            return completion(.failure(ProtocolError(.duplicateKey, "a session named \"\(name)\" exists", field: "name")))
+        }
+        guard makeRoom() else {
+            return completion(.failure(ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "name")))
+        }
+        var created: TableSession?
+        created = createSession(name, table: table) { [self] result in
+            if case .failure = result, let session = created, sessions[name] === session, session.core.isQuiet {
+                // Nothing half-made: a session the store did not take is not kept in memory either.
+                sessions[name] = nil
+                storedNames.remove(name)
+                sortedNames = nil
+            }
+            completion(result.mapError { _ in ProtocolError(.storageUnavailable, "the session could not be stored; retry later") })
+        }
+    }
+
+    /// Every session's name (stored or resident, sorted), with its member and section counts
+    /// when it is in memory (a stored one is not loaded just to count).
+    func sessionSummaries(visibleTo grant: AccessGrant?) -> [(name: String, members: Int, sections: Int?)] {
+        if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
+        return (sortedNames ?? []).filter { grant?.allows($0) ?? true }.map { name in
+            let session = sessions[name]
+            return (name, session?.memberCount ?? 0, session?.core.committed.sections.count)
         }
     }
 
