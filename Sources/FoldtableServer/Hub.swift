@@ -60,6 +60,20 @@ public final class Hub: TransportDelegate {
         self.storedNames = Set(storedNames)
         self.logger = log
         self.makeEpoch = makeEpoch
+        registerGauges()
+    }
+
+    /// What `/metrics` reports; counted on the service thread as things happen.
+    public let metrics = Metrics()
+
+    private func registerGauges() {
+        metrics.gauge("foldtable_connections", "Open WebSocket connections.") { [unowned self] in Double(clients.count) }
+        metrics.gauge("foldtable_sessions_resident", "Sessions in memory.") { [unowned self] in Double(sessions.count) }
+        metrics.gauge("foldtable_sessions_stored", "Sessions in the store.") { [unowned self] in Double(storedNames.count) }
+        metrics.gauge("foldtable_members", "Members of all sessions.") { [unowned self] in Double(sessions.values.reduce(0) { $0 + $1.memberCount }) }
+        metrics.gauge("foldtable_busy_sections", "Sections shown busy to their members.") { [unowned self] in
+            Double(sessions.values.reduce(0) { $0 + $1.core.busySections.count })
+        }
     }
 
     /// Seconds since 1970.
@@ -315,6 +329,7 @@ public final class Hub: TransportDelegate {
 
     public func connectionClosed(_ connection: Connection, code: Int) {
         guard let client = clients.removeValue(forKey: connection.id) else { return }
+        metrics.closesByCode[code, default: 0] += 1
         if let timer = client.joinTimer { cancelTimer(timer) }
         if let timer = client.tokenTimer { cancelTimer(timer) }
         client.markClosed()
@@ -330,6 +345,7 @@ public final class Hub: TransportDelegate {
 
     public func connectionReceived(_ connection: Connection, message: UnsafeRawBufferPointer) {
         guard let client = clients[connection.id] else { return }
+        metrics.messagesIn += 1
         let (result, id) = ClientMessage.decode(message, limits: messageLimits)
         switch result {
         case .failure(let error):
@@ -536,7 +552,10 @@ public final class Hub: TransportDelegate {
     /// An error reply; past `maxConsecutiveErrors` in a row, a close.
     func refuse(_ connection: Connection, _ error: ProtocolError, id: String?) {
         guard let client = clients[connection.id] else { return }
-        transport.send(OutboundMessage(ServerMessage.error(error, id: id)), to: connection)
+        metrics.errorsByCode[error.code.rawValue, default: 0] += 1
+        let reply = OutboundMessage(ServerMessage.error(error, id: id))
+        metrics.sent(reply, to: 1)
+        transport.send(reply, to: connection)
         client.consecutiveErrors += 1
         if client.consecutiveErrors >= config.maxConsecutiveErrors {
             log(.info, "close", ["client": client.clientId, "code": String(CloseCode.tooManyErrors), "reason": "too many errors"])
