@@ -54,7 +54,7 @@ run: build
 venv: $(VENV)/.ready
 $(VENV)/.ready:
 	python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium
+	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client
 	touch $@
 
 # Rewrites README's tables of settings from foldtabled's own list of keys (ServerConfig.keys);
