@@ -210,7 +210,8 @@ function startSession(name) {
     $('accordion').checked = !!o.accordion;
     $('expand-all').disabled = !!o.accordion;
     const names = [...people.entries()].map(([c, n]) => (c === me ? `${n} (you)` : n));
-    $('people').textContent = `${count} here: ${names.slice(0, 20).join(', ')}${names.length > 20 ? ` and ${names.length - 20} more` : ''}`;
+    const more = count - Math.min(names.length, 20);
+    $('people').textContent = `${count} here: ${names.slice(0, 20).join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
     if (reveal) {
       if (performance.now() > reveal.until) reveal = null;
       else if (view.showRow(reveal.section, reveal.row)) reveal = null;
@@ -245,7 +246,7 @@ function startSession(name) {
           view.views.forEach((v) => { v.v = -1; });
           people.clear();
           for (const p of msg.presence || []) people.set(p.client, p.name);
-          count = people.size;
+          count = msg.presenceCount ?? people.size;
           if (loaded) say('Reconnected. The table was reloaded from the server.');
           loaded = true;
           break;
@@ -256,7 +257,7 @@ function startSession(name) {
           me = msg.client;
           people.clear();
           for (const p of msg.presence || []) people.set(p.client, p.name);
-          count = people.size;
+          count = msg.presenceCount ?? people.size;
           break;
         case 'event': {
           const { sections, text } = table.applyEvent(msg);
@@ -275,11 +276,37 @@ function startSession(name) {
         }
         case 'rows': table.applyRows(msg); break;
         case 'busy': table.setBusy(msg.section, msg.busy); break;
-        case 'presence':
-          if (msg.event === 'joined') people.set(msg.client, msg.name); else people.delete(msg.client);
+        case 'presence': {
+          // One diff per interval: who joined, was renamed or left since the last one. Past the
+          // server's list threshold `joined` is only a sample and `count` is what is exact.
+          const gone = new Set(msg.left || []);
+          const came = (msg.joined || []).filter((p) => p.client !== me && !people.has(p.client) && !gone.has(p.client)).map((p) => p.name);
+          const went = (msg.left || []).filter((c) => people.has(c)).map((c) => people.get(c));
+          const renamed = (msg.renamed || []).filter((p) => p.client !== me && people.has(p.client) && people.get(p.client) !== p.name)
+            .map((p) => `${people.get(p.client)} is now ${p.name}`);
+          if (msg.members) people.clear();
+          for (const p of [...(msg.members || []), ...(msg.renamed || []), ...(msg.joined || [])]) people.set(p.client, p.name);
+          for (const c of msg.left || []) people.delete(c);
+          if (!msg.complete) while (people.size > 200) people.delete(people.keys().next().value);
           count = msg.count ?? people.size;
-          if (msg.client !== me) say(`${msg.name} ${msg.event === 'joined' ? 'joined' : 'left'}`);
+          const who = (names) => (names.length <= 3 ? names.join(', ') : `${names.slice(0, 2).join(', ')} and ${names.length - 2} others`);
+          if (came.length) say(`${who(came)} joined`);
+          if (went.length) say(`${who(went)} left`);
+          for (const text of renamed.slice(0, 3)) say(text);
           break;
+        }
+        case 'found': {
+          if (msg.id !== findId) break;
+          const known = new Set(hits.filter((h) => h.r).map((h) => h.r.key));
+          for (const m of msg.rows || []) {
+            const s = table.section(m.section);
+            if (!s || known.has(m.row) || hits.length >= 30) continue;
+            hits.push({ s, r: { key: m.row, label: m.label, value: m.value }, text: m.label, sub: `${s.title}${m.value ? ` · ${m.value}` : ''}` });
+          }
+          if (active < 0 && hits.length) active = 0;
+          drawHits();
+          break;
+        }
         case 'ack': settle(entry); break;
         case 'error':
           settle(entry);
@@ -289,7 +316,8 @@ function startSession(name) {
       schedule();
     },
   });
-  onRename = () => conn.rejoin(); // the protocol has no rename: join again under the new name
+  // Joined: tell the session (everyone sees the rename); not joined: the next join carries it.
+  onRename = () => { if (conn.ready) conn.sendNow({ type: 'rename', name: myName }); };
   conn.connect();
 
   // ---- toolbar ----
@@ -310,13 +338,26 @@ function startSession(name) {
     try { await navigator.clipboard.writeText(location.href); note('Link copied.'); } catch { getSelection().selectAllChildren($('share')); }
   });
 
-  // ---- find: over section titles and the rows this page has ----
+  // ---- find: over section titles and the rows this page has, then the server's answer for
+  // rows of sections this page never loaded ----
   const find = $('find');
   const results = $('results');
   let hits = [];
   let active = -1;
+  let findTimer = 0;
+  let findCount = 0;
+  let findId = null;
   find.addEventListener('input', () => {
     const q = find.value.trim().toLowerCase();
+    clearTimeout(findTimer);
+    findId = null;
+    // Asked once typing pauses; the answer is shown only if it is for the latest query.
+    if (q && table.sections.some((s) => s.rowCount > 0 && !table.complete(s))) {
+      findTimer = setTimeout(() => {
+        findId = `find-${++findCount}`;
+        conn.sendNow({ type: 'find', q: find.value.trim(), limit: 30, id: findId });
+      }, 150);
+    }
     hits = [];
     if (q) {
       for (const s of table.sections) {

@@ -189,8 +189,11 @@ export class Table {
         s.partial = s.partialKeys = s.fix = null;
         s.pending = false;
         // Rows we had only in part are now stale; complete ones stay (events keep them current).
+      } else if (s.rows && !s.pending) {
+        // Rows we hold whole stay: events kept them current, and the server sends rows on an
+        // expansion only to members that lack them.
       } else if (s.rowCount > 0) {
-        // The server now streams this section's rows (to us too), even if we had them cached.
+        // The server now streams this section's rows to us.
         this.startStream(s);
       } else {
         s.rows ??= [];

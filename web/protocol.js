@@ -114,12 +114,6 @@ export class Connection {
     if (this.timer) { this.attempt = 0; this.connect(); }
   }
 
-  /** Reconnect now (e.g. after a name change: the protocol has no rename, so we rejoin). */
-  rejoin() {
-    if (this.ws) { const ws = this.ws; this.ws = null; this.ready = false; ws.close(1000); }
-    this.connect();
-  }
-
   receive(msg) {
     // For ack and error: the change they answer, so the app can settle what it showed early.
     const entry = msg.id != null ? this.outbox.get(msg.id) : undefined;

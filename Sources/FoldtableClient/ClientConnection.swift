@@ -183,6 +183,24 @@ public final class ClientConnection {
         return id
     }
 
+    /// Asks the server for rows containing `query` (the `found` answer carries the returned id);
+    /// `nil` when not joined. Not queued: a search is worth nothing after a reconnect.
+    public func find(_ query: String, limit: Int) -> String? {
+        guard state == .joined else { return nil }
+        idCounter += 1
+        let id = "\(idPrefix)-find-\(idCounter)"
+        var writer = JSONWriter(capacity: 96)
+        writer.raw("{\"type\":\"find\",\"q\":")
+        writer.string(query)
+        writer.nextKey("limit")
+        writer.integer(limit)
+        writer.nextKey("id")
+        writer.string(id)
+        writer.byte(UInt8(ascii: "}"))
+        transmit(writer.bytes)
+        return id
+    }
+
     /// Changes sent or waiting that the server has not answered yet.
     public var unanswered: Int { outbox.count }
 

@@ -30,6 +30,8 @@ public final class InteractiveSession {
     /// A row asked for with reveal: selected as soon as it is on screen.
     private var pendingReveal: String?
     private var lastSearch: String?
+    /// The id of the server-side find asked for when the rows we have held no match.
+    private var pendingFind: String?
 
     private var message: String?
     private var messageIsError = false
@@ -121,6 +123,15 @@ public final class InteractiveSession {
             show("refused: \(error.message)", error: true)
         case .welcome(let welcome):
             if welcome.recovered == false { show("rejoined: the session changed while you were away", error: false) }
+        case .found(let id, let query, let matches, _):
+            guard id != nil, id == pendingFind else { break }
+            pendingFind = nil
+            guard let match = matches.first else {
+                show("no match for \"\(query)\"", error: false)
+                break
+            }
+            goTo(row: match.row, in: match.section)
+            show("found \"\(query)\" in \(connection.replica.section(match.section)?.title ?? match.section)", error: false)
         default:
             break
         }
@@ -282,18 +293,33 @@ public final class InteractiveSession {
         for step in 1...max(1, count) where count > 0 {
             let candidate = candidates[(start + step + count) % count]
             guard candidate.text.lowercased().contains(needle) else { continue }
-            if case .row(let key) = candidate.target, connection.replica.section(candidate.section)?.collapsed == true {
-                connection.send(.reveal(row: key))
-                pendingReveal = key
-                select(.section(candidate.section))
+            if case .row(let key) = candidate.target {
+                goTo(row: key, in: candidate.section)
             } else {
                 select(candidate.target)
             }
             show("found \"\(query)\"", error: false)
             return
         }
-        let unloaded = connection.replica.sections.filter { $0.rows == nil }.count
-        show("no match for \"\(query)\"" + (unloaded > 0 ? " (rows of \(unloaded) unopened sections are not searched)" : ""), error: false)
+        // Rows of sections we never opened are on the server only: ask it.
+        if connection.replica.sections.contains(where: { $0.rows == nil }), let id = connection.find(query, limit: 1) {
+            pendingFind = id
+            show("searching the server for \"\(query)\"…", error: false)
+            return
+        }
+        show("no match for \"\(query)\"", error: false)
+    }
+
+    /// Selects a row; one in a collapsed section is revealed for everyone (that is what reveal
+    /// is for) and selected when it shows.
+    private func goTo(row key: String, in section: String) {
+        if connection.replica.section(section)?.collapsed == true {
+            connection.send(.reveal(row: key))
+            pendingReveal = key
+            select(.section(section))
+        } else {
+            select(.row(key))
+        }
     }
 
     private func quit() {

@@ -12,8 +12,10 @@ public enum ServerUpdate: Equatable, Sendable {
     case error(ServerError)
     case rows(RowsChunk)
     case busy(section: String, busy: Bool)
-    case presence(PresenceChange)
+    case presence(PresenceDiff)
     case sessions([SessionInfo])
+    /// The answer to `find`.
+    case found(id: String?, query: String, matches: [RowSearch.Match], truncated: Bool)
     case other(type: String)
 
     /// The snapshot after `join`.
@@ -26,7 +28,10 @@ public enum ServerUpdate: Equatable, Sendable {
         /// `false` when a resume was asked for and could not be honoured.
         public var recovered: Bool?
         public var table: TableSnapshot
+        /// Members by name: all of them, or the first of a session past its list threshold.
         public var presence: [ServerMessage.Member]
+        /// How many members the session has.
+        public var presenceCount: Int
     }
 
     /// The answer to a join that can resume: the missed events follow.
@@ -36,6 +41,7 @@ public enum ServerUpdate: Equatable, Sendable {
         public var epoch: String
         public var seq: UInt64
         public var presence: [ServerMessage.Member]
+        public var presenceCount: Int
     }
 
     /// One chunk of an expanded section's rows.
@@ -47,14 +53,6 @@ public enum ServerUpdate: Equatable, Sendable {
         public var total: Int
         public var rows: [Row]
         public var final: Bool
-    }
-
-    /// Someone joined or left.
-    public struct PresenceChange: Equatable, Sendable {
-        public var joined: Bool
-        public var member: ServerMessage.Member
-        /// Members after the change.
-        public var count: Int
     }
 
     /// One entry of a `sessions` answer.
@@ -83,12 +81,14 @@ public enum ServerUpdate: Equatable, Sendable {
                 Welcome(
                     session: try reader.string("session"), me: Author(client: try reader.string("client"), name: try reader.string("name")),
                     epoch: try reader.string("epoch"), seq: seq, recovered: try reader.optionalBool("recovered"),
-                    table: try TableSnapshot.decode(try reader.object("table").asValue, seq: seq), presence: try members(reader)))
+                    table: try TableSnapshot.decode(try reader.object("table").asValue, seq: seq), presence: try members(reader),
+                    presenceCount: try presenceCount(reader)))
         case "resume":
             return .resume(
                 Resume(
                     session: try reader.string("session"), me: Author(client: try reader.string("client"), name: try reader.string("name")),
-                    epoch: try reader.string("epoch"), seq: try sequence(reader, "seq"), presence: try members(reader)))
+                    epoch: try reader.string("epoch"), seq: try sequence(reader, "seq"), presence: try members(reader),
+                    presenceCount: try presenceCount(reader)))
         case "event":
             return .event(try ServerMessage.decodeEvent(value))
         case "ack":
@@ -108,14 +108,18 @@ public enum ServerUpdate: Equatable, Sendable {
         case "busy":
             return .busy(section: try reader.string("section"), busy: try reader.bool("busy"))
         case "presence":
-            let event = try reader.string("event")
-            guard event == "joined" || event == "left" else {
-                throw ProtocolError(.invalidValue, "presence event must be joined or left", field: "event")
+            return .presence(try PresenceDiff.decode(reader))
+        case "found":
+            var matches: [RowSearch.Match] = []
+            for element in try reader.array("rows") {
+                let entry = try FieldReader(element, path: "rows.")
+                matches.append(
+                    RowSearch.Match(
+                        section: try entry.string("section"), row: try entry.string("row"), label: try entry.string("label"),
+                        value: try entry.string("value")))
             }
-            return .presence(
-                PresenceChange(
-                    joined: event == "joined", member: ServerMessage.Member(client: try reader.string("client"), name: try reader.string("name")),
-                    count: try count(reader, "count")))
+            return .found(
+                id: try reader.optionalString("id"), query: try reader.string("q"), matches: matches, truncated: try reader.bool("truncated"))
         case "sessions":
             var list: [SessionInfo] = []
             for element in try reader.array("sessions") {
@@ -140,6 +144,11 @@ public enum ServerUpdate: Equatable, Sendable {
             throw ProtocolError(.invalidValue, "\(name) must be between 0 and \(Int32.max)", field: name)
         }
         return Int(number)
+    }
+
+    /// `presenceCount`, or (from a server before it) the length of the list.
+    private static func presenceCount(_ reader: FieldReader) throws(ProtocolError) -> Int {
+        reader.has("presenceCount") ? try count(reader, "presenceCount") : try reader.array("presence").count
     }
 
     private static func members(_ reader: FieldReader) throws(ProtocolError) -> [ServerMessage.Member] {

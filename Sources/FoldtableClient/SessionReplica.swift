@@ -68,7 +68,13 @@ public struct SessionReplica: Sendable {
     public private(set) var seq: UInt64 = 0
     /// A welcome has been applied.
     public private(set) var hasSnapshot = false
+    /// Members by name: every member while ``presenceIsComplete``, else those we heard of.
     public private(set) var presence: [ServerMessage.Member] = []
+    /// How many members the session has.
+    public private(set) var presenceCount = 0
+    /// Whether ``presence`` lists every member (false in a session past the server's list
+    /// threshold: then only the count is kept exact).
+    public private(set) var presenceIsComplete = true
     /// The replica can no longer be kept right from events (missed events, rows it cannot
     /// place): rejoin without `since` to get a fresh welcome.
     public private(set) var needsSnapshot = false
@@ -109,7 +115,7 @@ public struct SessionReplica: Sendable {
         case .busy(let key, let busy):
             if let position = positions[key] { sections[position].busy = busy }
         case .presence(let change): updatePresence(change)
-        case .ack, .error, .sessions, .other: break
+        case .ack, .error, .sessions, .found, .other: break
         }
     }
 
@@ -120,6 +126,8 @@ public struct SessionReplica: Sendable {
         epoch = welcome.epoch
         seq = welcome.seq
         presence = welcome.presence
+        presenceCount = welcome.presenceCount
+        presenceIsComplete = presence.count == presenceCount
         hasSnapshot = true
         needsSnapshot = false
         positions = [:]
@@ -147,6 +155,8 @@ public struct SessionReplica: Sendable {
         me = resume.me
         epoch = resume.epoch
         presence = resume.presence
+        presenceCount = resume.presenceCount
+        presenceIsComplete = presence.count == presenceCount
         for position in sections.indices {
             // Busy state is not part of a resume; a spinner nobody will ever stop is worse
             // than a missed one. Streams cut by the drop are not resumed either.
@@ -155,10 +165,29 @@ public struct SessionReplica: Sendable {
         }
     }
 
-    private mutating func updatePresence(_ change: ServerUpdate.PresenceChange) {
-        presence.removeAll { $0.client == change.member.client }
-        if change.joined { presence.append(change.member) }
+    private mutating func updatePresence(_ diff: PresenceDiff) {
+        presenceCount = diff.count
+        presenceIsComplete = diff.complete
+        if let members = diff.members {
+            presence = members
+            return
+        }
+        // Past the threshold `joined` is a sample and nobody is said to leave: the names kept
+        // are only for showing a few, bounded like a welcome's list.
+        for member in diff.renamed + diff.joined {
+            if let index = presence.firstIndex(where: { $0.client == member.client }) {
+                presence[index] = member
+            } else {
+                presence.append(member)
+            }
+        }
+        let left = Set(diff.left)
+        presence.removeAll { left.contains($0.client) }
+        if !diff.complete && presence.count > Self.maxPresenceSample { presence.removeFirst(presence.count - Self.maxPresenceSample) }
     }
+
+    /// Most names kept for a session past the server's list threshold.
+    static let maxPresenceSample = 200
 
     private mutating func receive(_ chunk: ServerUpdate.RowsChunk) {
         guard let position = positions[chunk.section] else { return }
@@ -269,8 +298,8 @@ public struct SessionReplica: Sendable {
         } else if sections[position].rowCount == 0 && sections[position].rows == nil {
             sections[position].rows = []
         }
-        // Expanded: the server now streams the rows to every member; they replace what we
-        // have (if anything) when the final chunk arrives.
+        // Expanded: rows we hold whole stay (events kept them current; the server sends rows
+        // only to members that lack them). Rows that do arrive replace ours at the final chunk.
     }
 
     /// Removes a row wherever it is; returns it when its content was known.

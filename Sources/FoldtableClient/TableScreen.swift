@@ -156,7 +156,11 @@ public struct TableScreen: Sendable {
         ]
         if let session = replica.session {
             left.append(Segment("  \(DisplayText.sanitize(session))"))
-            left.append(Segment("  \(names.count) here: " + names.joined(separator: ", "), flexible: true, droppable: true))
+            let here =
+                replica.presenceIsComplete
+                ? "  \(names.count) here: " + names.joined(separator: ", ")
+                : "  \(replica.presenceCount) here, including " + names.suffix(5).joined(separator: ", ")
+            left.append(Segment(here, flexible: true, droppable: true))
         }
         if status.unsent > 0 { left.insert(Segment("  \(status.unsent) unsent", .yellow), at: 2) }
         let right = [Segment("↑↓ move  ⏎ toggle  e/c all  / find  v edit  q quit ", droppable: true)]

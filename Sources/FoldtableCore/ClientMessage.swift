@@ -11,6 +11,8 @@ public enum ClientMessage: Equatable, Sendable {
     case change(Change, id: String?)
     /// Delete the joined session and its history; every member is closed (4501).
     case deleteSession
+    /// Find rows of the joined session's table by text, loaded by this client or not.
+    case find(query: String, limit: Int, id: String?)
 
     /// Limits applied while decoding a client message.
     public struct Limits: Sendable {
@@ -72,6 +74,20 @@ public enum ClientMessage: Equatable, Sendable {
             return .rename(try displayName(reader, limits: limits))
         case "deleteSession":
             return .deleteSession
+        case "find":
+            let query = try reader.string("q")
+            guard !query.isEmpty, query.utf8.count <= RowSearch.maxQueryBytes else {
+                throw ProtocolError(.invalidValue, "q must be 1 to \(RowSearch.maxQueryBytes) bytes", field: "q")
+            }
+            let limit = try reader.optionalInteger("limit") ?? Int64(RowSearch.defaultLimit)
+            guard (1...Int64(RowSearch.maxLimit)).contains(limit) else {
+                throw ProtocolError(.invalidValue, "limit must be 1 to \(RowSearch.maxLimit)", field: "limit")
+            }
+            let id = try reader.optionalString("id")
+            if let id, id.isEmpty || id.utf8.count > limits.maxNameBytes {
+                throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
+            }
+            return .find(query: query, limit: Int(limit), id: id)
         default:
             guard Change.typeNames.contains(type) else {
                 throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")

@@ -81,9 +81,12 @@ public enum ServerMessage {
     /// A member as shown in presence lists: the same identity that authors changes.
     public typealias Member = Author
 
-    /// `{"type":"welcome",...}`: the snapshot a client starts from.
+    /// `{"type":"welcome",...}`: the snapshot a client starts from. `presence` lists the members
+    /// (at most the session's list threshold of them); `presenceCount` says how many there are
+    /// (`nil`: as many as listed).
     public static func welcome(
-        session: String, client: Author, epoch: String, snapshot: TableSnapshot, presence: [Member], recovered: Bool? = nil, role: String? = nil
+        session: String, client: Author, epoch: String, snapshot: TableSnapshot, presence: [Member], presenceCount: Int? = nil,
+        recovered: Bool? = nil, role: String? = nil
     ) -> [UInt8] {
         var out = JSONWriter(capacity: 4096)
         out.raw("{\"type\":\"welcome\"")
@@ -96,17 +99,23 @@ public enum ServerMessage {
         snapshot.encode(into: &out)
         out.nextKey("presence")
         members(presence, into: &out)
+        out.nextKey("presenceCount")
+        out.integer(UInt64(presenceCount ?? presence.count))
         out.byte(UInt8(ascii: "}"))
         return out.bytes
     }
 
-    /// `{"type":"resume",...}`: missed events follow.
-    public static func resume(session: String, client: Author, epoch: String, seq: UInt64, presence: [Member], role: String? = nil) -> [UInt8] {
+    /// `{"type":"resume",...}`: missed events follow. `presence` and `presenceCount` as in ``welcome(session:client:epoch:snapshot:presence:presenceCount:recovered:role:)``.
+    public static func resume(
+        session: String, client: Author, epoch: String, seq: UInt64, presence: [Member], presenceCount: Int? = nil, role: String? = nil
+    ) -> [UInt8] {
         var out = JSONWriter(capacity: 256)
         out.raw("{\"type\":\"resume\"")
         header(session: session, client: client, epoch: epoch, seq: seq, role: role, into: &out)
         out.nextKey("presence")
         members(presence, into: &out)
+        out.nextKey("presenceCount")
+        out.integer(UInt64(presenceCount ?? presence.count))
         out.byte(UInt8(ascii: "}"))
         return out.bytes
     }
@@ -181,25 +190,39 @@ public enum ServerMessage {
         return out.bytes
     }
 
-    /// Whether a member came or went.
-    public enum PresenceChange: String, Sendable {
-        case joined, left, renamed
-    }
-
-    /// `{"type":"presence","event":"joined",...}`.
-    public static func presence(_ change: PresenceChange, member: Member, count: Int) -> [UInt8] {
-        var out = JSONWriter(capacity: 96)
-        out.raw("{\"type\":\"presence\",\"event\":")
-        out.string(change.rawValue)
-        out.nextKey("client")
-        out.string(member.client)
-        out.nextKey("name")
-        out.string(member.name)
-        out.nextKey("count")
-        out.integer(count)
+    /// `{"type":"found",...}`: the answer to `find`, matches in table order.
+    public static func found(id: String?, query: String, matches: [RowSearch.Match], truncated: Bool) -> [UInt8] {
+        var out = JSONWriter(capacity: 96 + matches.count * 80)
+        out.raw("{\"type\":\"found\"")
+        if let id {
+            out.nextKey("id")
+            out.string(id)
+        }
+        out.nextKey("q")
+        out.string(query)
+        out.nextKey("rows")
+        out.byte(UInt8(ascii: "["))
+        for (index, match) in matches.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"section\":")
+            out.string(match.section)
+            out.nextKey("row")
+            out.string(match.row)
+            out.nextKey("label")
+            out.string(match.label)
+            out.nextKey("value")
+            out.string(match.value)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.byte(UInt8(ascii: "]"))
+        out.nextKey("truncated")
+        out.bool(truncated)
         out.byte(UInt8(ascii: "}"))
         return out.bytes
     }
+
+    /// `{"type":"presence",...}`: see ``PresenceDiff``.
+    public static func presence(_ diff: PresenceDiff) -> [UInt8] { diff.encoded }
 
     /// `{"type":"rows",...}`: one chunk of an expanded section's rows.
     public static func rows(section: String, seq: UInt64, from: Int, total: Int, rows: ArraySlice<Row>, final: Bool) -> [UInt8] {
@@ -244,7 +267,8 @@ public enum ServerMessage {
         out.byte(UInt8(ascii: "}"))
     }
 
-    private static func members(_ list: [Member], into out: inout JSONWriter) {
+    /// `[{"client":"c1","name":"ana"},...]`.
+    static func members(_ list: [Member], into out: inout JSONWriter) {
         out.byte(UInt8(ascii: "["))
         for (index, member) in list.enumerated() {
             if index > 0 { out.byte(UInt8(ascii: ",")) }

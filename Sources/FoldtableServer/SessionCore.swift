@@ -35,6 +35,12 @@ public struct SessionCore {
         /// streams, paced per member, and changes touching it wait for the stream.
         public var chunkRows = 500
         public var chunkBytes = 65_536
+        /// Joins, leaves and renames within this many milliseconds go to members as one
+        /// `presence` diff (0: each at once, still one message per member per change).
+        public var presenceIntervalMs: UInt64 = 100
+        /// Members a session lists by name; past it, welcomes list this many and diffs carry the
+        /// count and a sample, so presence costs no more per member in a room of 10,000.
+        public var presenceListMax = 200
 
         public init() {}
     }
@@ -52,15 +58,28 @@ public struct SessionCore {
         var author: Author
         /// Sections whose row streams this member is in.
         var streams: Set<String> = []
+        /// Sections whose complete rows this member holds: given in its welcome, delivered by a
+        /// stream or sent with an expansion. Clients keep complete rows while a section is
+        /// collapsed and events keep them current, so expanding it again sends only the event.
+        /// Empty for most members most of the time, so it costs nothing per idle member.
+        var held: Set<String> = []
     }
     private var members: [UInt64: Member] = [:]
     /// Member connections in join order: the broadcast list, changed on join and leave only.
     private(set) var connections: [Connection] = []
 
+    /// Who asked for a change, to be answered: a member over its connection, or a caller of the
+    /// HTTP API by its request number.
+    private enum Origin {
+        case member(Connection)
+        case api(UInt64)
+    }
+
     /// A change applied to `head` and waiting for the log.
     private struct InFlight {
         var logged: LoggedEvent
-        var author: Connection?
+        /// Who to answer when it commits or fails (`nil`: a member that has left).
+        var author: Origin?
         /// Sections this event expands that are too large for one chunk: they will stream.
         var streams: [String]
     }
@@ -71,7 +90,7 @@ public struct SessionCore {
     /// appends are recognised and ignored.
     private var generation: UInt64 = 0
     /// Retries of a change still in flight: acknowledged when it commits.
-    private var waitingAcks: [UInt64: [(connection: Connection, id: String)]] = [:]
+    private var waitingAcks: [UInt64: [(origin: Origin, id: String)]] = [:]
     /// Sections expanded by events in flight, with how many: their streams have not started yet,
     /// but changes touching them must wait as if they had.
     private var expandingInFlight: [String: Int] = [:]
@@ -80,7 +99,7 @@ public struct SessionCore {
         var change: Change
         var id: String?
         var author: Author
-        var connection: Connection
+        var origin: Origin
     }
     private var pending: [Pending] = []
     private var pendingStart = 0
@@ -102,6 +121,16 @@ public struct SessionCore {
     public private(set) var busySections: Set<String> = []
     /// `committed.seq` at the last checkpoint asked for.
     private var checkpointSeq: UInt64
+
+    /// Presence changes since the last diff: who joined (connection ids, in order), who was
+    /// renamed, the client ids of who left.
+    private var presenceJoined: [UInt64] = []
+    private var presenceRenamed: [UInt64] = []
+    private var presenceLeft: [String] = []
+    private var presenceArmed = false
+    /// Whether members may hold an exact list: false once the session went past the threshold
+    /// or a welcome listed only part of it, until a diff sends the whole list again.
+    private var presenceListExact = true
 
     /// A session holding `table`, fully committed, with `recent` (committed events up to
     /// `table.seq`, oldest first) available for resume.
@@ -130,11 +159,20 @@ public struct SessionCore {
         case .join(let connection, let request, let role): join(connection, request, role: role, now: now, into: &effects)
         case .leave(let connection): leave(connection, into: &effects)
         case .rename(let connection, let name): rename(connection, to: name, into: &effects)
-        case .change(let change, let id, let connection): submit(change, id: id, from: connection, into: &effects)
+        case .change(let change, let id, let connection):
+            guard let member = members[connection.id] else { break }
+            submit(Pending(change: change, id: id, author: member.author, origin: .member(connection)), into: &effects)
+        case .apiChange(let change, let id, let author, let request):
+            submit(Pending(change: change, id: id, author: author, origin: .api(request)), into: &effects)
         case .committed(let generation, let seq): commit(generation: generation, through: seq, now: now, into: &effects)
         case .commitFailed(let generation, let error): rollBack(generation: generation, error, into: &effects)
         case .streamDelivered(let section, let seq, let connection): delivered(section, seq: seq, to: connection, into: &effects)
         case .timer(let timer): fire(timer, now: now, into: &effects)
+        case .find(let query, let limit, let id, let connection):
+            // Committed rows only, like everything members see.
+            guard members[connection.id] != nil else { break }
+            let (matches, truncated) = RowSearch(query).run(in: committed, limit: limit)
+            effects.append(.send(OutboundMessage(ServerMessage.found(id: id, query: query, matches: matches, truncated: truncated)), to: connection))
         }
         return effects
     }
@@ -147,15 +185,17 @@ public struct SessionCore {
     private mutating func join(_ connection: Connection, _ request: JoinRequest, role: String?, now: UInt64, into effects: inout [SessionEffect]) {
         guard members[connection.id] == nil else { return }
         let author = Author(client: "c\(connection.id)", name: request.name)
-        let others = connections
         members[connection.id] = Member(connection: connection, author: author)
         connections.append(connection)
-        let presence = connections.compactMap { members[$0.id]?.author }
+        let presence = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
+        if presence.count < members.count { presenceListExact = false }
         if let since = request.since, request.epoch == epoch, let missed = events(after: since) {
             effects.append(
                 .send(
                     OutboundMessage(
-                        ServerMessage.resume(session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, role: role)),
+                        ServerMessage.resume(
+                            session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, presenceCount: members.count,
+                            role: role)),
                     to: connection))
             for key in busySections.sorted() {
                 effects.append(.send(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: connection))
@@ -187,12 +227,14 @@ public struct SessionCore {
             let busy = busySections
             let snapshot = TableSnapshot(committed, rows: .sections(inline), busy: { busy.contains($0) })
             let welcome = ServerMessage.welcome(
-                session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence,
+                session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence, presenceCount: members.count,
                 recovered: request.since == nil ? nil : false, role: role)
             effects.append(.send(OutboundMessage(welcome), to: connection))
+            members[connection.id]?.held = inline
             for section in later { stream(section, to: connection, now: now, into: &effects) }
         }
-        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.joined, member: author, count: members.count)), to: others))
+        presenceJoined.append(connection.id)
+        presenceChanged(into: &effects)
     }
 
     private mutating func leave(_ connection: Connection, into effects: inout [SessionEffect]) {
@@ -203,27 +245,89 @@ public struct SessionCore {
             streams[key]?.members[connection.id] = nil
             finishIfDone(key, into: &effects)
         }
-        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.left, member: member.author, count: members.count)), to: connections))
+        presenceLeft.append(member.author.client)
+        presenceChanged(into: &effects)
         drainPending(into: &effects)
     }
 
     private mutating func rename(_ connection: Connection, to name: String, into effects: inout [SessionEffect]) {
         guard members[connection.id] != nil else { return }
         members[connection.id]?.author.name = name
-        guard let author = members[connection.id]?.author else { return }
-        effects.append(.broadcast(OutboundMessage(ServerMessage.presence(.renamed, member: author, count: members.count)), to: connections))
+        presenceRenamed.append(connection.id)
+        presenceChanged(into: &effects)
+    }
+
+    /// A join, leave or rename happened: the diff goes out now or when the interval ends.
+    private mutating func presenceChanged(into effects: inout [SessionEffect]) {
+        if members.count > settings.presenceListMax { presenceListExact = false }
+        if settings.presenceIntervalMs == 0 {
+            flushPresence(into: &effects)
+        } else if !presenceArmed {
+            presenceArmed = true
+            effects.append(.armTimer(.presence, milliseconds: settings.presenceIntervalMs))
+        }
+    }
+
+    /// Sends one diff of what changed since the last to every member.
+    private mutating func flushPresence(into effects: inout [SessionEffect]) {
+        presenceArmed = false
+        defer {
+            presenceJoined.removeAll()
+            presenceRenamed.removeAll()
+            presenceLeft.removeAll()
+        }
+        guard !connections.isEmpty, !(presenceJoined.isEmpty && presenceRenamed.isEmpty && presenceLeft.isEmpty) else { return }
+        // Someone who joined and left within the interval is not listed as joined, but as left:
+        // a welcome sent meanwhile may have listed them.
+        let joined = presenceJoined.compactMap { members[$0]?.author }
+        let diff: PresenceDiff
+        if members.count > settings.presenceListMax {
+            diff = PresenceDiff(count: members.count, complete: false, joined: Array(joined.prefix(PresenceDiff.sampleLimit)))
+        } else if !presenceListExact {
+            presenceListExact = true
+            diff = PresenceDiff(count: members.count, complete: true, members: connections.compactMap { members[$0.id]?.author })
+        } else {
+            let fresh = Set(presenceJoined)
+            var seen: Set<UInt64> = []
+            let renamed = presenceRenamed.filter { !fresh.contains($0) && seen.insert($0).inserted }.compactMap { members[$0]?.author }
+            diff = PresenceDiff(count: members.count, complete: true, joined: joined, renamed: renamed, left: presenceLeft)
+        }
+        effects.append(.broadcast(OutboundMessage(diff.encoded), to: connections))
     }
 
     // MARK: - Changes
 
-    private mutating func submit(_ change: Change, id: String?, from connection: Connection, into effects: inout [SessionEffect]) {
-        guard let member = members[connection.id] else { return }
+    private mutating func submit(_ change: Pending, into effects: inout [SessionEffect]) {
         guard pending.count - pendingStart < settings.maxPendingChanges else {
-            effects.append(.refuse(connection, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: id))
+            refuse(
+                change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
             return
         }
-        pending.append(Pending(change: change, id: id, author: member.author, connection: connection))
+        pending.append(change)
         drainPending(into: &effects)
+    }
+
+    /// `origin` if it can still be answered: API callers always, members while they are here.
+    private func present(_ origin: Origin) -> Origin? {
+        if case .member(let connection) = origin, members[connection.id] == nil { return nil }
+        return origin
+    }
+
+    private func refuse(_ origin: Origin, _ error: ProtocolError, id: String?, into effects: inout [SessionEffect]) {
+        switch present(origin) {
+        case .member(let connection)?: effects.append(.refuse(connection, error, id: id))
+        case .api(let request)?: effects.append(.answer(request: request, .failure(error)))
+        case nil: break
+        }
+    }
+
+    /// Change `id` (when the author gave one) is durable as event `seq`.
+    private func acknowledge(_ origin: Origin, id: String?, seq: UInt64, into effects: inout [SessionEffect]) {
+        switch present(origin) {
+        case .member(let connection)?: if let id { effects.append(.ack(connection, id: id, seq: seq)) }
+        case .api(let request)?: effects.append(.answer(request: request, .success(seq)))
+        case nil: break
+        }
     }
 
     private func mustWait(_ change: Change) -> Bool {
@@ -257,29 +361,29 @@ public struct SessionCore {
     }
 
     private mutating func apply(_ change: Pending, into effects: inout [SessionEffect]) {
-        let present = members[change.connection.id] != nil
+        let origin = present(change.origin)
         let outcome: ApplyOutcome
         do {
             outcome = try head.apply(change.change, by: change.author, changeId: change.id)
         } catch {
-            if present { effects.append(.refuse(change.connection, error, id: change.id)) }
+            refuse(change.origin, error, id: change.id, into: &effects)
             return
         }
         switch outcome {
         case .duplicate(let seq):
-            guard let id = change.id, present else { return }
+            guard let id = change.id, let origin else { return }
             if seq <= committed.seq {
-                effects.append(.ack(change.connection, id: id, seq: seq))
+                acknowledge(origin, id: id, seq: seq, into: &effects)
             } else {
-                waitingAcks[seq, default: []].append((change.connection, id))
+                waitingAcks[seq, default: []].append((origin, id))
             }
         case .applied(let event):
-            if present { effects.append(.accepted(change.connection)) }
+            if case .member(let connection)? = origin { effects.append(.accepted(connection)) }
             let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change)
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
             let streamed = event.expandedSections.filter { key in head.section(key).map { !fitsOneChunk($0) } ?? false }
-            inFlight.append(InFlight(logged: logged, author: present ? change.connection : nil, streams: streamed))
+            inFlight.append(InFlight(logged: logged, author: origin, streams: streamed))
             unpersisted.append(logged)
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
         }
@@ -315,24 +419,29 @@ public struct SessionCore {
         }
         let message = OutboundMessage(ServerMessage.event(event))
         effects.append(.broadcast(message, to: connections))
-        remember(event.seq, message, expanded: event.expandedSections)
-        if let author = entry.author, let id = event.changeId, members[author.id] != nil {
-            effects.append(.ack(author, id: id, seq: event.seq))
+        if case .addSection(let added) = event.change, let key = added.key {
+            // Everyone now holds the new section whole: it has no rows yet.
+            for connection in connections { members[connection.id]?.held.insert(key) }
         }
-        if let retries = waitingAcks.removeValue(forKey: event.seq) {
-            for retry in retries where members[retry.connection.id] != nil {
-                effects.append(.ack(retry.connection, id: retry.id, seq: event.seq))
-            }
+        remember(event.seq, message, expanded: event.expandedSections)
+        if let author = entry.author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
+        for retry in waitingAcks.removeValue(forKey: event.seq) ?? [] {
+            acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
         }
         for key in event.expandedSections {
-            guard let section = committed.section(key), !section.collapsed else { continue }
+            // An empty section needs no rows: every client's row count for it is already 0.
+            guard let section = committed.section(key), !section.collapsed, !section.rows.isEmpty else { continue }
+            // Only members that lack the rows get them; the others already show them.
+            let lacking = connections.filter { members[$0.id]?.held.contains(key) == false }
+            guard !lacking.isEmpty else { continue }
             if entry.streams.contains(key) {
-                startStream(section, seq: event.seq, now: now, into: &effects)
+                startStream(section, seq: event.seq, to: lacking, now: now, into: &effects)
             } else {
                 // One chunk, encoded once, right behind the event: nothing to pace or wait for.
                 let rows = ServerMessage.rows(
                     section: key, seq: event.seq, from: 0, total: section.rows.count, rows: section.rows[...], final: true)
-                effects.append(.broadcast(OutboundMessage(rows), to: connections))
+                effects.append(.broadcast(OutboundMessage(rows), to: lacking))
+                for connection in lacking { members[connection.id]?.held.insert(key) }
             }
         }
     }
@@ -349,13 +458,9 @@ public struct SessionCore {
         self.generation += 1
         let refusal = ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
         for entry in inFlight {
-            if let author = entry.author, members[author.id] != nil {
-                effects.append(.refuse(author, refusal, id: entry.logged.event.changeId))
-            }
-            if let retries = waitingAcks.removeValue(forKey: entry.logged.event.seq) {
-                for retry in retries where members[retry.connection.id] != nil {
-                    effects.append(.refuse(retry.connection, refusal, id: retry.id))
-                }
+            if let author = entry.author { refuse(author, refusal, id: entry.logged.event.changeId, into: &effects) }
+            for retry in waitingAcks.removeValue(forKey: entry.logged.event.seq) ?? [] {
+                refuse(retry.origin, refusal, id: retry.id, into: &effects)
             }
         }
         let lost = inFlight.count
@@ -369,7 +474,10 @@ public struct SessionCore {
 
     // MARK: - Row streams and busy state
 
-    private mutating func startStream(_ section: Section, seq: UInt64, now: UInt64, into effects: inout [SessionEffect]) {
+    /// Streams an expanded section to `recipients` (the members that lack its rows).
+    private mutating func startStream(
+        _ section: Section, seq: UInt64, to recipients: [Connection], now: UInt64, into effects: inout [SessionEffect]
+    ) {
         if let running = streams[section.key] {
             // Changes touching a streaming section wait, so this should not happen; if it does,
             // the newer expansion replaces the older stream and its members move over.
@@ -379,16 +487,16 @@ public struct SessionCore {
         }
         var stream = Stream(seq: seq)
         stream.busyShown = streams[section.key]?.busyShown ?? false
-        for connection in connections {
+        for connection in recipients {
             stream.members[connection.id] = (connection, now)
             members[connection.id]?.streams.insert(section.key)
         }
         streams[section.key] = stream
-        guard !connections.isEmpty else {
+        guard !recipients.isEmpty else {
             finishIfDone(section.key, into: &effects)
             return
         }
-        effects.append(.startStream(section, seq: seq, to: connections))
+        effects.append(.startStream(section, seq: seq, to: recipients))
         armBusyAndDeadline(section.key, now: now, into: &effects)
     }
 
@@ -433,6 +541,7 @@ public struct SessionCore {
         guard let stream = streams[key], stream.seq == seq, stream.members[connection.id] != nil else { return }
         streams[key]?.members[connection.id] = nil
         members[connection.id]?.streams.remove(key)
+        members[connection.id]?.held.insert(key)
         finishIfDone(key, into: &effects)
     }
 
@@ -442,6 +551,8 @@ public struct SessionCore {
             guard let stream = streams[key], stream.seq == seq else { return }
             streams[key]?.busyArmed = false
             showBusy(key, into: &effects)
+        case .presence:
+            flushPresence(into: &effects)
         case .streamDeadline(let key, let seq):
             guard let stream = streams[key], stream.seq == seq else { return }
             streams[key]?.deadlineArmed = false

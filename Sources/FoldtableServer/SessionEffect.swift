@@ -11,6 +11,9 @@ public enum SessionInput {
     case rename(Connection, name: String)
     /// A member asks for a change; `id` is its change id, if it gave one.
     case change(Change, id: String?, from: Connection)
+    /// A caller of the HTTP API asks for a change as `author` (`id`: its Idempotency-Key);
+    /// answered with ``SessionEffect/answer(request:_:)`` for `request` after the commit.
+    case apiChange(Change, id: String?, author: Author, request: UInt64)
     /// The log made durable every event up to `seq` of the append made in `generation`.
     case committed(generation: UInt64, through: UInt64)
     /// An append of `generation` failed: nothing of it is durable.
@@ -19,6 +22,8 @@ public enum SessionInput {
     case streamDelivered(section: String, seq: UInt64, to: Connection)
     /// A timer the core armed fired.
     case timer(SessionTimer)
+    /// A member looks for rows by text (see `RowSearch` in FoldtableCore).
+    case find(query: String, limit: Int, id: String?, from: Connection)
 }
 
 /// What the core asks its driver to do, in order.
@@ -33,6 +38,8 @@ public enum SessionEffect {
     case accepted(Connection)
     /// Refuse a message with an error reply (the socket stays open).
     case refuse(Connection, ProtocolError, id: String?)
+    /// Answer an HTTP API change: the seq it is durable at, or why it was refused.
+    case answer(request: UInt64, Result<UInt64, ProtocolError>)
     /// Append these events to the log; report back `committed` or `commitFailed` with `generation`.
     case persist([LoggedEvent], generation: UInt64)
     /// Save this table (the committed one) as the session's checkpoint.
@@ -59,4 +66,6 @@ public enum SessionTimer: Hashable, Sendable {
     case busy(section: String, seq: UInt64)
     /// The member deadline of that stream.
     case streamDeadline(section: String, seq: UInt64)
+    /// The end of a presence interval: the diff of joins, leaves and renames goes out.
+    case presence
 }

@@ -11,8 +11,10 @@ import Testing
                 == .error(ServerError(id: "k-2", code: "unknown_section", field: "section", message: "no section has the key \"x\"")))
         #expect(try ServerUpdate.decode(ServerMessage.busy(section: "big", busy: true)) == .busy(section: "big", busy: true))
         #expect(
-            try ServerUpdate.decode(ServerMessage.presence(.left, member: .init(client: "c2", name: "bo"), count: 1))
-                == .presence(.init(joined: false, member: .init(client: "c2", name: "bo"), count: 1)))
+            try ServerUpdate.decode(ServerMessage.presence(PresenceDiff(count: 1, complete: true, left: ["c2"])))
+                == .presence(PresenceDiff(count: 1, complete: true, left: ["c2"])))
+        let full = PresenceDiff(count: 2, complete: true, members: [.init(client: "c1", name: "ana"), .init(client: "c3", name: "cy")])
+        #expect(try ServerUpdate.decode(ServerMessage.presence(full)) == .presence(full))
         #expect(
             try ServerUpdate.decode(ServerMessage.sessions([("demo", 2)])) == .sessions([.init(name: "demo", members: 2)]))
         let rows = [Row(key: "r1", label: "A", value: "1", detail: "d")]
@@ -32,7 +34,9 @@ import Testing
         let bad = [
             "", "{", "[]", "{\"type\":1}", "{\"type\":\"ack\",\"id\":\"x\"}", "{\"type\":\"ack\",\"id\":\"x\",\"seq\":-1}",
             "{\"type\":\"rows\",\"section\":\"s\",\"seq\":1,\"from\":-3,\"total\":1,\"rows\":[],\"final\":true}",
-            "{\"type\":\"presence\",\"event\":\"danced\",\"client\":\"c\",\"name\":\"n\",\"count\":1}",
+            "{\"type\":\"presence\",\"count\":-1,\"complete\":true}",
+            "{\"type\":\"presence\",\"count\":1,\"complete\":true,\"left\":[1]}",
+            "{\"type\":\"presence\",\"count\":1,\"complete\":true,\"joined\":[{\"client\":\"c\"}]}",
             "{\"type\":\"event\",\"seq\":1,\"by\":{\"client\":\"c\",\"name\":\"n\"},\"change\":{\"type\":\"nope\"},\"collapsed\":{}}",
             "{\"type\":\"welcome\",\"session\":\"d\",\"client\":\"c\",\"name\":\"n\",\"epoch\":\"e\",\"seq\":0,\"table\":[],\"presence\":[]}",
             String(repeating: "[", count: 100),

@@ -185,10 +185,37 @@ import Testing
         replica.apply(try ServerUpdate.decode(ServerMessage.busy(section: "big", busy: true)))
         #expect(replica.section("big")?.busy == true)
         replica.apply(try ServerUpdate.decode(ServerMessage.busy(section: "nope", busy: true)))
-        replica.apply(try ServerUpdate.decode(ServerMessage.presence(.joined, member: .init(client: "c2", name: "bo"), count: 2)))
+        replica.apply(
+            try ServerUpdate.decode(ServerMessage.presence(PresenceDiff(count: 2, complete: true, joined: [.init(client: "c2", name: "bo")]))))
         #expect(replica.presence.map(\.name) == ["ana", "bo"])
-        replica.apply(try ServerUpdate.decode(ServerMessage.presence(.left, member: .init(client: "c1", name: "ana"), count: 1)))
+        replica.apply(try ServerUpdate.decode(ServerMessage.presence(PresenceDiff(count: 1, complete: true, left: ["c1"]))))
         #expect(replica.presence.map(\.name) == ["bo"])
+        #expect(replica.presenceIsComplete && replica.presenceCount == 1)
+    }
+
+    @Test func aDiffJoiningRenamingAndLeavingAtOnceKeepsTheListExact() throws {
+        var replica = SessionReplica()
+        replica.apply(try Wire.welcome(try Wire.smallTable()))
+        let diff = PresenceDiff(
+            count: 2, complete: true, joined: [.init(client: "c2", name: "bo"), .init(client: "c3", name: "cy")],
+            renamed: [.init(client: "c1", name: "anna")], left: ["c3"])
+        replica.apply(try ServerUpdate.decode(ServerMessage.presence(diff)))
+        #expect(replica.presence.map(\.name) == ["anna", "bo"])
+        #expect(replica.presenceIsComplete)
+    }
+
+    @Test func pastTheListThresholdOnlyTheCountIsExactUntilAWholeListComes() throws {
+        var replica = SessionReplica()
+        replica.apply(try Wire.welcome(try Wire.smallTable()))
+        replica.apply(
+            try ServerUpdate.decode(ServerMessage.presence(PresenceDiff(count: 500, complete: false, joined: [.init(client: "c9", name: "zed")]))))
+        #expect(replica.presenceCount == 500)
+        #expect(!replica.presenceIsComplete)
+        #expect(replica.presence.map(\.name).contains("zed"))
+        let whole = [Author(client: "c1", name: "ana"), Author(client: "c9", name: "zed")]
+        replica.apply(try ServerUpdate.decode(ServerMessage.presence(PresenceDiff(count: 2, complete: true, members: whole))))
+        #expect(replica.presence == whole)
+        #expect(replica.presenceIsComplete && replica.presenceCount == 2)
     }
 
     @Test func eventsAreDescribedInWordsFromTheStateBeforeThem() throws {

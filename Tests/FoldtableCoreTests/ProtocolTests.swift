@@ -188,8 +188,11 @@ func decode(_ text: String) -> (Result<ClientMessage, ProtocolError>, id: String
         #expect(String(decoding: ServerMessage.ack(id: "c1", seq: 5), as: UTF8.self) == #"{"type":"ack","id":"c1","seq":5}"#)
         #expect(String(decoding: ServerMessage.busy(section: "big", busy: true), as: UTF8.self) == #"{"type":"busy","section":"big","busy":true}"#)
         #expect(
-            String(decoding: ServerMessage.presence(.joined, member: .init(client: "c8", name: "bo"), count: 2), as: UTF8.self)
-                == #"{"type":"presence","event":"joined","client":"c8","name":"bo","count":2}"#)
+            String(decoding: ServerMessage.presence(PresenceDiff(count: 2, complete: true, joined: [.init(client: "c8", name: "bo")])), as: UTF8.self)
+                == #"{"type":"presence","count":2,"complete":true,"joined":[{"client":"c8","name":"bo"}]}"#)
+        #expect(
+            String(decoding: ServerMessage.presence(PresenceDiff(count: 1, complete: true, left: ["c8"])), as: UTF8.self)
+                == #"{"type":"presence","count":1,"complete":true,"left":["c8"]}"#)
         #expect(
             String(decoding: ServerMessage.sessions([("demo", 2)]), as: UTF8.self) == #"{"type":"sessions","sessions":[{"name":"demo","members":2}]}"#
         )

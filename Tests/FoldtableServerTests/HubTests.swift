@@ -30,13 +30,55 @@ import Testing
         let h = Harness()
         h.join(1)
         h.join(2, name: "bo")
-        #expect(h.transport.messages(1, type: "presence").last?["event"] == .string("joined"))
-        #expect(h.transport.messages(1, type: "presence").last?["count"] == .integer(2))
+        let joined = h.transport.messages(1, type: "presence").last
+        #expect(joined?["joined"] == .array([.object([("client", .string("c2")), ("name", .string("bo"))])]))
+        #expect(joined?["count"] == .integer(2))
+        #expect(joined?["complete"] == .bool(true))
         h.close(2)
         let left = h.transport.messages(1, type: "presence").last
-        #expect(left?["event"] == .string("left"))
-        #expect(left?["name"] == .string("bo"))
+        #expect(left?["left"] == .array([.string("c2")]))
         #expect(left?["count"] == .integer(1))
+    }
+
+    @Test func joinsWithinThePresenceIntervalReachEachMemberAsOneDiff() {
+        let h = Harness { $0.presenceIntervalMs = 100 }
+        h.join(1)
+        h.transport.fireTimers(upTo: 100)
+        h.transport.clear()
+        for id in UInt64(2)...6 { h.join(id, name: "n\(id)") }
+        #expect(h.transport.messages(1, type: "presence").isEmpty)
+        h.transport.fireTimers(upTo: 100)
+        for id in UInt64(1)...6 {
+            let diffs = h.transport.messages(id, type: "presence")
+            #expect(diffs.count == 1)
+            #expect(diffs.first?["count"] == .integer(6))
+        }
+        guard case .array(let joined)? = h.transport.messages(1, type: "presence").first?["joined"] else {
+            Issue.record("no joined list")
+            return
+        }
+        #expect(joined.count == 5)
+    }
+
+    @Test func anAPIChangeReachesMembersAndIsAnsweredWithItsSeqAndAnUnknownSessionIsNotFound() throws {
+        let h = Harness()
+        h.join(1)
+        var answered: [Result<UInt64, ProtocolError>] = []
+        h.hub.submitAPIChange(
+            .setCollapsed(section: .key("mac"), collapsed: true), id: "k", author: Author(client: "api", name: "cron"), session: "demo"
+        ) { answered.append($0) }
+        h.transport.settle()
+        let seq = try #require(try answered.first?.get())
+        #expect(h.transport.messages(1, type: "event").last?["seq"] == .integer(Int64(seq)))
+        h.hub.submitAPIChange(.setAll(collapsed: true), id: nil, author: Author(client: "api", name: "cron"), session: "nope") {
+            answered.append($0)
+        }
+        h.transport.settle()
+        guard case .failure(let error)? = answered.last else {
+            Issue.record("an unknown session was not refused")
+            return
+        }
+        #expect(error.code == .sessionNotFound)
     }
 
     @Test func aRenameIsShownToEveryMember() {
@@ -45,7 +87,7 @@ import Testing
         h.join(2, name: "bo")
         h.say(2, #"{"type":"rename","name":"bob"}"#)
         for id in UInt64(1)...2 {
-            #expect(h.transport.sent[id]?.last == #"{"type":"presence","event":"renamed","client":"c2","name":"bob","count":2}"#)
+            #expect(h.transport.sent[id]?.last == #"{"type":"presence","count":2,"complete":true,"renamed":[{"client":"c2","name":"bob"}]}"#)
         }
         h.open(3)
         h.say(3, #"{"type":"rename","name":"x"}"#)
@@ -344,12 +386,16 @@ func rowKeys(_ rows: [JSONValue]) -> [String] {
         for index in 0..<400 {
             h.say(1, #"{"type":"addRow","section":"fat","label":"\#(long)","value":"\#(long)","detail":"\#(long)","key":"f\#(index)"}"#)
         }
+        // Client 1 saw every row added; client 2 joins with the section collapsed, so only it
+        // lacks the rows and only it gets the stream.
+        h.join(2)
         h.transport.clear()
         h.say(1, #"{"type":"toggle","section":"fat"}"#)
-        let chunks = (h.transport.sent[1] ?? []).filter { $0.hasPrefix(#"{"type":"rows""#) }
+        let chunks = (h.transport.sent[2] ?? []).filter { $0.hasPrefix(#"{"type":"rows""#) }
         #expect(chunks.count > 10)
         #expect(chunks.allSatisfy { $0.utf8.count < 80_000 })
-        #expect(rowKeys(h.transport.messages(1, type: "rows")).count == 400)
+        #expect(rowKeys(h.transport.messages(2, type: "rows")).count == 400)
+        #expect(h.transport.messages(1, type: "rows").isEmpty)
     }
 
     @Test func aResumingClientLearnsWhichSectionsAreBusy() {

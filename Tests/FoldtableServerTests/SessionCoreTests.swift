@@ -65,8 +65,8 @@ import Testing
         let effects = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
         #expect(acks(effects).map(\.1) == ["a1"])
         #expect(acks(effects).first?.2 == 1)
-        // The expansion's rows (one chunk: the section is small) follow the event at once.
-        #expect(broadcastTypes(effects) == ["event", "rows"])
+        // "t" is empty: the event is all anyone needs.
+        #expect(broadcastTypes(effects) == ["event"])
         #expect(core.committed.seq == 1)
         #expect(core.committed.section("t")?.collapsed == false)
     }
@@ -173,6 +173,193 @@ import Testing
         #expect(broadcastTypes(effects) == ["event", "rows", "event"])
         #expect(!effects.contains { if case .startStream = $0 { return true } else { return false } })
         #expect(expand.generation == collapse.generation)
+    }
+
+    /// Commits one toggle of `key` by `from`; the effects of its commit.
+    func toggleAndCommit(_ core: inout SessionCore, _ key: String, id: String, from: Connection) throws -> [SessionEffect] {
+        let persist = try #require(persisted(core.handle(.change(.toggle(section: .key(key)), id: id, from: from), now: 0)))
+        return core.handle(.committed(generation: persist.generation, through: core.head.seq), now: 0)
+    }
+
+    /// Who each `rows` broadcast went to.
+    func rowsTargets(_ effects: [SessionEffect]) -> [[UInt64]] {
+        effects.compactMap { effect -> [UInt64]? in
+            guard case .broadcast(let message, let to) = effect, let value = try? JSONParser.parse(message.bytes),
+                value["type"] == .string("rows")
+            else { return nil }
+            return to.map(\.id)
+        }
+    }
+
+    @Test func expandingASectionAgainSendsOnlyTheEventToMembersThatHoldItsRows() throws {
+        var core = try core(rows: 3, collapsed: true)
+        #expect(rowsTargets(try toggleAndCommit(&core, "s", id: "1", from: ana)) == [[1, 2]])
+        _ = try toggleAndCommit(&core, "s", id: "2", from: ana)
+        let again = try toggleAndCommit(&core, "s", id: "3", from: bo)
+        #expect(broadcastTypes(again) == ["event"])
+    }
+
+    @Test func onlyAMemberThatLacksTheRowsGetsThemOnExpand() throws {
+        var core = try core(rows: 3, collapsed: true)
+        _ = try toggleAndCommit(&core, "s", id: "1", from: ana)
+        _ = try toggleAndCommit(&core, "s", id: "2", from: ana)
+        // cy joins while "s" is collapsed: its welcome has no rows of it.
+        let cy = Connection(id: 3)
+        _ = core.handle(.join(cy, JoinRequest(session: "x", name: "cy"), role: nil), now: 0)
+        #expect(rowsTargets(try toggleAndCommit(&core, "s", id: "3", from: bo)) == [[3]])
+    }
+
+    @Test func aMemberWelcomedWithASectionsRowsGetsOnlyTheEventWhenItIsExpandedAgain() throws {
+        var core = try core(rows: 3, collapsed: false)
+        _ = try toggleAndCommit(&core, "s", id: "1", from: ana)
+        #expect(rowsTargets(try toggleAndCommit(&core, "s", id: "2", from: ana)).isEmpty)
+    }
+
+    @Test func aLargeSectionStreamsOnlyToMembersThatLackItAndOnceTheyHaveItNothingStreams() throws {
+        var settings = SessionCore.Settings()
+        settings.chunkRows = 2
+        var core = try core(rows: 3, collapsed: false, settings: settings)
+        let cy = Connection(id: 3)
+        _ = try toggleAndCommit(&core, "s", id: "1", from: ana)  // collapse; ana and bo hold the rows
+        _ = core.handle(.join(cy, JoinRequest(session: "x", name: "cy"), role: nil), now: 0)
+        let expand = try toggleAndCommit(&core, "s", id: "2", from: ana)
+        let started = expand.compactMap { effect -> [UInt64]? in
+            if case .startStream(_, _, let to) = effect { return to.map(\.id) } else { return nil }
+        }
+        #expect(started == [[3]])
+        _ = core.handle(.streamDelivered(section: "s", seq: 2, to: cy), now: 0)
+        _ = try toggleAndCommit(&core, "s", id: "3", from: ana)
+        let again = try toggleAndCommit(&core, "s", id: "4", from: bo)
+        #expect(!again.contains { if case .startStream = $0 { return true } else { return false } })
+        #expect(broadcastTypes(again) == ["event"])
+    }
+
+    /// Presence diffs in `effects`, parsed, with who they went to.
+    func presenceDiffs(_ effects: [SessionEffect]) -> [(diff: PresenceDiff, to: [UInt64])] {
+        effects.compactMap { effect in
+            guard case .broadcast(let message, let to) = effect, let value = try? JSONParser.parse(message.bytes),
+                value["type"] == .string("presence"), let reader = try? FieldReader(value), let diff = try? PresenceDiff.decode(reader)
+            else { return nil }
+            return (diff, to.map(\.id))
+        }
+    }
+
+    /// A core with no members yet and the given presence settings.
+    func emptyCore(intervalMs: UInt64 = 100, listMax: Int = 200) throws -> SessionCore {
+        var settings = SessionCore.Settings()
+        settings.presenceIntervalMs = intervalMs
+        settings.presenceListMax = listMax
+        return SessionCore(name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [], seq: 0), settings: settings)
+    }
+
+    @Test func aStormOfJoinsCostsEachMemberOneDiffPerIntervalNotOneMessagePerJoin() throws {
+        var core = try emptyCore()
+        var effects: [SessionEffect] = []
+        for id in UInt64(1)...50 { effects += core.handle(.join(Connection(id: id), JoinRequest(session: "x", name: "n\(id)"), role: nil), now: 0) }
+        #expect(presenceDiffs(effects).isEmpty)
+        // One timer for the whole interval, however many joined.
+        #expect(effects.filter { if case .armTimer(.presence, _) = $0 { return true } else { return false } }.count == 1)
+        let flushed = presenceDiffs(core.handle(.timer(.presence), now: 100))
+        #expect(flushed.count == 1)
+        #expect(flushed.first?.to.count == 50)
+        #expect(flushed.first?.diff.joined.count == 50)
+        #expect(flushed.first?.diff.count == 50)
+    }
+
+    @Test func someoneWhoJoinedAndLeftWithinOneIntervalIsListedAsLeft() throws {
+        var core = try emptyCore()
+        _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
+        _ = core.handle(.timer(.presence), now: 100)
+        _ = core.handle(.join(bo, JoinRequest(session: "x", name: "bo"), role: nil), now: 110)
+        _ = core.handle(.leave(bo), now: 120)
+        let diff = try #require(presenceDiffs(core.handle(.timer(.presence), now: 200)).first?.diff)
+        #expect(diff.joined.isEmpty)
+        #expect(diff.left == ["c2"])
+        #expect(diff.count == 1 && diff.complete)
+    }
+
+    @Test func pastTheListThresholdWelcomesAndDiffsCarryTheCountAndASampleThenTheWholeListReturns() throws {
+        var core = try emptyCore(intervalMs: 0, listMax: 3)
+        var last: [SessionEffect] = []
+        for id in UInt64(1)...40 { last = core.handle(.join(Connection(id: id), JoinRequest(session: "x", name: "n\(id)"), role: nil), now: 0) }
+        let welcome = try #require(
+            last.compactMap { effect -> JSONValue? in
+                if case .send(let message, _) = effect { return try? JSONParser.parse(message.bytes) } else { return nil }
+            }.first)
+        guard case .array(let listed)? = welcome["presence"] else {
+            Issue.record("no presence list")
+            return
+        }
+        #expect(listed.count == 3)
+        #expect(welcome["presenceCount"] == .integer(40))
+        let diff = try #require(presenceDiffs(last).first?.diff)
+        #expect(!diff.complete && diff.count == 40 && diff.joined.count == 1 && diff.left.isEmpty)
+        // Back under the threshold: the next diff carries everyone, since nobody kept a list.
+        for id in UInt64(1)...37 { last = core.handle(.leave(Connection(id: id)), now: 0) }
+        let back = try #require(presenceDiffs(last).first?.diff)
+        #expect(back.complete && back.count == 3)
+        #expect(back.members?.map(\.name) == ["n38", "n39", "n40"])
+    }
+
+    @Test func findAnswersFromCommittedRowsOfEverySectionOnlyToWhoAsked() throws {
+        var core = try core(rows: 3, collapsed: true)
+        // An uncommitted row is not found: members see only what the log made durable.
+        _ = core.handle(.change(.addRow(section: .key("s"), row: NewRow(key: "r9", label: "row 9")), id: "n", from: ana), now: 0)
+        let effects = core.handle(.find(query: "ROW", limit: 2, id: "f1", from: bo), now: 0)
+        let sent = effects.compactMap { effect -> (UInt64, JSONValue)? in
+            if case .send(let message, let to) = effect, let value = try? JSONParser.parse(message.bytes) { return (to.id, value) }
+            return nil
+        }
+        #expect(sent.count == 1)
+        #expect(sent.first?.0 == 2)
+        let found = try #require(sent.first?.1)
+        #expect(found["type"] == .string("found") && found["id"] == .string("f1") && found["truncated"] == .bool(true))
+        guard case .array(let rows)? = found["rows"] else {
+            Issue.record("no rows")
+            return
+        }
+        #expect(rows.map { $0["row"] } == [.string("r0"), .string("r1")])
+        #expect(core.handle(.find(query: "row 9", limit: 5, id: "f2", from: bo), now: 0).count == 1)
+        #expect(core.handle(.find(query: "x", limit: 5, id: nil, from: Connection(id: 99)), now: 0).isEmpty)
+    }
+
+    func answers(_ effects: [SessionEffect]) -> [(UInt64, Result<UInt64, ProtocolError>)] {
+        effects.compactMap { if case .answer(let request, let result) = $0 { return (request, result) } else { return nil } }
+    }
+
+    @Test func anAPIChangeIsBroadcastLikeAMembersAndAnsweredWithItsSeqOnlyAfterTheCommit() throws {
+        var core = try core()
+        let api = Author(client: "api", name: "cron")
+        let effects = core.handle(.apiChange(detail("from cron"), id: "k1", author: api, request: 7), now: 0)
+        let persist = try #require(persisted(effects))
+        #expect(answers(effects).isEmpty)
+        let committed = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        #expect(answers(committed).map(\.0) == [7])
+        #expect(try answers(committed).first?.1.get() == 1)
+        #expect(broadcastTypes(committed) == ["event"])
+        // The same Idempotency-Key again: the original seq, nothing applied twice.
+        let retry = core.handle(.apiChange(detail("from cron"), id: "k1", author: api, request: 8), now: 0)
+        #expect(persisted(retry) == nil)
+        #expect(try answers(retry).first?.1.get() == 1)
+        #expect(core.head.seq == 1)
+    }
+
+    @Test func anInvalidAPIChangeAndALostCommitAreAnsweredWithTheirErrors() throws {
+        var core = try core()
+        let api = Author(client: "api", name: "cron")
+        let refused = answers(core.handle(.apiChange(.toggle(section: .key("nope")), id: nil, author: api, request: 1), now: 0))
+        guard case .failure(let error)? = refused.first?.1 else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(error.code == .unknownSection)
+        let persist = try #require(persisted(core.handle(.apiChange(detail("x"), id: nil, author: api, request: 2), now: 0)))
+        let lost = answers(core.handle(.commitFailed(generation: persist.generation, .unavailable("disk full")), now: 0))
+        guard case .failure(let failure)? = lost.first?.1 else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(lost.first?.0 == 2 && failure.code == .storageUnavailable)
     }
 
     @Test func aCheckpointIsAskedForAfterTheConfiguredNumberOfCommittedEvents() throws {

@@ -92,6 +92,9 @@ final class Harness {
         // Tests send thousands of changes in no time: far past any rate limit.
         config.changeRatePerSec = 1_000_000
         config.changeBurst = 1_000_000
+        // Presence diffs at once, so tests see each join without firing timers (a test of the
+        // interval sets it).
+        config.presenceIntervalMs = 0
         configure(&config)
         store = MemoryStore(keepEvents: config.historyEvents, queue: transport.serviceQueue)
         hub = Hub(

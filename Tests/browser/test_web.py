@@ -260,6 +260,23 @@ def test_find_reveals_a_row_in_a_collapsed_section(server, browsers, session_nam
     wait(a, lambda a: a.switch_to.active_element.get_attribute("aria-label") == "Leek")
 
 
+def test_find_reveals_a_row_of_a_section_that_was_collapsed_when_the_page_loaded(server, browsers, session_name):
+    # Nuts is collapsed before the page opens: the page has its row count, never its rows, so
+    # only the server's find can name Pecan.
+    seed(server, session_name, [FRUIT, NUTS])
+    a, b = browsers(), browsers()
+    open_as(a, server, "ana", f"/s/{session_name}")
+    open_as(b, server, "bo", f"/s/{session_name}")
+    assert not expanded(a, "nuts")
+    assert a.execute_script("return document.querySelectorAll('li[data-row=\"pecan\"]').length") == 0
+    find = a.find_element(By.ID, "find")
+    find.send_keys("peca")
+    wait(a, lambda a: "Pecan" in a.find_element(By.ID, "results").text)
+    find.send_keys(Keys.ENTER)
+    wait(b, lambda b: expanded(b, "nuts"))
+    wait(a, lambda a: a.switch_to.active_element.get_attribute("aria-label") == "Pecan")
+
+
 WATCH_BUSY = """
     // Watch aria-busy from inside the page: the busy phase may be short. Also note long tasks.
     const sec = document.querySelector('section[data-sec="big"]');
@@ -395,6 +412,9 @@ def test_a_new_display_name_is_remembered_and_shown_to_others(server, browsers, 
     a.find_element(By.ID, "name").send_keys("ana maria", Keys.ENTER)
     wait(b, lambda b: "ana maria" in b.find_element(By.ID, "people").text
          and "2 here" in b.find_element(By.ID, "people").text)
+    # A rename, not a leave and a join: the others are told so.
+    wait(b, lambda b: "ana is now ana maria" in b.find_element(By.ID, "live").get_attribute("textContent"))
+    assert "left" not in b.find_element(By.ID, "live").get_attribute("textContent")
     assert a.execute_script("return localStorage.getItem('foldtable.name')") == "ana maria"
     press(a, "fruit")
     wait(b, lambda b: "ana maria" in b.find_element(By.CSS_SELECTOR, 'section[data-sec="fruit"] .badges').text)

@@ -138,17 +138,97 @@ def test_a_second_toggle_of_a_busy_section_waits_and_no_rows_follow_the_collapse
     run(scenario())
 
 
+def test_rows_go_on_expand_only_to_members_that_lack_them(server):
+    async def scenario():
+        session = f"held-{time.monotonic_ns()}"
+        a = await Client.join(server.ws, session=session, name="a")
+        await a.send({"type": "addSection", "title": "Fruit", "key": "fruit", "collapsed": True, "id": "s"})
+        for i, label in enumerate(["Apple", "Pear", "Plum"]):
+            await a.send({"type": "addRow", "section": "fruit", "key": f"r{i}", "label": label, "id": f"r{i}"})
+        await a.next(lambda m: m["type"] == "ack" and m["id"] == "r2")
+        # b joins with Fruit collapsed: its welcome has the row count, not the rows.
+        b = await Client.join(server.ws, session=session, name="b")
+        fruit = next(s for s in b.welcome["table"]["sections"] if s["key"] == "fruit")
+        assert fruit["rowCount"] == 3 and "rows" not in fruit
+        await a.send({"type": "toggle", "section": "fruit", "id": "open1"})
+        opened = await b.next(lambda m: m["type"] == "event" and m.get("id") == "open1")
+        rows = await b.next(lambda m: m["type"] == "rows" and m["section"] == "fruit")
+        assert rows["seq"] == opened["seq"] and [r["label"] for r in rows["rows"]] == ["Apple", "Pear", "Plum"]
+        # a saw every row added: it gets the event and no rows.
+        await a.next(lambda m: m["type"] == "ack" and m["id"] == "open1")
+        await a.send({"type": "toggle", "section": "fruit", "id": "close"})
+        await a.send({"type": "toggle", "section": "fruit", "id": "open2"})
+        for c in (a, b):
+            await c.next(lambda m: m["type"] == "event" and m.get("id") == "open2")
+            # A refused change is a fence: its error reply is queued behind any rows of open2.
+            await c.send({"type": "addRow", "section": "no-such-section", "label": "x", "id": "fence"})
+            await c.next(lambda m: m["type"] == "error" and m.get("id") == "fence")
+        assert not [m for m in a.all if m["type"] == "rows"], "rows were sent to a member that held them"
+        assert len([m for m in b.all if m["type"] == "rows"]) == 1, "rows were sent again to a member that got them"
+        await a.close()
+        await b.close()
+    run(scenario())
+
+
+def test_find_returns_rows_of_sections_nobody_loaded_and_refuses_a_bad_query(server):
+    async def scenario():
+        a = await Client.join(server.ws, session="demo", name="finder")
+        await a.send({"type": "find", "q": "LESHAN", "id": "f1"})
+        found = await a.next(lambda m: m["type"] == "found")
+        assert found == {"type": "found", "id": "f1", "q": "LESHAN", "truncated": False,
+                         "rows": [{"section": "sichuan", "row": "sichuan-3", "label": "Leshan", "value": ""}]}
+        await a.send({"type": "find", "q": "a", "limit": 3, "id": "f2"})
+        found = await a.next(lambda m: m["type"] == "found")
+        assert len(found["rows"]) == 3 and found["truncated"]
+        await a.send({"type": "find", "q": "", "id": "f3"})
+        error = await a.next(lambda m: m["type"] == "error")
+        assert error["code"] == "invalid_value" and error["field"] == "q" and error["id"] == "f3"
+        await a.close()
+        # Before joining there is nothing to search.
+        b = await connect(server.ws)
+        await b.send(json.dumps({"type": "find", "q": "x"}))
+        assert json.loads(await b.recv())["code"] == "not_joined"
+        await b.close()
+    run(scenario())
+
+
+def names(members):
+    return {p["name"] for p in members or []}
+
+
 def test_presence_reports_joins_and_leaves_with_counts(server):
     async def scenario():
         a = await Client.join(server.ws, session="presence", name="ana")
         b = await Client.join(server.ws, session="presence", name="bo")
-        joined = await a.next(lambda m: m["type"] == "presence")
-        assert joined == {"type": "presence", "event": "joined", "client": b.welcome["client"], "name": "bo", "count": 2}
-        assert {p["name"] for p in b.welcome["presence"]} == {"ana", "bo"}
+        # Both joins may fall in one interval: the diff lists whoever joined in it.
+        joined = await a.next(lambda m: m["type"] == "presence" and "bo" in names(m.get("joined")))
+        assert joined["count"] == 2 and joined["complete"]
+        assert {"client": b.welcome["client"], "name": "bo"} in joined["joined"]
+        assert {p["name"] for p in b.welcome["presence"]} == {"ana", "bo"} and b.welcome["presenceCount"] == 2
         await b.close()
-        left = await a.next(lambda m: m["type"] == "presence")
-        assert left["event"] == "left" and left["name"] == "bo" and left["count"] == 1
+        left = await a.next(lambda m: m["type"] == "presence" and m.get("left"))
+        assert left["left"] == [b.welcome["client"]] and left["count"] == 1
         await a.close()
+    run(scenario())
+
+
+def test_a_join_storm_reaches_each_member_as_a_few_diffs_not_one_message_per_join(server):
+    async def scenario():
+        session = f"storm-{time.monotonic_ns()}"
+        first = await Client.join(server.ws, session=session, name="first")
+        others = await asyncio.gather(*(Client.join(server.ws, session=session, name=f"n{i}") for i in range(60)))
+        # Everyone has heard of all 61 once a diff says so; the first member got a few diffs
+        # (one per 100 ms interval), not 60 presence messages.
+        last = await first.next(lambda m: m["type"] == "presence" and m["count"] == 61, timeout=10)
+        assert last["complete"]
+        diffs = [m for m in first.all if m["type"] == "presence"]
+        assert len(diffs) < 15, len(diffs)
+        heard = set()
+        for d in diffs:
+            heard |= names(d.get("joined"))
+        assert heard - {"first"} == {f"n{i}" for i in range(60)}
+        for c in [first, *others]:
+            await c.close()
     run(scenario())
 
 
@@ -160,12 +240,12 @@ def test_a_vanished_client_leaves_within_the_hangup_time(web_root):
             sock, response = raw_ws(s.port)
             assert " 101 " in response
             sock.sendall(frame(json.dumps({"type": "join", "session": "vanish", "name": "ghost"}).encode()))
-            await watcher.next(lambda m: m["type"] == "presence" and m["event"] == "joined")
+            joined = await watcher.next(lambda m: m["type"] == "presence" and "ghost" in names(m.get("joined")))
+            ghost = next(p["client"] for p in joined["joined"] if p["name"] == "ghost")
             started = time.monotonic()
             # The ghost never answers pings (a raw socket that stops reading and writing);
             # the watcher keeps answering, so only the ghost is hung up.
-            left = await watcher.next(lambda m: m["type"] == "presence" and m["event"] == "left", timeout=10)
-            assert left["name"] == "ghost"
+            await watcher.next(lambda m: m["type"] == "presence" and ghost in m.get("left", []), timeout=10)
             assert time.monotonic() - started < 6
             sock.close()
             await watcher.close()
@@ -379,7 +459,7 @@ def test_a_client_that_stops_reading_is_closed_as_slow_and_others_are_unaffected
                 await asyncio.gather(reader.next(last, timeout=10), author.next(last, timeout=10))
                 author.inbox.clear()
                 reader.inbox.clear()
-                presence = [m for m in reader.all if m["type"] == "presence" and m["event"] == "left"]
+                presence = [m for m in reader.all if m["type"] == "presence" and m.get("left")]
                 if presence:
                     closed_code = "left"
                     break

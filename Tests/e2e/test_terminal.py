@@ -466,11 +466,18 @@ def test_keys_move_search_reveal_edit_and_expand_or_collapse_everything(server):
             assert event["change"] == {"type": "reveal", "row": "mac-4"}
             assert event["collapsed"] == {"mac": False}
             await pane.wait(lambda t: (line_with(t, "Mac mini") or "").startswith("›"), what="cursor on Mac mini")
-            # Rows this client never saw (sections collapsed since it joined) cannot be searched.
+            # Rows this client never loaded (Sichuan was collapsed when it joined): the server finds
+            # them, and the row is revealed for everyone.
             pane.keys("/")
             pane.type("leshan")
             pane.keys("Enter")
-            await pane.wait_for('no match for "leshan" (rows of 6 unopened sections are not searched)')
+            event = await other.next(lambda m: m["type"] == "event")
+            assert event["change"] == {"type": "reveal", "row": "sichuan-3"}
+            await pane.wait(lambda t: (line_with(t, "Leshan") or "").startswith("›"), what="cursor on Leshan")
+            pane.keys("/")
+            pane.type("no such thing")
+            pane.keys("Enter")
+            await pane.wait_for('no match for "no such thing"')
             # Collapse all, expand all.
             pane.keys("c")
             event = await other.next(lambda m: m["type"] == "event")
