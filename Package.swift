@@ -53,7 +53,7 @@ let package = Package(
         // Signed tokens (JWT HS256): the only module that imports COpenSSL.
         .target(name: "FoldtableAuth", dependencies: ["COpenSSL", "FoldtableCore", "FoldtableServer"]),
         .target(name: "FoldtableServer", dependencies: ["FoldtableCore"]),
-        .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableServer"]),
+        .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableCore", "FoldtableServer"]),
         // SessionStore and EventLog on SQLite: one writer thread, group commit, online backup.
         .target(name: "FoldtableStore", dependencies: ["CSQLite", "FoldtableCore", "FoldtableServer"]),
         .executableTarget(

@@ -1,3 +1,5 @@
+import FoldtableCore
+
 /// What `/metrics` reports, in the Prometheus text format (version 0.0.4).
 ///
 /// Counters and histograms are plain integers touched on the service thread only (no atomics:

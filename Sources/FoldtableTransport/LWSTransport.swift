@@ -1,4 +1,5 @@
 import CFoldtableWS
+import FoldtableCore
 import FoldtableServer
 import Glibc
 import Synchronization

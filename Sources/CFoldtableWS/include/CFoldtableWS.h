@@ -33,7 +33,9 @@ typedef struct ftws_server ftws_server;
 typedef struct ftws_conn ftws_conn;
 typedef struct ftws_frame ftws_frame;
 
-/* Close codes the C layer itself uses. Application codes (4000-4999) are chosen by Swift. */
+/* Close codes the C layer itself uses. Application codes (4000-4999) are chosen by Swift. Both
+ * are listed, with their meaning for clients, in FoldtableCore's CloseCode (normal = 1000, ...),
+ * whose unit test checks these numbers against that table. */
 enum {
     FTWS_CLOSE_NORMAL = 1000,
     FTWS_CLOSE_GOING_AWAY = 1001,     /* server shutdown */
