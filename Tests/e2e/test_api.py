@@ -48,7 +48,9 @@ def unique(prefix):
 
 def test_create_from_json_read_back_export_and_delete(server):
     name = unique("api")
-    doc = {"options": {"sectionsInitiallyCollapsed": False}, "sections": [
+    # The document's options as an export writes them (every option is required on import).
+    options = call(server, "GET", "/api/v1/sessions/demo")[2]["options"]
+    doc = {"options": options, "sections": [
         {"key": "fruit", "title": "Fruit", "collapsed": False, "rowCount": 2,
          "rows": [{"key": "a", "label": "Apple", "value": "red"}, {"key": "p", "label": "Pear", "value": "green"}]},
         {"key": "nuts", "title": "Nuts", "collapsed": True, "rowCount": 0}]}
@@ -203,3 +205,21 @@ def test_with_tokens_each_call_needs_a_bearer_token_with_the_right_role(token_se
     assert status == 403
     status, _, _ = call(s, "GET", "/api/v1/sessions/demo", headers={"Authorization": "Bearer not.a.token"})
     assert status == 401
+
+
+def test_the_api_answers_over_https_too(tls_files):
+    import ssl
+    s = Server("--memory", "--tls-cert", str(tls_files / "a.crt"), "--tls-key", str(tls_files / "a.key"))
+    try:
+        context = ssl.create_default_context(cafile=str(tls_files / "a.crt"))
+        context.check_hostname = False  # the test certificate names localhost; we dial 127.0.0.1
+        connection = http.client.HTTPSConnection("127.0.0.1", s.port, timeout=10, context=context)
+        connection.request("PUT", "/api/v1/sessions/demo/sections/mac/collapsed", body="true", headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 200 and json.loads(response.read())["seq"] >= 1
+        connection.request("GET", "/api/v1/sessions/demo/collapsed")
+        response = connection.getresponse()
+        assert response.status == 200 and json.loads(response.read())["mac"] is True
+        connection.close()
+    finally:
+        s.stop()
