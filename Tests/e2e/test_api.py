@@ -170,6 +170,8 @@ def test_metrics_parse_with_prometheus_client_and_move_as_clients_act(server):
     assert sample("foldtable_changes_applied_total") >= before_changes + 1
     assert sample("foldtable_errors_total", {"code": "unknown_section"}) >= 1
     assert sample("foldtable_commit_seconds_count") >= 1
+    assert sample("foldtable_frames_written_total") >= 1
+    assert sample("foldtable_frames_written_total") + sample("foldtable_frames_coalesced_total") >= sample("foldtable_frames_written_total")
 
 
 @pytest.fixture(scope="module")
