@@ -90,6 +90,11 @@ hub.metrics.counter("foldtable_frames_coalesced_total", "Messages that shared a 
 }
 hub.metrics.counter("foldtable_written_bytes_total", "WebSocket payload bytes written to clients.") { Double(transport.written.bytes) }
 SessionLoader.loadDemo(into: hub, config: config)
+do {
+    try SessionLoader.loadFiles(into: hub, config: config)
+} catch {
+    fail(error.description)
+}
 
 // SIGINT/SIGTERM were blocked at the top, before any thread existed, so every thread inherits
 // the block and a signal sent at any moment stays pending until this thread takes it.

@@ -225,3 +225,33 @@ def test_the_api_answers_over_https_too(tls_files):
         connection.close()
     finally:
         s.stop()
+
+
+def test_load_makes_sessions_from_csv_and_json_files_at_start_and_a_bad_file_stops_start_up(tmp_path):
+    import subprocess
+    from foldtabled import BIN
+    csv = tmp_path / "fruit.csv"
+    csv.write_text('section,label,value,detail\nFruit,Apple,red,\nFruit,"Pear, green",green,\nNuts,Pecan,,"from ""Texas"""\n')
+    source = Server("--memory")
+    try:
+        _, _, document = call(source, "GET", "/api/v1/sessions/demo")
+    finally:
+        source.stop()
+    doc = tmp_path / "copy.json"
+    doc.write_text(json.dumps(document))
+    s = Server("--load", f"fruit={csv},copy={doc}")
+    try:
+        _, _, fruit = call(s, "GET", "/api/v1/sessions/fruit")
+        assert [x["title"] for x in fruit["sections"]] == ["Fruit", "Nuts"]
+        assert [r["label"] for r in fruit["sections"][0]["rows"]] == ["Apple", "Pear, green"]
+        assert fruit["sections"][1]["rows"][0]["detail"] == 'from "Texas"'
+        _, _, copy = call(s, "GET", "/api/v1/sessions/copy")
+        assert [x["key"] for x in copy["sections"]] == [x["key"] for x in document["sections"]]
+    finally:
+        s.stop()
+    bad = tmp_path / "bad.csv"
+    bad.write_text('section,label\n"Fruit,Apple\n')
+    done = subprocess.run([BIN, "--port", "0", "--memory", "--load", f"broken={bad}"], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 1 and "--load broken" in done.stderr and str(bad) in done.stderr and "invalid_csv" not in done.stdout
+    done = subprocess.run([BIN, "--port", "0", "--memory", "--load", "no-equals-sign"], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 1 and "NAME=PATH" in done.stderr
