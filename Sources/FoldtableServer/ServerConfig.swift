@@ -249,7 +249,8 @@ public struct ServerConfig: Sendable, Equatable {
         .number("demo-large-rows", .tables, \.demoLargeRows, 0...1_000_000, "rows of the demo session's large section"),
         .list(
             "load", .tables, \.loadTables,
-            "sessions made at start from files, NAME=PATH each (PATH a .csv table or a .json snapshot document), when no session of that name exists yet"),
+            "sessions made at start from files, NAME=PATH each (PATH a .csv table or a .json snapshot document), when no session of that name exists yet"
+        ),
 
         .choice(
             "log-level", .logging, "LEVEL", \.logLevel, [("error", .error), ("warning", .warning), ("info", .info), ("debug", .debug)],
