@@ -17,7 +17,9 @@ final class SessionAPI {
     private unowned let hub: Hub
     private let policy: RequestPolicy
     private typealias Respond = HTTPRouter.Respond
-    private typealias Handler = (Call, @escaping Respond) -> Void
+    /// An endpoint: an unapplied method (`SessionAPI.listSessions`), so the route table holds
+    /// no reference to the API itself (a stored `self.listSessions` would be a retain cycle).
+    private typealias Handler = (SessionAPI) -> (Call, @escaping Respond) -> Void
 
     /// One route: method, path segments (`{name}` captures), least role, handler.
     private struct Route {
@@ -39,20 +41,16 @@ final class SessionAPI {
     init(hub: Hub, policy: RequestPolicy) {
         self.hub = hub
         self.policy = policy
-        add("GET", "/api/v1/sessions", .viewer, listSessions)
-        add("POST", "/api/v1/sessions", .owner, createSession)
-        add("GET", "/api/v1/sessions/{name}", .viewer, exportTable)
-        add("DELETE", "/api/v1/sessions/{name}", .owner, deleteSession)
-        add("GET", "/api/v1/sessions/{name}/collapsed", .viewer, collapsedMap)
-        add("PUT", "/api/v1/sessions/{name}/sections/{section}/collapsed", .editor, setCollapsed)
-        add("POST", "/api/v1/sessions/{name}/expand-all", .editor) { [unowned self] call, respond in
-            change(.setAll(collapsed: false), call, respond)
-        }
-        add("POST", "/api/v1/sessions/{name}/collapse-all", .editor) { [unowned self] call, respond in
-            change(.setAll(collapsed: true), call, respond)
-        }
-        add("POST", "/api/v1/sessions/{name}/changes", .editor, postChange)
-        add("GET", "/api/v1/sessions/{name}/find", .viewer, find)
+        add("GET", "/api/v1/sessions", .viewer, SessionAPI.listSessions)
+        add("POST", "/api/v1/sessions", .owner, SessionAPI.createSession)
+        add("GET", "/api/v1/sessions/{name}", .viewer, SessionAPI.exportTable)
+        add("DELETE", "/api/v1/sessions/{name}", .owner, SessionAPI.deleteSession)
+        add("GET", "/api/v1/sessions/{name}/collapsed", .viewer, SessionAPI.collapsedMap)
+        add("PUT", "/api/v1/sessions/{name}/sections/{section}/collapsed", .editor, SessionAPI.setCollapsed)
+        add("POST", "/api/v1/sessions/{name}/expand-all", .editor, SessionAPI.expandAll)
+        add("POST", "/api/v1/sessions/{name}/collapse-all", .editor, SessionAPI.collapseAll)
+        add("POST", "/api/v1/sessions/{name}/changes", .editor, SessionAPI.postChange)
+        add("GET", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.find)
     }
 
     private func add(_ method: String, _ path: String, _ role: Role, _ handler: @escaping Handler) {
@@ -83,7 +81,7 @@ final class SessionAPI {
             case .failure(let refusal): return respond(refusal.response)
             case .success(let grant):
                 let author = Author(client: "api", name: grant?.name ?? grant?.user ?? "api")
-                return route.handler(Call(request: request, parameters: parameters, grant: grant, author: author), respond)
+                return route.handler(self)(Call(request: request, parameters: parameters, grant: grant, author: author), respond)
             }
         }
         guard !allowed.isEmpty else {
@@ -299,6 +297,9 @@ final class SessionAPI {
             respond(Self.error(400, ProtocolError(.unknownType, "only changes are accepted here (toggle, set, addRow, ...)", field: "type")))
         }
     }
+
+    private func expandAll(_ call: Call, _ respond: @escaping Respond) { change(.setAll(collapsed: false), call, respond) }
+    private func collapseAll(_ call: Call, _ respond: @escaping Respond) { change(.setAll(collapsed: true), call, respond) }
 
     /// `GET .../find?q=TEXT&limit=N`: rows containing the text, from every section.
     private func find(_ call: Call, _ respond: @escaping Respond) {
