@@ -1,6 +1,12 @@
-/// The content of the `demo` session, from the examples the idea came from: products (Mac, iPad,
-/// iPhone), provinces with their cities, friend groups, an empty section, and one large section
-/// for trying the busy indicator and row streaming.
+/// The content of the `demo` session, from the examples the idea came from:
+///
+/// - products (Mac, iPad, iPhone), as in the collapsible-table-section example, with details and
+///   a footer;
+/// - provinces and their cities, as in the grouped table example, under two-line titles
+///   ("Province" and the name) like the original component's multi-line headers;
+/// - QQ-style friend groups: each group a section, its friends as rows (value `online` or
+///   `offline`, detail their nickname), and "online/total" as the header detail, e.g. "3/8";
+/// - an empty section, and one large section for trying the busy indicator and row streaming.
 public enum DemoTable {
     /// Rows of the large section. Default 50,000.
     public static func make(options: TableOptions = TableOptions(), largeRows: Int = 50_000) -> Table {
@@ -38,10 +44,34 @@ public enum DemoTable {
                     key: key, title: "Province\n\(name)", detail: "\(cities.count) cities", collapsed: true,
                     rows: cities.enumerated().map { Row(key: "\(key)-\($0.offset + 1)", label: $0.element, value: "") }))
         }
-        sections.append(
-            Section(
-                key: "friends", title: "Friends", detail: "online", footer: "Groups you belong to", collapsed: true,
-                rows: rows("friends-", [("Climbing club", "6", "members"), ("Book circle", "4", "members"), ("Family", "9", "members")])))
+        // Friend groups as QQ shows them: online friends first, the header counting them.
+        let groups: [(key: String, title: String, footer: String?, friends: [(String, Bool, String)])] = [
+            (
+                "friends", "Friends", "Online friends first",
+                [
+                    ("Zhou Wei", true, "周为"), ("Li Chao", true, "李超"), ("Zhang Lu", true, "张路"), ("Tang Jin", false, "唐进"),
+                    ("Liu Hu", false, "刘虎"), ("Li Yuan", false, "李源"), ("Fan Liang", false, "樊亮"), ("Zhou Xinyun", false, "周心云"),
+                ]
+            ),
+            (
+                "roommates", "Roommates", nil,
+                [("Wang Lei", true, "王磊"), ("Chen Jie", true, "陈杰"), ("Zhao Peng", false, "赵鹏"), ("Sun Hao", false, "孙浩")]
+            ),
+            (
+                "climbing", "Climbing club", nil,
+                [
+                    ("Lin Na", true, "林娜"), ("Guo Qiang", false, "郭强"), ("He Jing", false, "何静"), ("Ma Lin", false, "马琳"),
+                    ("Xu Bo", false, "徐波"), ("Gao Yan", false, "高燕"),
+                ]
+            ),
+        ]
+        for group in groups {
+            let online = group.friends.filter(\.1).count
+            sections.append(
+                Section(
+                    key: group.key, title: group.title, detail: "\(online)/\(group.friends.count)", footer: group.footer, collapsed: true,
+                    rows: rows("\(group.key)-", group.friends.map { ($0.0, $0.1 ? "online" : "offline", $0.2) })))
+        }
         sections.append(Section(key: "empty", title: "Empty section", detail: "no rows yet", footer: "Add a row to fill it"))
         sections.append(
             Section(
