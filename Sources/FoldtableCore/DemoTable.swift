@@ -5,7 +5,8 @@
 /// - provinces and their cities, as in the grouped table example, under two-line titles
 ///   ("Province" and the name) like the original component's multi-line headers;
 /// - QQ-style friend groups: each group a section, its friends as rows (value `online` or
-///   `offline`, detail their nickname), and "online/total" as the header detail, e.g. "3/8";
+///   `offline`, detail the line they set under their name), and "online/total" as the header
+///   detail, e.g. "3/8";
 /// - an empty section, and one large section for trying the busy indicator and row streaming.
 public enum DemoTable {
     /// Rows of the large section. Default 50,000.
@@ -44,24 +45,29 @@ public enum DemoTable {
                     key: key, title: "Province\n\(name)", detail: "\(cities.count) cities", collapsed: true,
                     rows: cities.enumerated().map { Row(key: "\(key)-\($0.offset + 1)", label: $0.element, value: "") }))
         }
-        // Friend groups as QQ shows them: online friends first, the header counting them.
-        let groups: [(key: String, title: String, footer: String?, friends: [(String, Bool, String)])] = [
+        // Friend groups as QQ shows them: online friends first, each with the line they set under
+        // their name, the header counting who is online.
+        let groups: [(key: String, title: String, footer: String?, friends: [(String, Bool, String?)])] = [
             (
                 "friends", "Friends", "Online friends first",
                 [
-                    ("Zhou Wei", true, "周为"), ("Li Chao", true, "李超"), ("Zhang Lu", true, "张路"), ("Tang Jin", false, "唐进"),
-                    ("Liu Hu", false, "刘虎"), ("Li Yuan", false, "李源"), ("Fan Liang", false, "樊亮"), ("Zhou Xinyun", false, "周心云"),
+                    ("Zhou Wei", true, "Exams are over!"), ("Li Chao", true, "Gone fishing"), ("Zhang Lu", true, "Busy, message me later"),
+                    ("Tang Jin", false, nil), ("Liu Hu", false, "In Chengdu this week"), ("Li Yuan", false, nil),
+                    ("Fan Liang", false, "Back on Monday"), ("Zhou Xinyun", false, nil),
                 ]
             ),
             (
                 "roommates", "Roommates", nil,
-                [("Wang Lei", true, "王磊"), ("Chen Jie", true, "陈杰"), ("Zhao Peng", false, "赵鹏"), ("Sun Hao", false, "孙浩")]
+                [
+                    ("Wang Lei", true, "Who took my charger?"), ("Chen Jie", true, nil), ("Zhao Peng", false, "Library until 10"),
+                    ("Sun Hao", false, nil),
+                ]
             ),
             (
                 "climbing", "Climbing club", nil,
                 [
-                    ("Lin Na", true, "林娜"), ("Guo Qiang", false, "郭强"), ("He Jing", false, "何静"), ("Ma Lin", false, "马琳"),
-                    ("Xu Bo", false, "徐波"), ("Gao Yan", false, "高燕"),
+                    ("Lin Na", true, "Bouldering on Saturday, 9:00"), ("Guo Qiang", false, nil), ("He Jing", false, "Resting a sore finger"),
+                    ("Ma Lin", false, nil), ("Xu Bo", false, nil), ("Gao Yan", false, "New shoes!"),
                 ]
             ),
         ]

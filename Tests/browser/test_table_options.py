@@ -48,6 +48,8 @@ def test_the_options_panel_sets_every_option_and_each_change_reaches_the_other_w
     wait(b, lambda b: indicator(b, "fruit") == "▾" and indicator(b, "nuts") == "▸")
     retype(field(a, "opt-lines"), "1")
     wait(b, lambda b: "clamp" in b.find_element(By.ID, "table").get_attribute("class"))
+    # Told in words too (the polite live region).
+    wait(b, lambda b: "ana limited titles to 1 line" in b.find_element(By.ID, "live").get_attribute("textContent"))
     retype(field(a, "opt-threshold"), "1200")
     field(a, "opt-busy").click()
     field(a, "opt-initially").click()

@@ -490,6 +490,8 @@ def test_keys_move_search_reveal_edit_and_expand_or_collapse_everything(server):
             await pane.wait_for("− Friends", "Zhou Wei")
             # A refused change is shown, not fatal: accordion mode refuses expand-all.
             await other.send({"type": "setOptions", "options": {"accordion": True}, "id": "bo-2"})
+            # Applied before the key press reaches the server (else expand-all would come first).
+            await other.next(lambda m: m["type"] == "ack" and m["id"] == "bo-2")
             pane.keys("e")
             await pane.wait_for("refused: expand all is not possible in accordion mode")
             pane.keys("C-c")

@@ -32,8 +32,8 @@ private let limits: TableLimits = {
     return limits
 }()
 
-/// The demo table with 3 rows in its large section, under the small limits (42 rows of 50, 952 text
-/// bytes of 1,200: a few additions fit, then rows or text run out; the largest section is full).
+/// The demo table with 3 rows in its large section, under the small limits (42 rows of 50, 1,019
+/// text bytes of 1,200: a few additions fit, then rows or text run out; the largest section is full).
 private let start: Table = try! TableSnapshot(DemoTable.make(largeRows: 3), rows: .all).table(limits: limits)
 
 /// What the server decodes client messages with (see `Hub.messageLimits`).
