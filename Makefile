@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 
 # System packages: to build and run, and what the test suites use as real peers.
 RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev libsqlite3-dev
-TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver procps tmux
+TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver procps tmux nginx systemd
 # The Autobahn TestSuite runs on pyenv's Python 2.7.18 (from the machine image, not apt); pip
 # compiles a few C extensions of its dependencies (wsaccel, ujson) on first install.
 AUTOBAHN_PACKAGES := $(RUN_PACKAGES) python3 gcc libc6-dev
 BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv
 
-.PHONY: screenshot run build test test-unit test-fuzz test-sanitizers test-e2e test-autobahn test-browser fuzz lint docs bench venv deps-run deps-test clean
+.PHONY: screenshot run build install readme-config test test-unit test-fuzz test-sanitizers test-e2e test-autobahn test-browser fuzz lint docs bench venv deps-run deps-test clean
 
 # libFuzzer run lengths in seconds: bounded in `make test`, longer with `make fuzz`.
 FUZZ_TEST_SECONDS ?= 45
@@ -28,6 +28,24 @@ deps-test:
 build: deps-run
 	$(SWIFT) build -c release --product foldtabled
 
+# Installs the binaries, the web client, the systemd unit (paths filled in) and the deploy
+# examples under $(DESTDIR)$(PREFIX); README "Deploy" says what to do next.
+PREFIX ?= /usr/local
+install: deps-run
+	$(SWIFT) build -c release --product foldtabled
+	$(SWIFT) build -c release --product foldtable
+	install -D -m 755 .build/release/foldtabled $(DESTDIR)$(PREFIX)/bin/foldtabled
+	install -D -m 755 .build/release/foldtable $(DESTDIR)$(PREFIX)/bin/foldtable
+	install -d $(DESTDIR)$(PREFIX)/share/foldtable/web
+	install -m 644 web/* $(DESTDIR)$(PREFIX)/share/foldtable/web/
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@WEBDIR@|$(PREFIX)/share/foldtable/web|g' -e 's|@DOCDIR@|$(PREFIX)/share/doc/foldtable|g' \
+		deploy/foldtabled.service.in \
+		> $(DESTDIR)$(PREFIX)/lib/systemd/system/foldtabled.service
+	install -D -m 644 deploy/foldtabled.env.example $(DESTDIR)$(PREFIX)/share/doc/foldtable/foldtabled.env.example
+	install -D -m 644 deploy/nginx.conf $(DESTDIR)$(PREFIX)/share/doc/foldtable/nginx.conf
+	install -D -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/foldtable/README.md
+
 # Starts the server on http://127.0.0.1:$(PORT) with the demo session; sessions are stored in
 # data/ (SQLite) and survive restarts.
 run: build
@@ -38,8 +56,17 @@ run: build
 venv: $(VENV)/.ready
 $(VENV)/.ready: Makefile
 	python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium axe-selenium-python==2.1.6
+	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client axe-selenium-python==2.1.6
 	touch $@
+
+# Rewrites README's tables of settings from foldtabled's own list of keys (ServerConfig.keys);
+# a unit test (ConfigReadmeTests) fails while README and the list differ.
+readme-config:
+	$(SWIFT) build --product foldtabled
+	.build/debug/foldtabled --help-markdown > .build/settings.md
+	awk '/<!-- settings: begin/ { print; while ((getline line < ".build/settings.md") > 0) print line; skip = 1; next } \
+		/<!-- settings: end/ { skip = 0 } !skip' README.md > .build/README.md && mv .build/README.md README.md
+	.build/debug/foldtabled --help-env > deploy/foldtabled.env.example
 
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift

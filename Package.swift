@@ -30,10 +30,21 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        // The C wrapper around libwebsockets (see include/CFoldtableWS.h for why it exists).
+        // The C helpers both libwebsockets wrappers share (buffer growth, UTF-8-safe truncation).
+        .target(
+            name: "CFoldtableWSCommon",
+            cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]
+        ),
+        // The server's C wrapper around libwebsockets (see include/CFoldtableWS.h for why it exists).
         .target(
             name: "CFoldtableWS",
-            dependencies: ["CLibWebSockets"],
+            dependencies: ["CLibWebSockets", "CFoldtableWSCommon"],
+            cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]
+        ),
+        // The terminal client's C wrapper around libwebsockets (include/CFoldtableWSClient.h).
+        .target(
+            name: "CFoldtableWSClient",
+            dependencies: ["CLibWebSockets", "CFoldtableWSCommon"],
             cSettings: [.unsafeFlags(["-Wall", "-Wextra", "-Wno-unused-parameter"])]
         ),
         .target(name: "FoldtableCore"),
@@ -42,7 +53,7 @@ let package = Package(
         // Signed tokens (JWT HS256): the only module that imports COpenSSL.
         .target(name: "FoldtableAuth", dependencies: ["COpenSSL", "FoldtableCore", "FoldtableServer"]),
         .target(name: "FoldtableServer", dependencies: ["FoldtableCore"]),
-        .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableServer"]),
+        .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableCore", "FoldtableServer"]),
         // SessionStore and EventLog on SQLite: one writer thread, group commit, online backup.
         .target(name: "FoldtableStore", dependencies: ["CSQLite", "FoldtableCore", "FoldtableServer"]),
         .executableTarget(
@@ -50,7 +61,7 @@ let package = Package(
             dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth"]
         ),
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
-        .target(name: "FoldtableClient", dependencies: ["CFoldtableWS", "FoldtableCore"]),
+        .target(name: "FoldtableClient", dependencies: ["CFoldtableWSClient", "FoldtableCore"]),
         .executableTarget(name: "foldtable", dependencies: ["FoldtableClient"]),
         .executableTarget(
             name: "foldtable-echo",

@@ -1,9 +1,35 @@
 // The WebSocket connection: reconnect with backoff, resume by seq/epoch, and an outbox of changes
 // that survives drops. Knows the wire protocol (Protocol.md), not the table.
 
-// Close codes after which retrying the same thing cannot help (Protocol.md, "Closes"): 4501 the
-// session was deleted, 4502 the token does not let us in.
-const FATAL = new Set([1003, 1007, 1009, 4501, 4502]);
+// The close codes of Protocol.md ("Closes"): whether reconnecting unchanged can help, and what the
+// close means. The same table as FoldtableCore's CloseCode; a unit test (CloseCodeTableTests)
+// fails while this copy, Protocol.md and the core disagree.
+export const CLOSE_CODES = {
+  1001: { retry: true, sentence: 'the server is shutting down' },
+  1002: { retry: false, sentence: 'a WebSocket protocol violation (bad opcode, RSV bits, oversized control frame)' },
+  1003: { retry: false, sentence: 'a binary message' },
+  1007: { retry: false, sentence: 'invalid UTF-8' },
+  1009: { retry: false, sentence: 'a message over the size limit' },
+  4000: { retry: true, sentence: 'too slow: the outbound queue passed its cap, or a row stream was not taken within the stream timeout' },
+  4001: { retry: true, sentence: 'no join within the join deadline' },
+  4002: { retry: true, sentence: 'the token expired and no fresh one came within the grace period' },
+  4500: { retry: false, sentence: 'too many refused messages in a row (malformed or refused changes alike)' },
+  4501: { retry: false, sentence: 'the session was deleted' },
+  4502: { retry: false, sentence: 'the join had no token, or one not valid for the session' },
+};
+
+/**
+ * Whether reconnecting after a close with `code` can help: what the table says, and for codes it
+ * does not list, yes except in 4500-4999 (CloseCode.retries in the core).
+ */
+export function closeRetries(code) {
+  return CLOSE_CODES[code]?.retry ?? !(code >= 4500 && code <= 4999);
+}
+
+/** The close in words (CloseCode.sentence in the core). */
+export function closeSentence(code) {
+  return CLOSE_CODES[code]?.sentence ?? `closed with code ${code}`;
+}
 
 // A token given in the address (?token=...) leaves it at once, so it stays out of the history,
 // bookmarks, screenshots of the address bar and Referer headers; the tab keeps it (sessionStorage)
@@ -91,7 +117,7 @@ export class Connection {
     this.ws = null;
     // The lobby never joins, so the server closes it at the join deadline (4001): just reopen.
     if (!this.session && code === 4001) { this.connect(true); return; }
-    if (FATAL.has(code) || (code >= 4500 && code <= 4999)) {
+    if (!closeRetries(code)) {
       this.status('fatal', { code });
       return;
     }

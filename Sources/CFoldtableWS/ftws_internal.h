@@ -2,6 +2,20 @@
  * Private internals shared by the CFoldtableWS sources. Not part of the Swift-visible API
  * (it lives outside include/ on purpose). Everything here runs on the lws service thread
  * unless a field says otherwise.
+ *
+ * The files depend on each other one way only, bottom to top (a file calls functions of the
+ * files below it, never above; the structs below are data every layer may read):
+ *
+ *   ftws_server.c   context, vhost, the one protocol callback (a switch that hands each reason
+ *                   to the file that owns it), shutdown, logging
+ *   ftws_ws.c       WebSocket open, receive and reassembly, close bookkeeping
+ *   ftws_route.c    HTTP requests for paths the owner claims: body, hand-off, deferred answer
+ *   ftws_http.c     static files (with validators), the refusal of bad upgrades, HTTP helpers
+ *   ftws_queue.c    a connection's outbound side: send, broadcast, WRITEABLE
+ *   ftws_conn.c     a connection's state: its frame ring, close decisions, accessors
+ *   ftws_timer.c    owner timers
+ *   ftws_frame.c    refcounted frames
+ *   CFoldtableWSCommon (own target): buffer growth, UTF-8-safe truncation
  */
 #ifndef FTWS_INTERNAL_H
 #define FTWS_INTERNAL_H
@@ -24,6 +38,8 @@
 /* Our own lws pending-timeout reason, so lws logs say why it killed the wsi. */
 #define FTWS_TIMEOUT_REASON ((enum pending_timeout)(PENDING_TIMEOUT_USER_REASON_BASE + 1))
 
+/* ---- frames (ftws_frame.c) -------------------------------------------------------------- */
+
 /* One message with LWS_PRE bytes of headroom in front of the payload, so lws_write can put
  * the WebSocket header there without a copy. */
 struct ftws_frame {
@@ -36,6 +52,8 @@ struct ftws_frame {
 static inline uint8_t *ftws__frame_payload(ftws_frame *f) { return f->buf + LWS_PRE; }
 ftws_frame *ftws__frame_create(const uint8_t *data, size_t len, bool binary);
 
+/* ---- connections (ftws_conn.c) ------------------------------------------------------------ */
+
 /* Per-connection outbound FIFO: a ring of frame pointers that grows by doubling, so the
  * send/write hot path does no allocation once it has warmed up. */
 typedef struct ftws_queue {
@@ -45,15 +63,6 @@ typedef struct ftws_queue {
     size_t count;
     size_t bytes;     /* sum of the queued frames' payload lengths */
 } ftws_queue;
-
-int ftws__queue_push(ftws_queue *q, ftws_frame *f); /* retains f; -1 on OOM */
-static inline ftws_frame *ftws__queue_at(const ftws_queue *q, size_t i)
-{
-    return q->slots[(q->head + i) & (q->cap - 1)];
-}
-void ftws__queue_drop_front(ftws_queue *q, size_t n); /* releases n frames */
-void ftws__queue_clear(ftws_queue *q);
-void ftws__queue_free(ftws_queue *q);
 
 struct ftws_conn {
     ftws_server *server;
@@ -90,6 +99,75 @@ struct ftws_conn {
     char forwarded[256];           /* X-Forwarded-For of the upgrade request, "" if none */
 };
 
+int ftws__queue_push(ftws_queue *q, ftws_frame *f); /* retains f; -1 on OOM */
+static inline ftws_frame *ftws__queue_at(const ftws_queue *q, size_t i)
+{
+    return q->slots[(q->head + i) & (q->cap - 1)];
+}
+void ftws__queue_drop_front(ftws_queue *q, size_t n); /* releases n frames */
+void ftws__queue_clear(ftws_queue *q);
+void ftws__queue_free(ftws_queue *q);
+
+ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi); /* linked into s->conns */
+void ftws__conn_unlink(ftws_conn *c);                           /* out of s->conns */
+void ftws__conn_free(ftws_conn *c);
+void ftws__conn_request_writable(ftws_conn *c);
+void ftws__conn_close_soon(ftws_conn *c, int code, const char *reason, bool drop_queue);
+void ftws__conn_kill(ftws_conn *c, int intent_code);
+size_t ftws__copy_reason(char *dst, const char *reason);
+/* lws_get_peer_simple, with IPv4-mapped IPv6 addresses shown as plain IPv4. */
+void ftws__peer_ip(struct lws *wsi, char *buf, size_t len);
+
+/* ---- outbound (ftws_queue.c) ---------------------------------------------------------------- */
+
+int ftws__conn_writeable(ftws_conn *c);
+
+/* ---- WebSocket input and lifecycle (ftws_ws.c) -------------------------------------------- */
+
+int ftws__ws_established(ftws_server *s, ftws_conn **slot, struct lws *wsi);
+int ftws__ws_receive(ftws_server *s, ftws_conn *c, struct lws *wsi, const uint8_t *in, size_t len);
+void ftws__ws_peer_closed(ftws_conn *c, const uint8_t *payload, size_t len);
+void ftws__ws_drop_protocol(ftws_server *s, ftws_conn *c, struct lws *wsi);
+void ftws__ws_closed(ftws_server *s, ftws_conn **slot, struct lws *wsi);
+
+/* ---- static files and upgrades (ftws_http.c) ----------------------------------------------- */
+
+/* Copy a request header into buf; NULL when absent. A header too long for buf sets *too_long
+ * (callers refuse: it cannot be a legitimate Origin or Host). */
+const char *ftws__header(struct lws *wsi, enum lws_token_indexes h, char *buf, int len, bool *too_long);
+/* Finish a request with a bare status (lws writes a tiny HTML body and the security headers),
+ * then keep the connection for the next request (keep_alive) or close it. */
+int ftws__http_status(struct lws *wsi, unsigned int code, bool keep_alive);
+int ftws__http_serve_file(ftws_server *s, struct lws *wsi, const char *uri, size_t len);
+int ftws__http_confirm_upgrade(ftws_server *s, struct lws *wsi, const char *upgrade);
+bool ftws__is_ws_path(ftws_server *s, struct lws *wsi);
+
+/* ---- claimed HTTP requests (ftws_route.c) ------------------------------------------------- */
+
+/* Where one claimed request is in its life. */
+typedef enum ftws_req_state {
+    FTWS_REQ_BODY,       /* its body is arriving */
+    FTWS_REQ_WAITING,    /* the owner has it (on_http_request) and has not answered */
+    FTWS_REQ_WRITING,    /* an answer is being written (the owner's, or a refusal of ours) */
+} ftws_req_state;
+
+typedef struct ftws_http_req ftws_http_req; /* private to ftws_route.c */
+
+#define FTWS_REQ_BUCKETS 256
+
+/* LWS_CALLBACK_HTTP: route to the owner or to the static files. */
+int ftws__route_http(ftws_server *s, struct lws *wsi, ftws_http_req **slot, const char *uri, size_t len);
+int ftws__route_body(ftws_server *s, ftws_http_req *r, const uint8_t *in, size_t len);
+int ftws__route_body_done(ftws_server *s, ftws_http_req *r);
+int ftws__route_writeable(ftws_server *s, ftws_http_req **slot);
+/* The wsi is closing or dropping its per-request storage: forget the request (the owner is
+ * told when it was waiting for an answer). Safe to call more than once. */
+void ftws__route_gone(ftws_server *s, ftws_http_req **slot);
+/* Shutdown grace is over: drop every connection with a request still in flight. */
+void ftws__route_kill_all(ftws_server *s);
+
+/* ---- timers (ftws_timer.c) ------------------------------------------------------------------ */
+
 typedef struct ftws_timer {
     lws_sorted_usec_list_t sul;    /* first member: lws hands us this pointer back */
     ftws_server *server;
@@ -98,6 +176,10 @@ typedef struct ftws_timer {
 } ftws_timer;
 
 #define FTWS_TIMER_BUCKETS 1024
+
+void ftws__timers_cancel_all(ftws_server *s);
+
+/* ---- the server (ftws_server.c) --------------------------------------------------------------- */
 
 struct ftws_server {
     struct lws_context *ctx;
@@ -119,32 +201,39 @@ struct ftws_server {
     size_t conn_count;
     uint64_t next_conn_id;
 
+    /* Claimed HTTP requests in flight, by id (those the owner was given) and counted (all). */
+    ftws_http_req *reqs[FTWS_REQ_BUCKETS];
+    ftws_http_req *req_list;       /* every request in flight, for shutdown */
+    size_t req_count;
+    uint64_t next_req_id;
+
     /* Written by any thread (ftws_server_stop / ftws_server_wake), read on the service thread. */
     atomic_int stop_requested;
     atomic_int stop_grace_ms;
     atomic_int wake_pending;
 
     bool stopping, grace_expired, done;
+    bool destroying;               /* inside ftws_server_destroy: no more calls into the owner */
     lws_sorted_usec_list_t sul_tick, sul_grace, sul_giveup;
 
     ftws_timer *timers[FTWS_TIMER_BUCKETS];
 };
 
-/* ftws_server.c */
-ftws_server *ftws__server_from_wsi(struct lws *wsi);
-void ftws__conn_request_writable(ftws_conn *c);
-void ftws__peer_ip(struct lws *wsi, char *buf, size_t len);
-void ftws__conn_close_soon(ftws_conn *c, int code, const char *reason, bool drop_queue);
+static inline ftws_server *ftws__server_from_wsi(struct lws *wsi)
+{
+    return (ftws_server *)lws_context_user(lws_get_context(wsi));
+}
 
-/* ftws_queue.c: the outbound side of a connection. */
-int ftws__conn_writeable(ftws_conn *c);
+/* A stopping server is done once no WebSocket and no claimed request is left. */
+static inline void ftws__check_done(ftws_server *s)
+{
+    if (s->stopping && s->conn_count == 0 && s->req_count == 0)
+        s->done = true;
+}
 
-/* ftws_http.c */
-int ftws__http_serve(ftws_server *s, struct lws *wsi, const char *uri, size_t len);
-int ftws__http_confirm_upgrade(ftws_server *s, struct lws *wsi, const char *upgrade);
-bool ftws__is_ws_path(ftws_server *s, struct lws *wsi);
-
-/* ftws_timer.c */
-void ftws__timers_cancel_all(ftws_server *s);
+static inline bool ftws__stopping(ftws_server *s)
+{
+    return s->stopping || atomic_load(&s->stop_requested);
+}
 
 #endif

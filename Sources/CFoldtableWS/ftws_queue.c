@@ -1,6 +1,7 @@
 /*
- * The outbound side of a connection: its FIFO of frames, the public send/broadcast/close
- * calls, and what happens on LWS_CALLBACK_SERVER_WRITEABLE.
+ * The outbound side of a connection: the public send/broadcast/close/drain calls, and what
+ * happens on LWS_CALLBACK_SERVER_WRITEABLE. Sits on ftws_conn.c (the frame ring, the close
+ * decision) and calls nothing above it.
  *
  * The rule from lws (READMEs/README.coding.md) is one lws_write per WRITEABLE callback. To
  * still deliver many messages per callback, several queued text frames are joined with '\n'
@@ -12,59 +13,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- ring buffer ---------------------------------------------------------------------- */
-
-static int queue_grow(ftws_queue *q)
-{
-    size_t ncap = q->cap ? q->cap * 2 : 8;
-    ftws_frame **ns = malloc(ncap * sizeof(*ns));
-    if (!ns)
-        return -1;
-    /* Unwrap into the new array so head restarts at 0. */
-    for (size_t i = 0; i < q->count; i++)
-        ns[i] = ftws__queue_at(q, i);
-    free(q->slots);
-    q->slots = ns;
-    q->cap = ncap;
-    q->head = 0;
-    return 0;
-}
-
-int ftws__queue_push(ftws_queue *q, ftws_frame *f)
-{
-    if (q->count == q->cap && queue_grow(q))
-        return -1;
-    q->slots[(q->head + q->count) & (q->cap - 1)] = f;
-    q->count++;
-    q->bytes += f->len;
-    ftws_frame_retain(f);
-    return 0;
-}
-
-void ftws__queue_drop_front(ftws_queue *q, size_t n)
-{
-    while (n-- && q->count) {
-        ftws_frame *f = q->slots[q->head];
-        q->head = (q->head + 1) & (q->cap - 1);
-        q->count--;
-        q->bytes -= f->len;
-        ftws_frame_release(f);
-    }
-}
-
-void ftws__queue_clear(ftws_queue *q)
-{
-    ftws__queue_drop_front(q, q->count);
-}
-
-void ftws__queue_free(ftws_queue *q)
-{
-    ftws__queue_clear(q);
-    free(q->slots);
-    q->slots = NULL;
-    q->cap = q->head = 0;
-}
 
 /* ---- public connection API --------------------------------------------------------------- */
 
@@ -118,11 +66,6 @@ void ftws_conn_close(ftws_conn *conn, int code, const char *reason)
     ftws__conn_close_soon(conn, code, reason, false);
 }
 
-size_t ftws_conn_queued_bytes(const ftws_conn *conn)
-{
-    return conn ? conn->q.bytes : 0;
-}
-
 /* One on_drain once the queue is at or below low_mark. If it already is, the callback still
  * comes from the next WRITEABLE rather than from inside this call, so the owner never sees
  * on_drain re-entering the code that asked for it. */
@@ -134,32 +77,6 @@ void ftws_conn_request_drain(ftws_conn *conn, size_t low_mark)
     conn->drain_low_mark = low_mark;
     if (conn->q.bytes <= low_mark)
         ftws__conn_request_writable(conn);
-}
-
-void ftws_conn_set_user(ftws_conn *conn, void *user)
-{
-    if (conn)
-        conn->user = user;
-}
-
-void *ftws_conn_user(const ftws_conn *conn)
-{
-    return conn ? conn->user : NULL;
-}
-
-uint64_t ftws_conn_id(const ftws_conn *conn)
-{
-    return conn ? conn->id : 0;
-}
-
-const char *ftws_conn_peer(const ftws_conn *conn)
-{
-    return conn ? conn->peer : "";
-}
-
-const char *ftws_conn_forwarded_for(const ftws_conn *conn)
-{
-    return conn ? conn->forwarded : "";
 }
 
 /* ---- LWS_CALLBACK_SERVER_WRITEABLE --------------------------------------------------------- */

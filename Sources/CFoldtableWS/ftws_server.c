@@ -1,12 +1,13 @@
 /*
- * Context, vhost, the single lws protocol callback, connection lifecycle and shutdown.
+ * Context, vhost, the single lws protocol callback, shutdown and logging: the top of the C
+ * layers (see ftws_internal.h). The callback only dispatches: each reason goes to the file that
+ * owns it (ftws_ws.c, ftws_route.c, ftws_http.c, ftws_queue.c).
  *
  * One context, one vhost, one protocol ("foldtable") that handles both HTTP and WebSocket.
  * Being protocols[0] matters: lws 4.1.6 binds an upgrade without Sec-WebSocket-Protocol to
  * the vhost's default protocol (index 0), which is how browsers that send no subprotocol
  * reach us, and it is also the protocol plain HTTP requests land on when no mount matches.
  */
-#include "ftws_buffer.h"
 #include "ftws_internal.h"
 
 #include <errno.h>
@@ -19,10 +20,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-/* Per-wsi storage lws allocates for our protocol (HTTP and WS alike). The connection itself
- * is a separate allocation so it can outlive lws's bookkeeping until on_close returns. */
+/* Per-wsi storage lws allocates for our protocol (HTTP and WS alike; lws frees and zeroes it
+ * again for each keep-alive HTTP transaction). The connection and the HTTP request are separate
+ * allocations, so each can outlive lws's bookkeeping until its end is reported. */
 struct ftws_pss {
-    ftws_conn *conn;
+    ftws_conn *conn;        /* a WebSocket, from ESTABLISHED to CLOSED */
+    ftws_http_req *req;     /* a claimed HTTP request, from LWS_CALLBACK_HTTP to its answer */
 };
 
 /* ---- logging ---------------------------------------------------------------------------- */
@@ -77,282 +80,6 @@ uint64_t ftws_now_ms(void)
     return (uint64_t)lws_now_usecs() / 1000u;
 }
 
-/* ---- helpers ------------------------------------------------------------------------------ */
-
-ftws_server *ftws__server_from_wsi(struct lws *wsi)
-{
-    return (ftws_server *)lws_context_user(lws_get_context(wsi));
-}
-
-/* Ask lws for one WRITEABLE; repeated asks before it arrives are free. */
-void ftws__conn_request_writable(ftws_conn *c)
-{
-    if (!c->writable_requested) {
-        c->writable_requested = true;
-        lws_callback_on_writable(c->wsi);
-    }
-}
-
-/* Truncate to FTWS_MAX_CLOSE_REASON bytes without cutting a UTF-8 sequence in half (the peer
- * must fail the connection on an invalid close reason). */
-static size_t copy_reason(char *dst, const char *reason)
-{
-    size_t n = reason ? strlen(reason) : 0;
-    if (n > FTWS_MAX_CLOSE_REASON) {
-        n = FTWS_MAX_CLOSE_REASON;
-        while (n && ((unsigned char)reason[n] & 0xC0) == 0x80)
-            n--;
-    }
-    if (n)
-        memcpy(dst, reason, n);
-    dst[n] = '\0';
-    return n;
-}
-
-/* Decide to close: no more sends are accepted and incoming messages are ignored. The close
- * frame goes out from the next WRITEABLE with nothing queued before it (drop_queue discards
- * what is queued: used for slow consumers, where the queue is the problem). When the queue is
- * dropped nothing can make progress any more, so a deadline drops a peer that does not read. */
-void ftws__conn_close_soon(ftws_conn *c, int code, const char *reason, bool drop_queue)
-{
-    if (c->closing)
-        return;
-    c->closing = true;
-    c->close_pending = true;
-    c->drain_requested = false;
-    c->pending_code = code;
-    c->pending_reason_len = copy_reason(c->pending_reason, reason);
-    if (drop_queue) {
-        /* A forced close: if the deadline drops the socket before the frame is out, on_close
-         * still reports this code (for a graceful close it would be 1006: nothing was said). */
-        c->intent_code = code;
-        ftws__queue_clear(&c->q);
-        int secs = c->server->cfg.send_stall_secs;
-        if (secs <= 0 || secs > FTWS_CLOSE_DEADLINE_SECS)
-            secs = FTWS_CLOSE_DEADLINE_SECS;
-        lws_set_timeout(c->wsi, FTWS_TIMEOUT_REASON, secs);
-    } else if (!c->q.count) {
-        c->last_progress_us = lws_now_usecs();
-    }
-    ftws__conn_request_writable(c);
-}
-
-/* Drop the socket now, without a close handshake (stalled or past shutdown grace). The
- * timeout path marks the socket unusable, so lws does not try to write a close frame. */
-static void conn_kill(ftws_conn *c, int intent_code)
-{
-    c->closing = true;
-    if (!c->intent_code)
-        c->intent_code = intent_code;
-    lws_set_timeout(c->wsi, FTWS_TIMEOUT_REASON, LWS_TO_KILL_ASYNC);
-}
-
-/* lws_get_peer_simple, with IPv4-mapped IPv6 addresses shown as plain IPv4. */
-void ftws__peer_ip(struct lws *wsi, char *buf, size_t len)
-{
-    char tmp[64];
-    const char *p = lws_get_peer_simple(wsi, tmp, sizeof(tmp));
-    if (!p)
-        p = "";
-    if (!strncasecmp(p, "::ffff:", 7) && strchr(p + 7, '.'))
-        p += 7;
-    snprintf(buf, len, "%s", p);
-}
-
-static void check_done(ftws_server *s)
-{
-    if (s->stopping && s->conn_count == 0)
-        s->done = true;
-}
-
-/* ---- receive ---------------------------------------------------------------------------- */
-
-static void deliver(ftws_server *s, ftws_conn *c, const uint8_t *data, size_t len, bool binary)
-{
-    if (s->cfg.echo_mode) {
-        ftws_frame *f = ftws__frame_create(data, len, binary);
-        if (!f) {
-            ftws__conn_close_soon(c, FTWS_CLOSE_SERVER_ERROR, "out of memory", true);
-            return;
-        }
-        ftws_conn_send(c, f);
-        ftws_frame_release(f);
-    }
-    if (!binary && s->cb.on_message)
-        s->cb.on_message(s->cb.owner, c, data, len);
-}
-
-/* Close right now with a code, from inside this connection's own callback. If lws still holds
- * part of an earlier write it would skip the close frame, so then the close waits for the next
- * WRITEABLE instead (input is ignored meanwhile, so nothing more is buffered). */
-static int close_from_callback(ftws_conn *c, int code, const char *reason)
-{
-    if (lws_partial_buffered(c->wsi)) {
-        ftws__conn_close_soon(c, code, reason, true);
-        return 0;
-    }
-    c->closing = true;
-    c->close_code = code;
-    c->pending_reason_len = copy_reason(c->pending_reason, reason);
-    lws_close_reason(c->wsi, (enum lws_close_status)code, (unsigned char *)c->pending_reason,
-                     c->pending_reason_len);
-    return -1;
-}
-
-/* One chunk of a message. lws validated UTF-8 (LWS_SERVER_OPTION_VALIDATE_UTF8, state carried
- * across fragments) before calling us. The size cap is checked against what has arrived plus
- * what the current frame still announces, so an oversized message is refused at its first
- * chunk and nothing past the cap is ever allocated; an announced length alone allocates
- * nothing, the buffer only grows with bytes that actually arrived. */
-static int on_receive(ftws_server *s, ftws_conn *c, struct lws *wsi, const uint8_t *in, size_t len)
-{
-    if (c->closing)
-        return 0;
-
-    bool first = lws_is_first_fragment(wsi);
-    bool final = lws_is_final_fragment(wsi);
-    size_t remaining = lws_remaining_packet_payload(wsi);
-    size_t cap = s->cfg.max_message_bytes;
-
-    if (first) {
-        c->rx_len = 0;
-        c->rx_binary = lws_frame_is_binary(wsi);
-    }
-    if (c->rx_binary && !s->cfg.echo_mode)
-        return close_from_callback(c, FTWS_CLOSE_UNSUPPORTED, "binary messages are not supported");
-    if (len > cap - c->rx_len || remaining > cap - c->rx_len - len)
-        return close_from_callback(c, FTWS_CLOSE_TOO_BIG, "message too big");
-
-    if (first && final) {
-        /* Whole message in one chunk: hand over lws's buffer, no copy. */
-        deliver(s, c, in, len, c->rx_binary);
-        return 0;
-    }
-
-    if (ftws__buffer_reserve(&c->rx, &c->rx_cap, c->rx_len + len, 4096, cap))
-        return close_from_callback(c, FTWS_CLOSE_SERVER_ERROR, "out of memory");
-    if (len)
-        memcpy(c->rx + c->rx_len, in, len);
-    c->rx_len += len;
-
-    if (final) {
-        deliver(s, c, c->rx, c->rx_len, c->rx_binary);
-        c->rx_len = 0;
-        /* Do not keep a once-needed big buffer per idle connection. */
-        if (c->rx_cap > 65536) {
-            free(c->rx);
-            c->rx = NULL;
-            c->rx_cap = 0;
-        }
-    }
-    return 0;
-}
-
-/* ---- open / close ----------------------------------------------------------------------- */
-
-static int on_established(ftws_server *s, struct ftws_pss *pss, struct lws *wsi)
-{
-    ftws_conn *c = calloc(1, sizeof(*c));
-    if (!c)
-        return -1;
-    c->server = s;
-    c->wsi = wsi;
-    c->id = ++s->next_conn_id;
-    c->last_valid_us = c->last_progress_us = lws_now_usecs();
-    ftws__peer_ip(wsi, c->peer, sizeof(c->peer));
-    /* The upgrade's headers are still attached during ESTABLISHED; a header too long for the
-     * buffer is dropped rather than cut (a cut address would be a different address). */
-    int fwd = lws_hdr_total_length(wsi, WSI_TOKEN_X_FORWARDED_FOR);
-    if (fwd <= 0 || fwd >= (int)sizeof(c->forwarded) ||
-        lws_hdr_copy(wsi, c->forwarded, sizeof(c->forwarded), WSI_TOKEN_X_FORWARDED_FOR) < 0)
-        c->forwarded[0] = '\0';
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    s->conn_count++;
-    pss->conn = c;
-    if (s->cb.on_open)
-        s->cb.on_open(s->cb.owner, c);
-    /* Raced with a stop request: it is already part of the shutdown. */
-    if (s->stopping)
-        ftws_conn_close(c, FTWS_CLOSE_GOING_AWAY, "server shutting down");
-    return 0;
-}
-
-/* Does the peer still have a live socket? A peek: > 0 bytes waiting or "would block" means
- * yes; 0 (EOF) or a reset means it has gone and no close frame should be attempted. */
-static bool peer_alive(struct lws *wsi)
-{
-    int fd = lws_get_socket_fd(wsi);
-    if (fd < 0)
-        return false;
-    char b;
-    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
-}
-
-/* LWS_CALLBACK_WS_SERVER_DROP_PROTOCOL runs just before lws decides whether to send a close
- * frame. lws 4.1.6 fails some protocol violations (control frame with a 16/64-bit length,
- * i.e. a ping over 125 bytes; a 64-bit length with the top bit set) by returning -1 from its
- * parser without setting a close reason, so it would just drop TCP. When none of the other
- * causes of a reason-less close applies (peer gone, validity hangup, our own kill), this is
- * such a violation: give it the 1002 the RFC asks for. */
-static void on_drop_protocol(ftws_server *s, ftws_conn *c, struct lws *wsi)
-{
-    if (!c)
-        return;
-    c->closing = true; /* lws is closing it, whoever decided: refuse further sends */
-    if (c->close_code || c->intent_code || c->peer_closed || lws_get_close_length(wsi))
-        return;
-    if (s->retry.secs_since_valid_hangup &&
-        lws_now_usecs() - c->last_valid_us >=
-            (lws_usec_t)s->retry.secs_since_valid_hangup * LWS_US_PER_SEC - 250 * LWS_US_PER_MS)
-        return; /* lws's keepalive hung up a silent peer */
-    if (!peer_alive(wsi))
-        return;
-    static const char reason[] = "protocol error";
-    lws_close_reason(wsi, LWS_CLOSE_STATUS_PROTOCOL_ERR, (unsigned char *)reason,
-                     sizeof(reason) - 1);
-}
-
-static void on_closed(ftws_server *s, struct ftws_pss *pss, struct lws *wsi)
-{
-    ftws_conn *c = pss ? pss->conn : NULL;
-    if (!c)
-        return;
-    pss->conn = NULL;
-
-    int code = c->close_code;
-    if (!code)
-        code = c->intent_code;
-    if (!code && lws_get_close_length(wsi) >= 2) {
-        /* lws's own reason (1002 bad framing, 1007 bad UTF-8). */
-        const unsigned char *p = lws_get_close_payload(wsi);
-        code = (p[0] << 8) | p[1];
-    }
-    if (!code)
-        code = FTWS_CLOSE_ABNORMAL;
-
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    s->conn_count--;
-
-    /* Sends from inside on_close (or later) are refused. */
-    c->closing = true;
-    if (s->cb.on_close)
-        s->cb.on_close(s->cb.owner, c, code);
-
-    ftws__queue_free(&c->q);
-    free(c->rx);
-    free(c);
-    check_done(s);
-}
-
 /* ---- shutdown ------------------------------------------------------------------------------ */
 
 static void giveup_fired(lws_sorted_usec_list_t *sul)
@@ -366,8 +93,9 @@ static void grace_fired(lws_sorted_usec_list_t *sul)
     ftws_server *s = lws_container_of(sul, ftws_server, sul_grace);
     s->grace_expired = true;
     for (ftws_conn *c = s->conns; c; c = c->next)
-        conn_kill(c, FTWS_CLOSE_GOING_AWAY);
-    check_done(s);
+        ftws__conn_kill(c, FTWS_CLOSE_GOING_AWAY);
+    ftws__route_kill_all(s);
+    ftws__check_done(s);
     if (!s->done)
         lws_sul_schedule(s->ctx, 0, &s->sul_giveup, giveup_fired, 2 * LWS_US_PER_SEC);
 }
@@ -383,7 +111,7 @@ static void begin_shutdown(ftws_server *s)
     if (grace < 0)
         grace = 0;
     lws_sul_schedule(s->ctx, 0, &s->sul_grace, grace_fired, (lws_usec_t)grace * LWS_US_PER_MS);
-    check_done(s);
+    ftws__check_done(s);
 }
 
 /* Once a second: connections whose queue (or pending close) has made no progress for
@@ -398,7 +126,7 @@ static void tick_fired(lws_sorted_usec_list_t *sul)
         lws_usec_t limit = (lws_usec_t)s->cfg.send_stall_secs * LWS_US_PER_SEC;
         for (ftws_conn *c = s->conns; c; c = c->next)
             if ((c->q.count || c->close_pending) && now - c->last_progress_us > limit)
-                conn_kill(c, s->cfg.slow_close_code);
+                ftws__conn_kill(c, s->cfg.slow_close_code);
     }
     lws_sul_schedule(s->ctx, 0, &s->sul_tick, tick_fired, LWS_US_PER_SEC);
 }
@@ -418,10 +146,30 @@ static int ftws_callback(struct lws *wsi, enum lws_callback_reasons reason, void
     switch (reason) {
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
         /* Once stopping, new TCP connections are closed straight after accept. */
-        return s->stopping || atomic_load(&s->stop_requested);
+        return ftws__stopping(s);
 
     case LWS_CALLBACK_HTTP:
-        return ftws__http_serve(s, wsi, in, len);
+        return pss ? ftws__route_http(s, wsi, &pss->req, in, len) : -1;
+
+    case LWS_CALLBACK_HTTP_BODY:
+        return pss && pss->req ? ftws__route_body(s, pss->req, in, len) : 0;
+
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        return pss && pss->req ? ftws__route_body_done(s, pss->req) : 0;
+
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        if (pss && pss->req)
+            return ftws__route_writeable(s, &pss->req);
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+
+    case LWS_CALLBACK_CLOSED_HTTP:
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+    case LWS_CALLBACK_WSI_DESTROY:
+        /* Whichever comes first: the wsi is closing, or lws is about to free its per-request
+         * storage. A request in flight is forgotten (its owner told, if it was waiting). */
+        if (pss)
+            ftws__route_gone(s, &pss->req);
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
 
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
         return ftws__http_confirm_upgrade(s, wsi, in);
@@ -431,10 +179,10 @@ static int ftws_callback(struct lws *wsi, enum lws_callback_reasons reason, void
         return !ftws__is_ws_path(s, wsi);
 
     case LWS_CALLBACK_ESTABLISHED:
-        return pss ? on_established(s, pss, wsi) : -1;
+        return pss ? ftws__ws_established(s, &pss->conn, wsi) : -1;
 
     case LWS_CALLBACK_RECEIVE:
-        return c ? on_receive(s, c, wsi, in, len) : -1;
+        return c ? ftws__ws_receive(s, c, wsi, in, len) : -1;
 
     case LWS_CALLBACK_RECEIVE_PONG:
         if (c)
@@ -445,21 +193,18 @@ static int ftws_callback(struct lws *wsi, enum lws_callback_reasons reason, void
         return c ? ftws__conn_writeable(c) : 0;
 
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-        if (c) {
-            const unsigned char *p = in;
-            c->peer_closed = true;
-            c->closing = true;
-            if (!c->close_code)
-                c->close_code = len >= 2 ? (p[0] << 8) | p[1] : 1005; /* 1005: no status */
-        }
+        if (c)
+            ftws__ws_peer_closed(c, in, len);
         return 0;
 
     case LWS_CALLBACK_WS_SERVER_DROP_PROTOCOL:
-        on_drop_protocol(s, c, wsi);
+        ftws__ws_drop_protocol(s, c, wsi);
         return 0;
 
     case LWS_CALLBACK_CLOSED:
-        on_closed(s, pss, wsi);
+        if (pss)
+            ftws__ws_closed(s, &pss->conn, wsi);
+        ftws__check_done(s);
         return 0;
 
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
@@ -548,6 +293,10 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
     }
     if (cfg->port < 0 || cfg->port > 65535) {
         set_err(err, err_len, "port must be 0..65535");
+        return NULL;
+    }
+    if (cfg->http_answer_ms < 0) {
+        set_err(err, err_len, "http_answer_ms must not be negative");
         return NULL;
     }
     if (!cfg->max_message_bytes || !cfg->max_queue_bytes) {
@@ -756,6 +505,7 @@ void ftws_server_destroy(ftws_server *server)
     if (!server)
         return;
     ftws__timers_cancel_all(server);
+    server->destroying = true; /* lws reports closes from inside destroy: the owner is going */
     lws_sul_cancel(&server->sul_tick);
     lws_sul_cancel(&server->sul_grace);
     lws_sul_cancel(&server->sul_giveup);

@@ -1,4 +1,4 @@
-import CFoldtableWS
+import CFoldtableWSClient
 import FoldtableCore
 import Glibc
 
@@ -18,11 +18,13 @@ public enum ConnectionState: Equatable, Sendable {
     case closed
 }
 
-/// One client connection to a session, over the libwebsockets client in CFoldtableWS.
+/// One client connection to a session, over the libwebsockets client wrapper CFoldtableWSClient.
 ///
-/// Joins the session, applies what the server sends to ``replica``, and reconnects after a
-/// drop with exponential backoff, resuming with `since`/`epoch` when the replica can (else it
-/// rejoins for a fresh welcome). Changes go through an outbox with change ids: anything not
+/// Every message it sends is a ``ClientMessage`` encoded by the core, the same type the server
+/// decodes with. Without a session (``ConnectOptions/session`` `nil`) it only asks for the list
+/// of sessions. With one, it joins the session, applies what the server sends to ``replica``,
+/// and reconnects after a drop with exponential backoff, resuming with `since`/`epoch` when the
+/// replica can (else it rejoins for a fresh welcome). Changes go through an outbox with change ids: anything not
 /// acknowledged is sent again, in order, after every (re)join, which is safe because the server
 /// applies an id at most once.
 ///
@@ -166,21 +168,21 @@ public final class ClientConnection {
 
     // MARK: - Sending
 
-    /// Queues a change; returns its id. Sent now when joined, else after the next join, and
-    /// again after every rejoin until the server acknowledges or refuses it.
+    /// Queues a change; returns its id (`id`, or a fresh one). Sent now when joined, else after
+    /// the next join, and again after every rejoin until the server acknowledges or refuses it.
     @discardableResult
-    public func send(_ change: Change) -> String {
-        idCounter += 1
-        let id = "\(idPrefix)-\(idCounter)"
-        var writer = JSONWriter(capacity: 128)
-        change.encode(into: &writer)
-        _ = writer.bytes.popLast()  // the closing brace: the id goes in before it
-        writer.nextKey("id")
-        writer.string(id)
-        writer.byte(UInt8(ascii: "}"))
-        outbox.append((id, writer.bytes))
-        if state == .joined { transmit(writer.bytes) }
-        return id
+    public func send(_ change: Change, id: String? = nil) -> String {
+        let changeId: String
+        if let id {
+            changeId = id
+        } else {
+            idCounter += 1
+            changeId = "\(idPrefix)-\(idCounter)"
+        }
+        let message = ClientMessage.change(change, id: changeId).encoded()
+        outbox.append((changeId, message))
+        if state == .joined { transmit(message) }
+        return changeId
     }
 
     /// Asks the server for rows containing `query` (the `found` answer carries the returned id);
@@ -189,16 +191,17 @@ public final class ClientConnection {
         guard state == .joined else { return nil }
         idCounter += 1
         let id = "\(idPrefix)-find-\(idCounter)"
-        var writer = JSONWriter(capacity: 96)
-        writer.raw("{\"type\":\"find\",\"q\":")
-        writer.string(query)
-        writer.nextKey("limit")
-        writer.integer(limit)
-        writer.nextKey("id")
-        writer.string(id)
-        writer.byte(UInt8(ascii: "}"))
-        transmit(writer.bytes)
+        transmit(ClientMessage.find(query: query, limit: limit, id: id).encoded())
         return id
+    }
+
+    /// Sends a message outside the change log (`rename`, `auth`, `deleteSession`) now; `false`
+    /// when not joined. Not queued: each means something only on the connection it was sent on.
+    @discardableResult
+    public func sendNow(_ message: ClientMessage) -> Bool {
+        guard state == .joined else { return false }
+        transmit(message.encoded())
+        return true
     }
 
     /// Changes sent or waiting that the server has not answered yet.
@@ -211,7 +214,7 @@ public final class ClientConnection {
         let hadSocket = hasSocket
         setState(.closed)
         if hadSocket, let client {
-            ftwsc_close(client, 1000, "bye")
+            ftwsc_close(client, Int32(CloseCode.normal), "bye")
         } else {
             onSocketClosed?()
         }
@@ -246,23 +249,17 @@ public final class ClientConnection {
     private func opened() {
         guard state != .closed else { return }
         setState(.joining)
-        var join = JSONWriter(capacity: 160)
-        join.raw("{\"type\":\"join\",\"session\":")
-        join.string(options.session)
-        join.nextKey("name")
-        join.string(options.name)
-        if let token = options.token {
-            join.nextKey("token")
-            join.string(token)
+        guard let session = options.session else {
+            // The lobby: only ask which sessions exist (the answer is `sessions`).
+            transmit(ClientMessage.list(token: options.token).encoded())
+            return
         }
+        var join = JoinRequest(session: session, name: options.name, token: options.token)
         if replica.canResume, let epoch = replica.epoch {
-            join.nextKey("since")
-            join.integer(replica.seq)
-            join.nextKey("epoch")
-            join.string(epoch)
+            join.since = replica.seq
+            join.epoch = epoch
         }
-        join.byte(UInt8(ascii: "}"))
-        transmit(join.bytes)
+        transmit(ClientMessage.join(join).encoded())
     }
 
     private func received(_ data: UnsafeBufferPointer<UInt8>) {
@@ -301,7 +298,11 @@ public final class ClientConnection {
                 // The join itself was refused: retrying the same join cannot help.
                 replica.apply(update)
                 onUpdate?(update, line, nil)
-                fail("the server refused to join \(options.session): \(error.message)")
+                if let session = options.session {
+                    fail("the server refused to join \(session): \(error.message)")
+                } else {
+                    fail("the server refused to list the sessions: \(error.message)")
+                }
                 return
             }
         case .event(let event):
@@ -314,7 +315,7 @@ public final class ClientConnection {
         if replica.needsSnapshot && reconnects && state == .joined && !resyncing {
             // Counts can no longer be kept right from events: rejoin for a fresh welcome.
             resyncing = true
-            if let client { ftwsc_close(client, 1000, "resync") }
+            if let client { ftwsc_close(client, Int32(CloseCode.normal), "resync") }
         }
     }
 
@@ -330,9 +331,11 @@ public final class ClientConnection {
         }
         let why = reason.isEmpty ? "" : ": \(reason)"
         // Closes after which retrying the same thing cannot help (Protocol.md, "Closes").
-        let fatal = [1003, 1007, 1009].contains(code) || (4500...4999).contains(code)
+        let fatal = !CloseCode.retries(code)
         if !established {
             dropped("cannot connect to \(options.url)\(why)", fatal: fatal)
+        } else if let meaning = CloseCode.meaning(code) {
+            dropped("connection to \(options.url) lost (code \(code)): \(meaning.sentence)", fatal: fatal)
         } else {
             dropped("connection to \(options.url) lost (code \(code))\(why)", fatal: fatal)
         }
@@ -353,7 +356,7 @@ public final class ClientConnection {
         cancel(Self.reconnectTimer)
         let hadSocket = hasSocket
         setState(.failed(reason: reason))
-        if hadSocket, let client { ftwsc_close(client, 1000, "bye") }
+        if hadSocket, let client { ftwsc_close(client, Int32(CloseCode.normal), "bye") }
     }
 
     /// Reconnect now instead of waiting out the backoff (a key press while offline).

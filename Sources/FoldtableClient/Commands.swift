@@ -1,7 +1,7 @@
 import FoldtableCore
 
-/// The script subcommands: `watch`, `get`, `toggle`/`expand`/`collapse` and
-/// `expand-all`/`collapse-all`. Each joins the session, does one thing, prints JSON on stdout
+/// The script subcommands: everything but `join` and `help`. Each joins the session (`list`
+/// only connects), does one thing, prints on stdout (text, or one JSON document with `--json`)
 /// and exits with a status from ``Console/Status`` (one line on stderr when it is not 0).
 public final class ScriptCommand {
     private let command: Command
@@ -9,9 +9,11 @@ public final class ScriptCommand {
     private let connection: ClientConnection
     private var status = Console.Status.connection
     private var finished = false
-    /// The id of the change this command sent, and what its event changed.
+    /// The id of the change this command sent, and what its event said.
     private var changeId: String?
-    private var effects: [CollapseEffect] = []
+    private var event: TableEvent?
+    /// The id of the find this command sent.
+    private var findId: String?
 
     private static let deadlineTimer: UInt64 = ClientConnection.firstUserTimer
     private static let stopTimer: UInt64 = ClientConnection.firstUserTimer + 1
@@ -20,7 +22,7 @@ public final class ScriptCommand {
     public static func run(_ command: Command) -> Int32 {
         let options: ConnectOptions
         switch command {
-        case .watch(let o), .get(let o, _), .section(let o, _, _), .setAll(let o, _): options = o
+        case .watch(let o), .get(let o, _), .list(let o), .find(let o, _, _), .options(let o), .change(let o, _, _): options = o
         case .join, .help: return Console.Status.usage
         }
         let connection: ClientConnection
@@ -84,12 +86,27 @@ public final class ScriptCommand {
         switch update {
         case .welcome:
             joined()
-        case .event(let event) where event.changeId != nil && event.changeId == changeId:
-            effects = event.collapsed
-        case .ack(let id, _) where id == changeId:
-            finish(Console.Status.success, output: Self.json(effects.map { ($0.key, $0.collapsed) }))
-        case .error(let error) where error.id != nil && error.id == changeId:
-            finish(Console.Status.refused, error: error.message)
+        case .sessions(let sessions):
+            guard case .list = command else { return }
+            finish(Console.Status.success, output: options.json ? Self.json(sessions) : Self.text(sessions))
+        case .found(let id, let query, let matches, let truncated) where id != nil && id == findId:
+            guard case .find(_, _, let limit) = command else { return }
+            if options.json {
+                finish(Console.Status.success, output: Self.json(query: query, matches, truncated: truncated))
+            } else {
+                let note = truncated ? "more rows match than the \(limit) shown (--limit N, up to \(RowSearch.maxLimit))" : nil
+                finish(Console.Status.success, output: Self.text(matches), note: note)
+            }
+        case .event(let event) where event.changeId != nil && event.changeId == changeId && event.author == connection.replica.me:
+            self.event = event
+        case .ack(let id, let seq) where id == changeId:
+            acknowledged(id: id, seq: seq)
+        case .error(let error) where error.id != nil && (error.id == changeId || error.id == findId):
+            refuse(code: error.code, field: error.field, message: error.message)
+        case .error(let error) where error.id == nil && connection.state == .joining:
+            // The join (or the list) itself was refused, e.g. for a missing or expired token.
+            let what = options.session.map { "join \($0)" } ?? "list the sessions"
+            refuse(code: error.code, field: error.field, message: "the server refused to \(what): \(error.message)")
         default:
             break
         }
@@ -105,40 +122,111 @@ public final class ScriptCommand {
             }
             var seen: Set<String> = []
             for section in sections where !seen.insert(section.title).inserted {
-                finish(Console.Status.refused, error: "several sections have the title \"\(section.title)\"; use keys (without --by-title)")
+                refuse(
+                    code: ProtocolError.Code.ambiguousTitle.rawValue, field: "title",
+                    message: "several sections have the title \"\(section.title)\"; use keys (without --by-title)")
                 return
             }
             finish(Console.Status.success, output: Self.json(sections.map { ($0.title, $0.collapsed) }))
-        case .section(_, let action, let ref):
-            switch action {
-            case .toggle: changeId = connection.send(.toggle(section: ref))
-            case .expand: changeId = connection.send(.setCollapsed(section: ref, collapsed: false))
-            case .collapse: changeId = connection.send(.setCollapsed(section: ref, collapsed: true))
-            }
-        case .setAll(_, let collapsed):
-            changeId = connection.send(.setAll(collapsed: collapsed))
-        case .watch, .join, .help:
+        case .options:
+            var out = JSONWriter(capacity: 160)
+            TableSnapshot.encode(connection.replica.options, into: &out)
+            finish(Console.Status.success, output: String(decoding: out.bytes, as: UTF8.self))
+        case .find(_, let query, let limit):
+            findId = connection.find(query, limit: limit)
+        case .change(_, let change, let id):
+            changeId = connection.send(change, id: id)
+        case .watch, .list, .join, .help:
             break
         }
     }
 
+    /// The change was applied (its event came first) or, when no event came, it had been applied
+    /// before under the same id (`repeated`).
+    private func acknowledged(id: String, seq: UInt64) {
+        guard case .change(_, let change, _) = command else { return }
+        let repeated = event == nil
+        let effects = event?.collapsed ?? []
+        var key: String?
+        switch event?.change ?? change {
+        case .addSection(let section): key = section.key
+        case .addRow(_, let row): key = row.key
+        default: break
+        }
+        if options.json {
+            var out = JSONWriter(capacity: 96 + effects.count * 24)
+            out.raw("{\"seq\":")
+            out.integer(seq)
+            out.nextKey("id")
+            out.string(id)
+            out.nextKey("repeated")
+            out.bool(repeated)
+            out.nextKey("collapsed")
+            Self.object(effects.map { ($0.key, $0.collapsed) }, into: &out)
+            if let key {
+                out.nextKey("key")
+                out.string(key)
+            }
+            out.byte(UInt8(ascii: "}"))
+            finish(Console.Status.success, output: String(decoding: out.bytes, as: UTF8.self))
+            return
+        }
+        switch change {
+        case .toggle, .setCollapsed, .setAll, .reveal:
+            finish(Console.Status.success, output: Self.json(effects.map { ($0.key, $0.collapsed) }))
+        case .addSection, .addRow:
+            finish(Console.Status.success, output: key)
+        default:
+            finish(Console.Status.success)
+        }
+    }
+
+    /// The server (or the command, for an ambiguous `get --by-title`) refused: exit 1, the reason
+    /// on stderr, and with `--json` the error on stdout too.
+    private func refuse(code: String, field: String?, message: String) {
+        guard options.json else {
+            finish(Console.Status.refused, error: message)
+            return
+        }
+        var out = JSONWriter(capacity: 96 + message.utf8.count)
+        out.raw("{\"error\":{\"code\":")
+        out.string(code)
+        if let field {
+            out.nextKey("field")
+            out.string(field)
+        }
+        out.nextKey("message")
+        out.string(message)
+        out.raw("}}")
+        finish(Console.Status.refused, output: String(decoding: out.bytes, as: UTF8.self), error: message)
+    }
+
     /// Prints, then closes the connection politely and stops the loop once it is closed (or
-    /// after a short grace when the server does not answer the close).
-    private func finish(_ status: Int32, output: String? = nil, error: String? = nil) {
+    /// after a short grace when the server does not answer the close). `note` is a line on
+    /// stderr that is not an error.
+    private func finish(_ status: Int32, output: String? = nil, error: String? = nil, note: String? = nil) {
         guard !finished else { return }
         finished = true
         self.status = status
         if let output { Console.out(output) }
         if let error { Console.error(error) }
+        if let note { Console.error(note) }
         connection.cancel(Self.deadlineTimer)
         connection.onSocketClosed = { [unowned self] in self.connection.stop() }
         connection.schedule(Self.stopTimer, afterMs: 1_000) { [unowned self] in self.connection.stop() }
         connection.close()
     }
 
+    // MARK: - Output
+
     /// `{"name":true,...}` in the given order.
     static func json(_ members: [(String, Bool)]) -> String {
         var out = JSONWriter(capacity: 64 + members.count * 24)
+        object(members, into: &out)
+        return String(decoding: out.bytes, as: UTF8.self)
+    }
+
+    private static func object(_ members: [(String, Bool)], into out: inout JSONWriter) {
         out.byte(UInt8(ascii: "{"))
         for (index, (name, flag)) in members.enumerated() {
             if index > 0 { out.byte(UInt8(ascii: ",")) }
@@ -147,7 +235,63 @@ public final class ScriptCommand {
             out.bool(flag)
         }
         out.byte(UInt8(ascii: "}"))
+    }
+
+    /// `{"sessions":[{"name":"demo","members":2},...]}`.
+    static func json(_ sessions: [ServerUpdate.SessionInfo]) -> String {
+        var out = JSONWriter(capacity: 32 + sessions.count * 40)
+        out.raw("{\"sessions\":[")
+        for (index, session) in sessions.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"name\":")
+            out.string(session.name)
+            out.nextKey("members")
+            out.integer(session.members)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.raw("]}")
         return String(decoding: out.bytes, as: UTF8.self)
+    }
+
+    /// One session a line: name, a tab, the member count. `nil` (no output) when there are none.
+    static func text(_ sessions: [ServerUpdate.SessionInfo]) -> String? {
+        sessions.isEmpty ? nil : sessions.map { "\(DisplayText.sanitize($0.name))\t\($0.members)" }.joined(separator: "\n")
+    }
+
+    /// `{"q":...,"rows":[{"section","row","label","value"},...],"truncated":false}`.
+    static func json(query: String, _ matches: [RowSearch.Match], truncated: Bool) -> String {
+        var out = JSONWriter(capacity: 64 + matches.count * 80)
+        out.raw("{\"q\":")
+        out.string(query)
+        out.raw(",\"rows\":[")
+        for (index, match) in matches.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"section\":")
+            out.string(match.section)
+            out.nextKey("row")
+            out.string(match.row)
+            out.nextKey("label")
+            out.string(match.label)
+            out.nextKey("value")
+            out.string(match.value)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.raw("]")
+        out.nextKey("truncated")
+        out.bool(truncated)
+        out.byte(UInt8(ascii: "}"))
+        return String(decoding: out.bytes, as: UTF8.self)
+    }
+
+    /// One row a line: row key, section key, label, value, separated by tabs (line breaks and
+    /// tabs in the text become spaces, control characters `?`). `nil` when nothing matched.
+    static func text(_ matches: [RowSearch.Match]) -> String? {
+        func field(_ text: String) -> String {
+            DisplayText.sanitize(text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).joined(separator: " "))
+        }
+        guard !matches.isEmpty else { return nil }
+        return matches.map { [field($0.row), field($0.section), field($0.label), field($0.value)].joined(separator: "\t") }
+            .joined(separator: "\n")
     }
 }
 

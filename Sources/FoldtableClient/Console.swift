@@ -7,7 +7,8 @@ public enum Console {
     /// Exit statuses of `foldtable`.
     public enum Status {
         public static let success: Int32 = 0
-        /// The server refused the change, or the section does not exist.
+        /// The server refused the change (the section or row does not exist, ...) or the join
+        /// itself (a missing or expired token).
         public static let refused: Int32 = 1
         /// Bad command line or URL.
         public static let usage: Int32 = 2

@@ -1,4 +1,5 @@
-/// A message from a client, decoded strictly.
+/// A message from a client, decoded strictly by the server (``decode(_:limits:)``) and encoded by
+/// clients (``encoded()``): both directions of the wire format live here.
 public enum ClientMessage: Equatable, Sendable {
     case join(JoinRequest)
     /// Ask for the sessions that exist (those the token opens, when the server takes tokens).
@@ -97,6 +98,76 @@ public enum ClientMessage: Equatable, Sendable {
                 throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
             }
             return .change(try Change.decode(reader, type: type), id: id)
+        }
+    }
+}
+
+extension ClientMessage {
+    /// The message as one JSON object, the bytes a client sends: ``decode(_:limits:)`` gives the
+    /// same message back. Members are written in a fixed order (`type` first, a change's `id`
+    /// last), so the same message always encodes to the same bytes.
+    public func encoded() -> [UInt8] {
+        var out = JSONWriter(capacity: 128)
+        encode(into: &out)
+        return out.bytes
+    }
+
+    /// Writes the message as one JSON object (see ``encoded()``).
+    public func encode(into out: inout JSONWriter) {
+        switch self {
+        case .join(let request):
+            out.raw("{\"type\":\"join\",\"session\":")
+            out.string(request.session)
+            out.nextKey("name")
+            out.string(request.name)
+            if let token = request.token {
+                out.nextKey("token")
+                out.string(token)
+            }
+            if let since = request.since {
+                out.nextKey("since")
+                out.integer(since)
+            }
+            if let epoch = request.epoch {
+                out.nextKey("epoch")
+                out.string(epoch)
+            }
+            out.byte(UInt8(ascii: "}"))
+        case .list(let token):
+            out.raw("{\"type\":\"list\"")
+            if let token {
+                out.nextKey("token")
+                out.string(token)
+            }
+            out.byte(UInt8(ascii: "}"))
+        case .auth(let token):
+            out.raw("{\"type\":\"auth\",\"token\":")
+            out.string(token)
+            out.byte(UInt8(ascii: "}"))
+        case .rename(let name):
+            out.raw("{\"type\":\"rename\",\"name\":")
+            out.string(name)
+            out.byte(UInt8(ascii: "}"))
+        case .change(let change, let id):
+            change.encode(into: &out)
+            if let id {
+                _ = out.bytes.popLast()  // the closing brace: the id goes in before it
+                out.nextKey("id")
+                out.string(id)
+                out.byte(UInt8(ascii: "}"))
+            }
+        case .deleteSession:
+            out.raw("{\"type\":\"deleteSession\"}")
+        case .find(let query, let limit, let id):
+            out.raw("{\"type\":\"find\",\"q\":")
+            out.string(query)
+            out.nextKey("limit")
+            out.integer(limit)
+            if let id {
+                out.nextKey("id")
+                out.string(id)
+            }
+            out.byte(UInt8(ascii: "}"))
         }
     }
 }

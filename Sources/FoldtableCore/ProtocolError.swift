@@ -24,6 +24,8 @@ public struct ProtocolError: Error, Equatable, Sendable {
         /// The change could not be made durable (disk full, I/O error, database locked); it was
         /// not applied. Retry later.
         case storageUnavailable = "storage_unavailable"
+        /// The HTTP API named a session that does not exist (404).
+        case sessionNotFound = "session_not_found"
         /// No token, or a token that is forged, expired, malformed or not for this session.
         case unauthorized = "unauthorized"
         /// The member's role does not allow this (a viewer changing, an editor changing options).
@@ -32,6 +34,10 @@ public struct ProtocolError: Error, Equatable, Sendable {
         case rateLimited = "rate_limited"
         /// The member's token expired: send a fresh one with `auth` before the grace period ends.
         case tokenExpired = "token_expired"
+        /// An imported CSV file cannot be read: its syntax (quotes, line ends, the number of
+        /// fields), its encoding (not UTF-8) or its header (an unknown, repeated or missing column).
+        /// Problems with what a readable file says use the codes above (`too_long`, ...).
+        case invalidCSV = "invalid_csv"
     }
 
     public var code: Code
@@ -44,5 +50,14 @@ public struct ProtocolError: Error, Equatable, Sendable {
         self.code = code
         self.message = message
         self.field = field
+    }
+}
+
+extension ProtocolError {
+    /// The same refusal said of a place in an imported file (`"line 7, column label"`,
+    /// `"sections[2].rows[0]"`), with `field` naming it there: the table's own words name the
+    /// field of a change, which an importer did not write.
+    func at(_ place: String, field: String?) -> ProtocolError {
+        ProtocolError(code, "\(place): \(message)", field: field)
     }
 }

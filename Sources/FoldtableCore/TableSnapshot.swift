@@ -91,8 +91,9 @@ public struct TableSnapshot: Equatable, Sendable {
     }
 
     /// Decodes the object written by ``encode(into:)``; `seq` comes from the enclosing message.
-    public static func decode(_ value: JSONValue, seq: UInt64) throws(ProtocolError) -> TableSnapshot {
-        let reader = try FieldReader(value, path: "table.")
+    /// `path` prefixes field names in errors (`table.sections[2].rows[0].label`).
+    public static func decode(_ value: JSONValue, seq: UInt64, path: String = "table.") throws(ProtocolError) -> TableSnapshot {
+        let reader = try FieldReader(value, path: path)
         let optionsReader = try reader.object("options")
         var options = TableOptions()
         options.sectionsInitiallyCollapsed = try optionsReader.bool("sectionsInitiallyCollapsed")
@@ -105,8 +106,8 @@ public struct TableSnapshot: Equatable, Sendable {
         options.showBusyIndicator = try optionsReader.optionalBool("showBusyIndicator") ?? options.showBusyIndicator
         options.titleLines = try optionsReader.optionalIndex("titleLines", in: 0...Int64(Int32.max)) ?? options.titleLines
         var sections: [SectionSnapshot] = []
-        for element in try reader.array("sections") {
-            sections.append(try SectionSnapshot.decode(element))
+        for (index, element) in try reader.array("sections").enumerated() {
+            sections.append(try SectionSnapshot.decode(element, path: "\(path)sections[\(index)]."))
         }
         return TableSnapshot(seq: seq, options: options, sections: sections)
     }
@@ -162,12 +163,15 @@ public struct SectionSnapshot: Equatable, Sendable {
         out.byte(UInt8(ascii: "}"))
     }
 
-    public static func decode(_ value: JSONValue) throws(ProtocolError) -> SectionSnapshot {
-        let reader = try FieldReader(value, path: "section.")
+    /// `path` prefixes field names in errors.
+    public static func decode(_ value: JSONValue, path: String = "section.") throws(ProtocolError) -> SectionSnapshot {
+        let reader = try FieldReader(value, path: path)
         var rows: [Row]?
         if reader.has("rows") {
             var decoded: [Row] = []
-            for element in try reader.array("rows") { decoded.append(try Row.decode(element)) }
+            for (index, element) in try reader.array("rows").enumerated() {
+                decoded.append(try Row.decode(element, path: "\(path)rows[\(index)]."))
+            }
             rows = decoded
         }
         return SectionSnapshot(
@@ -206,8 +210,9 @@ extension Row {
         out.byte(UInt8(ascii: "]"))
     }
 
-    public static func decode(_ value: JSONValue) throws(ProtocolError) -> Row {
-        let reader = try FieldReader(value, path: "row.")
+    /// `path` prefixes field names in errors.
+    public static func decode(_ value: JSONValue, path: String = "row.") throws(ProtocolError) -> Row {
+        let reader = try FieldReader(value, path: path)
         return Row(
             key: try reader.string("key"), label: try reader.string("label"), value: try reader.string("value"),
             detail: try reader.optionalString("detail"))

@@ -24,12 +24,18 @@ public final class Hub: TransportDelegate {
     /// Names of every stored session (resident or not), for `list`.
     private var storedNames: Set<String>
     /// Sessions being loaded from the store, with the joins waiting for them.
-    private var loading: [String: [(client: ClientState, request: JoinRequest)]] = [:]
+    /// Sessions being loaded from the store, with what waits for each (joins, API calls).
+    private var loading: [String: [(Result<TableSession, ProtocolError>) -> Void]] = [:]
+    /// HTTP API changes waiting for their commit, by request number.
+    private var apiRequests: [UInt64: (Result<UInt64, ProtocolError>) -> Void] = [:]
+    private var nextAPIRequest: UInt64 = 0
     /// `list` answer cache, rebuilt only after a session is created or deleted.
     private var sortedNames: [String]?
     private var timers: [UInt64: TimerAction] = [:]
     private var nextTimerToken: UInt64 = 1
     private let makeEpoch: () -> String
+    /// The HTTP endpoints the hub answers (health checks now, the API later).
+    public let http: HTTPRouter
 
     /// What a timer is for.
     enum TimerAction: Equatable {
@@ -42,10 +48,13 @@ public final class Hub: TransportDelegate {
     }
 
     /// A hub over `store` and `eventLog` (usually one object), which hold `storedNames` already.
-    /// `makeEpoch` names session incarnations (random in production, fixed in tests).
+    /// `makeEpoch` names session incarnations (random in production, fixed in tests). `ready`
+    /// answers `/readyz` (foldtabled asks its ``StoreMonitor``); the hub itself is ready as soon
+    /// as the transport hands it requests.
     public init(
         config: ServerConfig, transport: Transport, store: SessionStore, eventLog: EventLog, storedNames: [String], log: Log,
-        verifier: TokenVerifier? = nil, clock: @escaping () -> UInt64 = Hub.wallClock, makeEpoch: @escaping () -> String = Hub.randomEpoch
+        verifier: TokenVerifier? = nil, clock: @escaping () -> UInt64 = Hub.wallClock, makeEpoch: @escaping () -> String = Hub.randomEpoch,
+        ready: @escaping () -> Bool = { true }
     ) {
         self.verifier = verifier
         self.clock = clock
@@ -56,6 +65,22 @@ public final class Hub: TransportDelegate {
         self.storedNames = Set(storedNames)
         self.logger = log
         self.makeEpoch = makeEpoch
+        http = HTTPRouter(policy: RequestPolicy(config))
+        http.addHealthChecks(ready: ready)
+        registerGauges()
+    }
+
+    /// What `/metrics` reports; counted on the service thread as things happen.
+    public let metrics = Metrics()
+
+    private func registerGauges() {
+        metrics.gauge("foldtable_connections", "Open WebSocket connections.") { [unowned self] in Double(clients.count) }
+        metrics.gauge("foldtable_sessions_resident", "Sessions in memory.") { [unowned self] in Double(sessions.count) }
+        metrics.gauge("foldtable_sessions_stored", "Sessions in the store.") { [unowned self] in Double(storedNames.count) }
+        metrics.gauge("foldtable_members", "Members of all sessions.") { [unowned self] in Double(sessions.values.reduce(0) { $0 + $1.memberCount }) }
+        metrics.gauge("foldtable_busy_sections", "Sections shown busy to their members.") { [unowned self] in
+            Double(sessions.values.reduce(0) { $0 + $1.core.busySections.count })
+        }
     }
 
     /// Seconds since 1970.
@@ -90,10 +115,11 @@ public final class Hub: TransportDelegate {
         return true
     }
 
-    private func createSession(_ name: String, table: Table) -> TableSession {
+    private func createSession(_ name: String, table: Table, stored: ((Result<Void, StoreError>) -> Void)? = nil) -> TableSession {
         let epoch = makeEpoch()
         store.create(StoredSession(name: name, epoch: epoch, checkpoint: table)) { [self] result in
             if case .failure(let error) = result { log(.error, "session_create_failed", ["session": name, "reason": error.description]) }
+            stored?(result)
         }
         storedNames.insert(name)
         sortedNames = nil
@@ -218,7 +244,7 @@ public final class Hub: TransportDelegate {
                 session = try restore(stored)
             } catch {
                 log(.error, "session_load_failed", ["session": name, "reason": error.description])
-                for waiter in waiting { failJoin(waiter.client, ProtocolError(.storageUnavailable, "the session could not be loaded")) }
+                for waiter in waiting { waiter(.failure(ProtocolError(.storageUnavailable, "the session could not be loaded"))) }
                 return
             }
             sessions[name] = session
@@ -228,13 +254,51 @@ public final class Hub: TransportDelegate {
             session = sessions[name] ?? createSession(name, table: newTable)
         case .failure(let error):
             log(.error, "session_load_failed", ["session": name, "reason": error.description])
-            for waiter in waiting { failJoin(waiter.client, ProtocolError(.storageUnavailable, "the session could not be loaded; retry later")) }
+            for waiter in waiting { waiter(.failure(ProtocolError(.storageUnavailable, "the session could not be loaded; retry later"))) }
             return
         }
-        for waiter in waiting where waiter.client.isOpen {
-            waiter.client.joining = false
-            enter(waiter.client, session, waiter.request)
+        for waiter in waiting { waiter(.success(session)) }
+    }
+
+    /// The session `name`: resident, loaded from the store, or (with `create`) made empty when it
+    /// exists nowhere. `body` runs at once or when the load is done, on the service thread.
+    func withSession(_ name: String, create: Bool, _ body: @escaping (Result<TableSession, ProtocolError>) -> Void) {
+        if let session = sessions[name] { return body(.success(session)) }
+        guard create || storedNames.contains(name) else {
+            return body(.failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session")))
         }
+        guard makeRoom() else {
+            return body(.failure(ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "session")))
+        }
+        guard storedNames.contains(name) else { return body(.success(createSession(name, table: newTable))) }
+        if loading[name] != nil {
+            loading[name]?.append(body)
+            return
+        }
+        loading[name] = [body]
+        store.load(name) { [self] result in loaded(name, result) }
+    }
+
+    /// A change from the HTTP API, as `author`, into session `name` (which must exist), applied
+    /// in the session's one order like a member's; `completion` gets the seq it is durable at
+    /// (after the commit), or why not. `id` (the Idempotency-Key) makes retries safe.
+    public func submitAPIChange(
+        _ change: Change, id: String?, author: Author, session name: String, completion: @escaping (Result<UInt64, ProtocolError>) -> Void
+    ) {
+        withSession(name, create: false) { [self] result in
+            switch result {
+            case .failure(let error): completion(.failure(error))
+            case .success(let session):
+                nextAPIRequest += 1
+                apiRequests[nextAPIRequest] = completion
+                session.handle(.apiChange(change, id: id, author: author, request: nextAPIRequest))
+            }
+        }
+    }
+
+    /// A session answered an HTTP API change.
+    func apiAnswered(_ request: UInt64, _ result: Result<UInt64, ProtocolError>) {
+        apiRequests.removeValue(forKey: request)?(result)
     }
 
     /// Rebuilds a session from its checkpoint and the events logged after it.
@@ -272,6 +336,7 @@ public final class Hub: TransportDelegate {
 
     public func connectionClosed(_ connection: Connection, code: Int) {
         guard let client = clients.removeValue(forKey: connection.id) else { return }
+        metrics.closesByCode[code, default: 0] += 1
         if let timer = client.joinTimer { cancelTimer(timer) }
         if let timer = client.tokenTimer { cancelTimer(timer) }
         client.markClosed()
@@ -287,6 +352,7 @@ public final class Hub: TransportDelegate {
 
     public func connectionReceived(_ connection: Connection, message: UnsafeRawBufferPointer) {
         guard let client = clients[connection.id] else { return }
+        metrics.messagesIn += 1
         let (result, id) = ClientMessage.decode(message, limits: messageLimits)
         switch result {
         case .failure(let error):
@@ -336,11 +402,43 @@ public final class Hub: TransportDelegate {
         }
     }
 
+    // MARK: - HTTP
+
+    public func claimsHTTPPath(_ path: String) -> Bool { http.claims(path) }
+
+    /// Routes the request; the answer goes back through the transport whenever the route gives
+    /// it. One debug line per answer (method, path, status: never the query, headers or body).
+    public func httpRequest(_ request: HTTPRequest) {
+        http.handle(request) { [self] response in
+            let delivered = transport.respond(to: request.id, with: response)
+            log(
+                .debug, "http",
+                [
+                    "method": request.method, "path": Self.loggable(request.path), "status": String(response.status), "peer": request.peer,
+                    "delivered": delivered ? "yes" : "no",
+                ])
+        }
+    }
+
+    /// A client's text made safe for one log line: control characters (a decoded %0A) become
+    /// `?`, and it is cut at 200 characters.
+    static func loggable(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars.prefix(200) {
+            scalars.append(scalar.value < 0x20 || scalar.value == 0x7F ? "?" : scalar)
+        }
+        return String(scalars)
+    }
+
+    public func httpRequestAbandoned(_ id: UInt64) {
+        log(.debug, "http_abandoned", ["request": String(id)])
+    }
+
     private var rateLimited: ProtocolError {
         ProtocolError(.rateLimited, "more than \(config.changeRatePerSec) changes a second; slow down")
     }
 
-    private var messageLimits: ClientMessage.Limits {
+    var messageLimits: ClientMessage.Limits {
         var limits = ClientMessage.Limits()
         // Room for a token over its 4 KiB limit, so it is refused as unauthorized (a token), not
         // as too_long (a message); table text is checked against its own, smaller limit.
@@ -372,25 +470,16 @@ public final class Hub: TransportDelegate {
             client.joinTimer = nil
         }
         client.consecutiveErrors = 0
-        if let session = sessions[request.session] {
-            return enter(client, session, request)
-        }
-        guard makeRoom() else {
-            refuse(
-                client.connection, ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "session"),
-                id: nil)
-            return
-        }
-        guard storedNames.contains(request.session) else {
-            return enter(client, createSession(request.session, table: newTable), request)
-        }
         client.joining = true
-        if loading[request.session] != nil {
-            loading[request.session]?.append((client, request))
-            return
+        withSession(request.session, create: true) { [self] result in
+            switch result {
+            case .success(let session):
+                client.joining = false
+                if client.isOpen { enter(client, session, request) }
+            case .failure(let error):
+                failJoin(client, error)
+            }
         }
-        loading[request.session] = [(client, request)]
-        store.load(request.session) { [self] result in loaded(request.session, result) }
     }
 
     private func enter(_ client: ClientState, _ session: TableSession, _ request: JoinRequest) {
@@ -436,13 +525,19 @@ public final class Hub: TransportDelegate {
 
     /// Deletes a session and its history once the store has; every member is closed with 4501.
     private func delete(_ session: TableSession, by client: ClientState, id: String?) {
+        deleteSession(session, by: client.clientId) { [self] result in
+            if case .failure(let error) = result, client.isOpen { refuse(client.connection, error, id: id) }
+        }
+    }
+
+    /// Deletes `session` and its history; once the store has, every member is closed with 4501.
+    /// `by` names who asked, for the log.
+    func deleteSession(_ session: TableSession, by: String, completion: @escaping (Result<Void, ProtocolError>) -> Void) {
         store.delete(session.name) { [self] result in
             switch result {
             case .failure(let error):
                 log(.warning, "delete_failed", ["session": session.name, "reason": error.description])
-                if client.isOpen {
-                    refuse(client.connection, ProtocolError(.storageUnavailable, "the session could not be deleted; retry later"), id: id)
-                }
+                completion(.failure(ProtocolError(.storageUnavailable, "the session could not be deleted; retry later")))
             case .success:
                 if sessions[session.name] === session { sessions[session.name] = nil }
                 if let timer = session.evictionTimer { cancelTimer(timer) }
@@ -451,8 +546,40 @@ public final class Hub: TransportDelegate {
                 for member in clients.values where member.session === session {
                     transport.close(member.connection, code: CloseCode.sessionDeleted, reason: "the session was deleted")
                 }
-                log(.info, "session_deleted", ["session": session.name, "by": client.clientId])
+                log(.info, "session_deleted", ["session": session.name, "by": by])
+                completion(.success(()))
             }
+        }
+    }
+
+    /// Creates session `name` holding `table` (the HTTP API's import), answering once the store
+    /// has it; refused when a session of that name exists.
+    func createSession(_ name: String, table: Table, completion: @escaping (Result<Void, ProtocolError>) -> Void) {
+        guard sessions[name] == nil, !storedNames.contains(name), loading[name] == nil else {
+            return completion(.failure(ProtocolError(.duplicateKey, "a session named \"\(name)\" exists", field: "name")))
+        }
+        guard makeRoom() else {
+            return completion(.failure(ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "name")))
+        }
+        var created: TableSession?
+        created = createSession(name, table: table) { [self] result in
+            if case .failure = result, let session = created, sessions[name] === session, session.core.isQuiet {
+                // Nothing half-made: a session the store did not take is not kept in memory either.
+                sessions[name] = nil
+                storedNames.remove(name)
+                sortedNames = nil
+            }
+            completion(result.mapError { _ in ProtocolError(.storageUnavailable, "the session could not be stored; retry later") })
+        }
+    }
+
+    /// Every session's name (stored or resident, sorted), with its member and section counts
+    /// when it is in memory (a stored one is not loaded just to count).
+    func sessionSummaries(visibleTo grant: AccessGrant?) -> [(name: String, members: Int, sections: Int?)] {
+        if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
+        return (sortedNames ?? []).filter { grant?.allows($0) ?? true }.map { name in
+            let session = sessions[name]
+            return (name, session?.memberCount ?? 0, session?.core.committed.sections.count)
         }
     }
 
@@ -464,7 +591,10 @@ public final class Hub: TransportDelegate {
     /// An error reply; past `maxConsecutiveErrors` in a row, a close.
     func refuse(_ connection: Connection, _ error: ProtocolError, id: String?) {
         guard let client = clients[connection.id] else { return }
-        transport.send(OutboundMessage(ServerMessage.error(error, id: id)), to: connection)
+        metrics.errorsByCode[error.code.rawValue, default: 0] += 1
+        let reply = OutboundMessage(ServerMessage.error(error, id: id))
+        metrics.sent(reply, to: 1)
+        transport.send(reply, to: connection)
         client.consecutiveErrors += 1
         if client.consecutiveErrors >= config.maxConsecutiveErrors {
             log(.info, "close", ["client": client.clientId, "code": String(CloseCode.tooManyErrors), "reason": "too many errors"])

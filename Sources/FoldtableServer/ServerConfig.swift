@@ -2,7 +2,9 @@ import FoldtableCore
 import Foundation
 
 /// Every setting of `foldtabled`, with its unit, default and the reason for the default.
-/// Set from flags or `FOLDTABLE_*` environment variables (see ``parse(arguments:environment:)``).
+/// ``keys`` names each one once for every source: a `--config` file, `FOLDTABLE_*` environment
+/// variables and flags, read in that order, later ones winning (see
+/// ``parse(arguments:environment:readFile:)``). Adding a setting is a property here and an entry there.
 public struct ServerConfig: Sendable, Equatable {
     /// Address to bind. Default 127.0.0.1: reachable only from this machine until you choose
     /// otherwise (put nginx in front for the world).
@@ -28,7 +30,7 @@ public struct ServerConfig: Sendable, Equatable {
     /// A file holding the token secret (at least 32 bytes; surrounding whitespace is ignored).
     /// With a secret, every join needs a signed token. Default none (open mode). The secret
     /// itself may come from the environment variable `FOLDTABLE_TOKEN_SECRET`, never from a
-    /// flag: a flag's value shows in `ps`.
+    /// flag (its value shows in `ps`) or a config file (often readable by others, and copied).
     public var tokenSecretFile: String?
     /// The secret from `FOLDTABLE_TOKEN_SECRET`, if set. Never logged.
     public var tokenSecret: String?
@@ -83,6 +85,11 @@ public struct ServerConfig: Sendable, Equatable {
     public var maxQueueBytes = 1_048_576
     /// Queued messages are joined into one frame up to this many bytes. Default 64 KiB.
     public var maxBatchBytes = 65_536
+    /// Largest body of an HTTP request to the API, in bytes. Default 1 MiB: a JSON table of a
+    /// few thousand rows fits, and since a body is held whole in memory until it is answered,
+    /// the cap bounds what one request can make the server hold. A larger `Content-Length` gets
+    /// 413 before any of the body is read.
+    public var maxHTTPBodyBytes = 1_048_576
     /// Idle seconds before a ping. Default 25: under nginx's 60 s proxy_read_timeout.
     public var pingIntervalSecs = 25
     /// Seconds without any valid traffic (pongs included) before hanging up. Default 35
@@ -133,201 +140,177 @@ public struct ServerConfig: Sendable, Equatable {
         case full, normal
     }
 
-    /// Every flag with its default and meaning, for `--help`.
-    public static let usage = """
-        usage: foldtabled [options]    (every option also reads FOLDTABLE_<NAME>, e.g. FOLDTABLE_PORT)
-               foldtabled backup DEST [--data-dir DIR]    online copy of the database (DEST must not exist)
-          --host ADDR                 address to bind (127.0.0.1)
-          --port N                    TCP port, 0 = any free port (8080)
-          --web-root DIR              web client directory (web)
-          --tls-cert FILE             PEM certificate: serve HTTPS/WSS (none)
-          --tls-key FILE              PEM private key for --tls-cert (none)
-          --allowed-origins LIST      comma-separated extra origins allowed to connect (none)
-          --public-url LIST           URLs people use to reach this server: their hosts and origins are accepted (none)
-          --trusted-proxies LIST      proxy addresses whose X-Forwarded-For is believed (127.0.0.1,::1)
-          --token-secret-file FILE    token secret (or FOLDTABLE_TOKEN_SECRET): joins need signed tokens (none: open)
-          --open                      allow open mode (no tokens) on a non-loopback address (off)
-          --token-grace-secs N        time to send a fresh token after one expires (30)
-          --change-rate N             changes per second per connection (1000)
-          --change-burst N            changes at once above the rate (2000)
-          --max-connections-per-ip N  WebSockets from one client address (256)
-          --max-connections N         WebSockets in all, 0 = the open-file limit less 64 (0)
-          --memory                    keep sessions in memory only: nothing survives a restart (off)
-          --data-dir DIR              directory of the SQLite database (data)
-          --synchronous MODE          full (survives power loss) or normal (survives crashes) (full)
-          --checkpoint-events N       committed events between table checkpoints (1000)
-          --idle-evict-secs N         seconds without members before a session leaves memory (300)
-          --busy-threshold-ms N       show a section busy after N ms of work (500)
-          --max-message-bytes N       largest incoming message (65536)
-          --max-queue-bytes N         outbound queue per client before closing it as slow (1048576)
-          --max-batch-bytes N         largest batched outgoing frame (65536)
-          --ping-interval-secs N      idle seconds before a ping (25)
-          --hangup-secs N             seconds without traffic before hanging up (35)
-          --send-stall-secs N         seconds a queue may make no progress (30)
-          --join-timeout-ms N         time to join after connecting (10000)
-          --history-events N          events kept per session for resume (300)
-          --row-chunk-rows N          rows per streamed chunk (500)
-          --stream-timeout-secs N     time a client may take to receive a row stream (15)
-          --welcome-row-budget N      rows sent inline in a welcome (2000)
-          --presence-interval-ms N    joins and leaves gathered into one presence diff (100)
-          --presence-list-max N       members listed by name; past it only a count (200)
-          --max-sessions N            sessions kept at once (10000)
-          --max-sections N            sections per table (1000)
-          --max-rows-per-section N    rows per section (200000)
-          --demo-large-rows N         rows in the demo's large section (50000)
-          --log-level LEVEL           error, warning, info or debug (error)
-          --help                      show this and exit
-        """
+    /// Every key, once, in the order `--help` and README show them. Each entry is the key's
+    /// only description: its flag and file name, environment name, accepted values, help line,
+    /// and the property it sets; the default is the property's initial value above.
+    public static let keys: [ConfigKey] = [
+        .text(
+            "host", .network, "ADDR", \.host, accepts: "address or name", mayBeEmpty: false, "address to bind; loopback until you choose otherwise"),
+        .number("port", .network, \.port, 0...65_535, "TCP port; 0 picks a free one (the start line prints it)"),
+        .text("web-root", .network, "DIR", \.webRoot, accepts: "path", mayBeEmpty: true, "the web client's directory (empty: serve no files)"),
+        .path(
+            "tls-cert", .network, \.tlsCertPath,
+            "PEM certificate: the same port speaks HTTPS/WSS; needs --tls-key, and an unreadable file stops start-up"),
+        .path("tls-key", .network, \.tlsKeyPath, "PEM private key of --tls-cert"),
 
-    /// Why a configuration was refused: one line for the operator.
+        .list(
+            "allowed-origins", .access, \.allowedOrigins,
+            "extra browser origins allowed to connect (same-origin pages on an accepted Host, and clients without Origin, always are)"),
+        .list(
+            "public-url", .access, \.publicURLs,
+            "URLs people reach the server at (e.g. https://tables.example.com): their host names are accepted in Host, their origins may connect"
+        ),
+        .list(
+            "trusted-proxies", .access, \.trustedProxies,
+            "proxy addresses whose X-Forwarded-For names the real client (logs, per-address limits); a proxy on the same machine works as it is"),
+        .path(
+            "token-secret-file", .access, \.tokenSecretFile,
+            "file holding the token secret (at least 32 bytes): every join then needs a signed token; none means open mode"),
+        .secret(
+            "token-secret", .access, \.tokenSecret, sources: .environment,
+            refusal:
+                "the token secret is never read from a flag (ps shows flags) or a config file (often readable by others, and copied around): put it alone in a file named by --token-secret-file, or set FOLDTABLE_TOKEN_SECRET",
+            "the token secret itself, instead of --token-secret-file (never a flag or a config file)"),
+        .switch(
+            "open", .access, \.open, "allow open mode (no tokens: anyone who reaches the port may change every session) on a non-loopback --host"),
+        .number(
+            "token-grace-secs", .access, \.tokenGraceSecs, 1...3_600, unit: "seconds",
+            "time a member has to send a fresh token after its token expired (then 4002)"),
+
+        .number("change-rate", .limits, \.changeRatePerSec, 1...1_000_000, unit: "a second", "changes a second per connection (rate_limited beyond)"),
+        .number("change-burst", .limits, \.changeBurst, 1...1_000_000, "changes a connection may make at once above --change-rate"),
+        .number("max-connections-per-ip", .limits, \.maxConnectionsPerIP, 1...1_000_000, "WebSockets from one client address (HTTP 429 beyond)"),
+        .number(
+            "max-connections", .limits, \.maxConnections, 0...10_000_000,
+            "WebSockets in all, 0 = the open-file limit less 64 (HTTP 503 beyond); the soft open-file limit is raised to the hard one at start"),
+        .number(
+            "max-message-bytes", .limits, \.maxMessageBytes, 256...16 * 1_048_576, unit: "bytes", "largest incoming message (close 1009 beyond)"),
+        .number(
+            "max-queue-bytes", .limits, \.maxQueueBytes, 4_096...1_073_741_824, unit: "bytes",
+            "outbound bytes queued per client before it is closed as slow (4000)"),
+        .number(
+            "max-batch-bytes", .limits, \.maxBatchBytes, 1_024...16 * 1_048_576, unit: "bytes",
+            "queued messages are joined into one frame up to this size"),
+        .number(
+            "max-http-body-bytes", .limits, \.maxHTTPBodyBytes, 0...64 * 1_048_576, unit: "bytes",
+            "largest HTTP request body the API takes (413 beyond, before any of it is read); a body is held whole until it is answered, so this bounds what one request costs; 0 = no bodies"
+        ),
+
+        .number(
+            "ping-interval-secs", .timing, \.pingIntervalSecs, 1...3_600, unit: "seconds",
+            "idle seconds before a ping (under nginx's 60 s read timeout)"),
+        .number(
+            "hangup-secs", .timing, \.hangupSecs, 2...7_200, unit: "seconds",
+            "seconds without traffic (pongs included) before hanging up; more than --ping-interval-secs"),
+        .number("send-stall-secs", .timing, \.sendStallSecs, 1...3_600, unit: "seconds", "seconds a client's queue may make no progress"),
+        .number(
+            "join-timeout-ms", .timing, \.joinTimeoutMs, 100...600_000, unit: "milliseconds",
+            "a connection must join within this time, absolute from open (then 4001)"),
+        .number(
+            "stream-timeout-secs", .timing, \.streamTimeoutSecs, 1...3_600, unit: "seconds",
+            "a client must take a section's row stream within this time, else it is closed as slow (changes to a streaming section wait for it)"),
+
+        .switch("memory", .storage, \.memoryOnly, "keep sessions in memory only, for throwaway use: nothing survives a restart"),
+        .text(
+            "data-dir", .storage, "DIR", \.dataDirectory, accepts: "path", mayBeEmpty: false,
+            "directory of the SQLite database foldtable.db (created if only it is missing; unwritable = exit 1 naming it)"),
+        .choice(
+            "synchronous", .storage, "MODE", \.synchronous, [("full", .full), ("normal", .normal)],
+            "full: every commit is synced to disk before its changes are acknowledged (survives power loss); normal: survives a crash of the process, may lose the last acknowledged changes on power loss"
+        ),
+        .number(
+            "checkpoint-events", .storage, \.checkpointEvents, 1...1_000_000,
+            "committed events between two checkpoints of a session's table (bounds replay at load)"),
+        .number(
+            "idle-evict-secs", .storage, \.idleEvictSecs, 1...604_800, unit: "seconds",
+            "a session without members this long is written out and dropped from memory; the next join loads it"),
+        .number(
+            "history-events", .storage, \.historyEvents, 0...100_000,
+            "events kept per session for resume (in memory, and in the stored log before the newest checkpoint)"),
+
+        .number(
+            "max-sessions", .tables, \.maxSessions, 1...10_000_000,
+            "sessions held in memory at once (stored ones do not count; a quiet one is evicted to make room)"),
+        .number("max-sections", .tables, \.tableLimits.maxSections, 1...100_000, "sections in one table"),
+        .number("max-rows-per-section", .tables, \.tableLimits.maxRowsPerSection, 1...10_000_000, "rows in one section"),
+        .number(
+            "busy-threshold-ms", .tables, \.busyThresholdMs, 0...TableLimits().maxBusyThresholdMs, unit: "milliseconds",
+            "work on a section longer than this shows it busy (new sessions and the demo); tables turn it off with showBusyIndicator"),
+        .number("welcome-row-budget", .tables, \.welcomeRowBudget, 0...1_000_000, "rows sent inline in a welcome; larger expanded sections stream"),
+        .number("row-chunk-rows", .tables, \.rowChunkRows, 1...100_000, "rows per streamed chunk"),
+        .number(
+            "presence-interval-ms", .tables, \.presenceIntervalMs, 0...60_000, unit: "milliseconds",
+            "joins, leaves and renames within it reach members as one presence diff (0: each alone)"),
+        .number(
+            "presence-list-max", .tables, \.presenceListMax, 1...100_000,
+            "members a session lists by name; past it welcomes list that many and diffs carry the count and a sample"),
+        .number("demo-large-rows", .tables, \.demoLargeRows, 0...1_000_000, "rows of the demo session's large section"),
+
+        .choice(
+            "log-level", .logging, "LEVEL", \.logLevel, [("error", .error), ("warning", .warning), ("info", .info), ("debug", .debug)],
+            "one key=value line per event on stderr, never message bodies or tokens"),
+    ]
+
+    /// Environment variables named `FOLDTABLE_*` that are not keys, and who reads them. Settings
+    /// ignore these; any other `FOLDTABLE_*` name is refused, so a misspelt setting cannot
+    /// silently leave its default in place. Whoever adds such a variable adds it here.
+    public static let otherEnvironmentVariables: [(name: String, readBy: String)] = [
+        ("FOLDTABLE_CONFIG", "foldtabled: the config file, when no --config is given"),
+        ("FOLDTABLE_TOKEN", "the terminal client foldtable: its token"),
+        ("FOLDTABLE_LWS_LOG", "the terminal client foldtable: libwebsockets' log level"),
+        ("FOLDTABLE_BIN", "the test suites: the foldtabled binary"),
+        ("FOLDTABLE_ECHO_BIN", "the test suites: the foldtable-echo binary"),
+        ("FOLDTABLE_CLIENT_BIN", "the test suites: the foldtable binary"),
+        ("FOLDTABLE_CRASH_ROUNDS", "the crash test: its number of rounds"),
+        ("FOLDTABLE_CRASH_SEED", "the crash test: the seed to replay"),
+        ("FOLDTABLE_SCREENSHOT_OUT", "the browser suite: where README's screenshot goes"),
+    ]
+
+    /// The key named `name` (a flag without `--`, or a file's key).
+    public static func key(named name: String) -> ConfigKey? { keyIndex[name] }
+
+    private static let keyIndex = Dictionary(uniqueKeysWithValues: keys.map { ($0.name, $0) })
+
+    /// Why a configuration was refused: one line per problem, for the operator.
     public struct Invalid: Error, Equatable, CustomStringConvertible {
-        public var description: String
-        public init(_ description: String) { self.description = description }
+        /// Each problem found, in the order found.
+        public var problems: [String]
+        /// The command line itself could not be read (an unknown flag, a missing value): exit
+        /// status 2, where a bad setting is 1.
+        public var isUsage: Bool
+        public var description: String { problems.joined(separator: "\n") }
+        public init(_ description: String, usage: Bool = false) { self.init([description], usage: usage) }
+        public init(_ problems: [String], usage: Bool = false) {
+            self.problems = problems
+            self.isUsage = usage
+        }
     }
 
-    /// What the command line asked for.
-    public enum Parsed: Equatable {
-        case run(ServerConfig)
-        case help
-    }
-
-    /// Reads `FOLDTABLE_*` environment variables, then flags (which win), then validates.
-    /// Unknown flags are errors; unknown environment variables are ignored, since the environment
-    /// is shared with other programs (test harnesses set FOLDTABLE_BIN, for one).
-    public static func parse(arguments: [String], environment: [String: String] = [:]) throws(Invalid) -> Parsed {
-        var config = ServerConfig()
-        for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("FOLDTABLE_") {
-            if name == "FOLDTABLE_TOKEN_SECRET" {
-                config.tokenSecret = value.isEmpty ? nil : value
-                continue
-            }
-            let option = name.dropFirst("FOLDTABLE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
-            do {
-                _ = try config.set(option, value)
-            } catch {
-                throw Invalid("\(name): \(error.description)")
-            }
-        }
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            index += 1
-            if argument == "--help" || argument == "-h" { return .help }
-            guard argument.hasPrefix("--") else { throw Invalid("unexpected argument \"\(argument)\" (see --help)") }
-            var name = String(argument.dropFirst(2))
-            var value: String
-            if let equals = name.firstIndex(of: "=") {
-                value = String(name[name.index(after: equals)...])
-                name = String(name[..<equals])
-            } else if name == "memory" || name == "open" {
-                value = "true"
-            } else {
-                guard index < arguments.count else { throw Invalid("--\(name) needs a value") }
-                value = arguments[index]
-                index += 1
-            }
-            guard try config.set(name, value) else { throw Invalid("unknown option --\(name) (see --help)") }
-        }
-        try config.validate()
-        return .run(config)
-    }
-
-    /// Sets one option; returns false when there is no option of that name.
-    private mutating func set(_ name: String, _ value: String) throws(Invalid) -> Bool {
-        func list(_ text: String) -> [String] {
-            text.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-        func integer(_ range: ClosedRange<Int>) throws(Invalid) -> Int {
-            guard let number = Int(value), range.contains(number) else {
-                throw Invalid("--\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(value)\"")
-            }
-            return number
-        }
-        switch name {
-        case "host": host = value
-        case "port": port = try integer(0...65_535)
-        case "web-root": webRoot = value
-        case "tls-cert": tlsCertPath = value.isEmpty ? nil : value
-        case "tls-key": tlsKeyPath = value.isEmpty ? nil : value
-        case "allowed-origins": allowedOrigins = list(value)
-        case "memory":
-            switch value {
-            case "true", "1", "yes": memoryOnly = true
-            case "false", "0", "no": memoryOnly = false
-            default: throw Invalid("--memory takes no value (FOLDTABLE_MEMORY: true or false), not \"\(value)\"")
-            }
-        case "public-url": publicURLs = list(value)
-        case "trusted-proxies": trustedProxies = list(value)
-        case "token-secret-file": tokenSecretFile = value.isEmpty ? nil : value
-        case "token-secret":
-            throw Invalid("the token secret is read from --token-secret-file or FOLDTABLE_TOKEN_SECRET, never from a flag (ps shows flags)")
-        case "open":
-            switch value {
-            case "true", "1", "yes": open = true
-            case "false", "0", "no": open = false
-            default: throw Invalid("--open takes no value (FOLDTABLE_OPEN: true or false), not \"\(value)\"")
-            }
-        case "token-grace-secs": tokenGraceSecs = try integer(1...3_600)
-        case "change-rate": changeRatePerSec = try integer(1...1_000_000)
-        case "change-burst": changeBurst = try integer(1...1_000_000)
-        case "max-connections-per-ip": maxConnectionsPerIP = try integer(1...1_000_000)
-        case "max-connections": maxConnections = try integer(0...10_000_000)
-        case "data-dir":
-            guard !value.isEmpty else { throw Invalid("--data-dir must not be empty") }
-            dataDirectory = value
-        case "synchronous":
-            guard let mode = Synchronous(rawValue: value) else { throw Invalid("--synchronous must be full or normal, not \"\(value)\"") }
-            synchronous = mode
-        case "checkpoint-events": checkpointEvents = try integer(1...1_000_000)
-        case "idle-evict-secs": idleEvictSecs = try integer(1...604_800)
-        case "busy-threshold-ms": busyThresholdMs = try integer(0...tableLimits.maxBusyThresholdMs)
-        case "max-message-bytes": maxMessageBytes = try integer(256...16 * 1_048_576)
-        case "max-queue-bytes": maxQueueBytes = try integer(4_096...1_073_741_824)
-        case "max-batch-bytes": maxBatchBytes = try integer(1_024...16 * 1_048_576)
-        case "ping-interval-secs": pingIntervalSecs = try integer(1...3_600)
-        case "hangup-secs": hangupSecs = try integer(2...7_200)
-        case "send-stall-secs": sendStallSecs = try integer(1...3_600)
-        case "join-timeout-ms": joinTimeoutMs = try integer(100...600_000)
-        case "history-events": historyEvents = try integer(0...100_000)
-        case "row-chunk-rows": rowChunkRows = try integer(1...100_000)
-        case "stream-timeout-secs": streamTimeoutSecs = try integer(1...3_600)
-        case "welcome-row-budget": welcomeRowBudget = try integer(0...1_000_000)
-        case "presence-interval-ms": presenceIntervalMs = try integer(0...60_000)
-        case "presence-list-max": presenceListMax = try integer(1...100_000)
-        case "max-sessions": maxSessions = try integer(1...10_000_000)
-        case "max-sections": tableLimits.maxSections = try integer(1...100_000)
-        case "max-rows-per-section": tableLimits.maxRowsPerSection = try integer(1...10_000_000)
-        case "demo-large-rows": demoLargeRows = try integer(0...1_000_000)
-        case "log-level":
-            switch value {
-            case "error": logLevel = .error
-            case "warning": logLevel = .warning
-            case "info": logLevel = .info
-            case "debug": logLevel = .debug
-            default: throw Invalid("--log-level must be error, warning, info or debug, not \"\(value)\"")
-            }
-        default: return false
-        }
-        return true
-    }
-
-    /// Checks settings against each other.
+    /// Checks settings against each other; throws every problem found.
     public func validate() throws(Invalid) {
+        let found = problems()
+        if !found.isEmpty { throw Invalid(found) }
+    }
+
+    /// What ``validate()`` refuses, one line each.
+    public func problems() -> [String] {
+        var found: [String] = []
         if (tlsCertPath == nil) != (tlsKeyPath == nil) {
-            throw Invalid("--tls-cert and --tls-key go together: give both or neither")
+            found.append("--tls-cert and --tls-key go together: give both or neither")
         }
         if hangupSecs <= pingIntervalSecs {
-            throw Invalid("--hangup-secs (\(hangupSecs)) must be more than --ping-interval-secs (\(pingIntervalSecs))")
+            found.append("--hangup-secs (\(hangupSecs)) must be more than --ping-interval-secs (\(pingIntervalSecs))")
         }
-        if host.isEmpty { throw Invalid("--host must not be empty") }
-        if tokenSecretFile == nil && tokenSecret == nil && !open && !Self.isLoopback(host) {
-            throw Invalid(
+        if host.isEmpty { found.append("--host must not be empty") }
+        if tokenSecretFile == nil && tokenSecret == nil && !open && !host.isEmpty && !Self.isLoopback(host) {
+            found.append(
                 "--host \(host) in open mode would let anyone who reaches it change every session: set a token secret (--token-secret-file or FOLDTABLE_TOKEN_SECRET) or pass --open"
             )
         }
         for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
-            throw Invalid("--public-url \(url) must look like https://tables.example.com")
+            found.append("--public-url \(url) must look like https://tables.example.com")
         }
+        return found
     }
 
     /// Whether `host` binds loopback only.

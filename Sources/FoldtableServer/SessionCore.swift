@@ -68,10 +68,18 @@ public struct SessionCore {
     /// Member connections in join order: the broadcast list, changed on join and leave only.
     private(set) var connections: [Connection] = []
 
+    /// Who asked for a change, to be answered: a member over its connection, or a caller of the
+    /// HTTP API by its request number.
+    private enum Origin {
+        case member(Connection)
+        case api(UInt64)
+    }
+
     /// A change applied to `head` and waiting for the log.
     private struct InFlight {
         var logged: LoggedEvent
-        var author: Connection?
+        /// Who to answer when it commits or fails (`nil`: a member that has left).
+        var author: Origin?
         /// Sections this event expands that are too large for one chunk: they will stream.
         var streams: [String]
     }
@@ -82,7 +90,7 @@ public struct SessionCore {
     /// appends are recognised and ignored.
     private var generation: UInt64 = 0
     /// Retries of a change still in flight: acknowledged when it commits.
-    private var waitingAcks: [UInt64: [(connection: Connection, id: String)]] = [:]
+    private var waitingAcks: [UInt64: [(origin: Origin, id: String)]] = [:]
     /// Sections expanded by events in flight, with how many: their streams have not started yet,
     /// but changes touching them must wait as if they had.
     private var expandingInFlight: [String: Int] = [:]
@@ -91,7 +99,7 @@ public struct SessionCore {
         var change: Change
         var id: String?
         var author: Author
-        var connection: Connection
+        var origin: Origin
     }
     private var pending: [Pending] = []
     private var pendingStart = 0
@@ -151,7 +159,11 @@ public struct SessionCore {
         case .join(let connection, let request, let role): join(connection, request, role: role, now: now, into: &effects)
         case .leave(let connection): leave(connection, into: &effects)
         case .rename(let connection, let name): rename(connection, to: name, into: &effects)
-        case .change(let change, let id, let connection): submit(change, id: id, from: connection, into: &effects)
+        case .change(let change, let id, let connection):
+            guard let member = members[connection.id] else { break }
+            submit(Pending(change: change, id: id, author: member.author, origin: .member(connection)), into: &effects)
+        case .apiChange(let change, let id, let author, let request):
+            submit(Pending(change: change, id: id, author: author, origin: .api(request)), into: &effects)
         case .committed(let generation, let seq): commit(generation: generation, through: seq, now: now, into: &effects)
         case .commitFailed(let generation, let error): rollBack(generation: generation, error, into: &effects)
         case .streamDelivered(let section, let seq, let connection): delivered(section, seq: seq, to: connection, into: &effects)
@@ -285,14 +297,37 @@ public struct SessionCore {
 
     // MARK: - Changes
 
-    private mutating func submit(_ change: Change, id: String?, from connection: Connection, into effects: inout [SessionEffect]) {
-        guard let member = members[connection.id] else { return }
+    private mutating func submit(_ change: Pending, into effects: inout [SessionEffect]) {
         guard pending.count - pendingStart < settings.maxPendingChanges else {
-            effects.append(.refuse(connection, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: id))
+            refuse(
+                change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
             return
         }
-        pending.append(Pending(change: change, id: id, author: member.author, connection: connection))
+        pending.append(change)
         drainPending(into: &effects)
+    }
+
+    /// `origin` if it can still be answered: API callers always, members while they are here.
+    private func present(_ origin: Origin) -> Origin? {
+        if case .member(let connection) = origin, members[connection.id] == nil { return nil }
+        return origin
+    }
+
+    private func refuse(_ origin: Origin, _ error: ProtocolError, id: String?, into effects: inout [SessionEffect]) {
+        switch present(origin) {
+        case .member(let connection)?: effects.append(.refuse(connection, error, id: id))
+        case .api(let request)?: effects.append(.answer(request: request, .failure(error)))
+        case nil: break
+        }
+    }
+
+    /// Change `id` (when the author gave one) is durable as event `seq`.
+    private func acknowledge(_ origin: Origin, id: String?, seq: UInt64, into effects: inout [SessionEffect]) {
+        switch present(origin) {
+        case .member(let connection)?: if let id { effects.append(.ack(connection, id: id, seq: seq)) }
+        case .api(let request)?: effects.append(.answer(request: request, .success(seq)))
+        case nil: break
+        }
     }
 
     private func mustWait(_ change: Change) -> Bool {
@@ -326,29 +361,29 @@ public struct SessionCore {
     }
 
     private mutating func apply(_ change: Pending, into effects: inout [SessionEffect]) {
-        let present = members[change.connection.id] != nil
+        let origin = present(change.origin)
         let outcome: ApplyOutcome
         do {
             outcome = try head.apply(change.change, by: change.author, changeId: change.id)
         } catch {
-            if present { effects.append(.refuse(change.connection, error, id: change.id)) }
+            refuse(change.origin, error, id: change.id, into: &effects)
             return
         }
         switch outcome {
         case .duplicate(let seq):
-            guard let id = change.id, present else { return }
+            guard let id = change.id, let origin else { return }
             if seq <= committed.seq {
-                effects.append(.ack(change.connection, id: id, seq: seq))
+                acknowledge(origin, id: id, seq: seq, into: &effects)
             } else {
-                waitingAcks[seq, default: []].append((change.connection, id))
+                waitingAcks[seq, default: []].append((origin, id))
             }
         case .applied(let event):
-            if present { effects.append(.accepted(change.connection)) }
+            if case .member(let connection)? = origin { effects.append(.accepted(connection)) }
             let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change)
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
             let streamed = event.expandedSections.filter { key in head.section(key).map { !fitsOneChunk($0) } ?? false }
-            inFlight.append(InFlight(logged: logged, author: present ? change.connection : nil, streams: streamed))
+            inFlight.append(InFlight(logged: logged, author: origin, streams: streamed))
             unpersisted.append(logged)
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
         }
@@ -389,13 +424,9 @@ public struct SessionCore {
             for connection in connections { members[connection.id]?.held.insert(key) }
         }
         remember(event.seq, message, expanded: event.expandedSections)
-        if let author = entry.author, let id = event.changeId, members[author.id] != nil {
-            effects.append(.ack(author, id: id, seq: event.seq))
-        }
-        if let retries = waitingAcks.removeValue(forKey: event.seq) {
-            for retry in retries where members[retry.connection.id] != nil {
-                effects.append(.ack(retry.connection, id: retry.id, seq: event.seq))
-            }
+        if let author = entry.author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
+        for retry in waitingAcks.removeValue(forKey: event.seq) ?? [] {
+            acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
         }
         for key in event.expandedSections {
             // An empty section needs no rows: every client's row count for it is already 0.
@@ -427,13 +458,9 @@ public struct SessionCore {
         self.generation += 1
         let refusal = ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
         for entry in inFlight {
-            if let author = entry.author, members[author.id] != nil {
-                effects.append(.refuse(author, refusal, id: entry.logged.event.changeId))
-            }
-            if let retries = waitingAcks.removeValue(forKey: entry.logged.event.seq) {
-                for retry in retries where members[retry.connection.id] != nil {
-                    effects.append(.refuse(retry.connection, refusal, id: retry.id))
-                }
+            if let author = entry.author { refuse(author, refusal, id: entry.logged.event.changeId, into: &effects) }
+            for retry in waitingAcks.removeValue(forKey: entry.logged.event.seq) ?? [] {
+                refuse(retry.origin, refusal, id: retry.id, into: &effects)
             }
         }
         let lost = inFlight.count

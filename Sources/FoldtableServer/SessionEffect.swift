@@ -11,6 +11,9 @@ public enum SessionInput {
     case rename(Connection, name: String)
     /// A member asks for a change; `id` is its change id, if it gave one.
     case change(Change, id: String?, from: Connection)
+    /// A caller of the HTTP API asks for a change as `author` (`id`: its Idempotency-Key);
+    /// answered with ``SessionEffect/answer(request:_:)`` for `request` after the commit.
+    case apiChange(Change, id: String?, author: Author, request: UInt64)
     /// The log made durable every event up to `seq` of the append made in `generation`.
     case committed(generation: UInt64, through: UInt64)
     /// An append of `generation` failed: nothing of it is durable.
@@ -35,6 +38,8 @@ public enum SessionEffect {
     case accepted(Connection)
     /// Refuse a message with an error reply (the socket stays open).
     case refuse(Connection, ProtocolError, id: String?)
+    /// Answer an HTTP API change: the seq it is durable at, or why it was refused.
+    case answer(request: UInt64, Result<UInt64, ProtocolError>)
     /// Append these events to the log; report back `committed` or `commitFailed` with `generation`.
     case persist([LoggedEvent], generation: UInt64)
     /// Save this table (the committed one) as the session's checkpoint.

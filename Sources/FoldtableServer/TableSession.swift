@@ -38,8 +38,17 @@ final class TableSession {
         defer { handling = false }
         var next = 0
         while next < inputs.count {
-            let effects = core.handle(inputs[next], now: transport.nowMilliseconds())
+            let input = inputs[next]
             next += 1
+            let effects: [SessionEffect]
+            switch input {
+            case .change, .apiChange:
+                let start = ContinuousClock.now
+                effects = core.handle(input, now: transport.nowMilliseconds())
+                hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
+            default:
+                effects = core.handle(input, now: transport.nowMilliseconds())
+            }
             for effect in effects { perform(effect) }
         }
         inputs.removeAll(keepingCapacity: true)
@@ -62,19 +71,30 @@ final class TableSession {
     private func perform(_ effect: SessionEffect) {
         switch effect {
         case .send(let message, let connection):
+            hub.metrics.sent(message, to: 1)
             transport.send(message, to: connection)
         case .broadcast(let message, let connections):
+            hub.metrics.sent(message, to: connections.count)
+            let start = ContinuousClock.now
             transport.broadcast(message, to: connections)
+            hub.metrics.fanoutLatency.observe(Metrics.seconds(since: start))
         case .accepted(let connection):
             hub.accepted(connection)
         case .ack(let connection, let id, let seq):
-            transport.send(OutboundMessage(ServerMessage.ack(id: id, seq: seq)), to: connection)
+            let ack = OutboundMessage(ServerMessage.ack(id: id, seq: seq))
+            hub.metrics.sent(ack, to: 1)
+            transport.send(ack, to: connection)
         case .refuse(let connection, let error, let id):
             hub.refuse(connection, error, id: id)
+        case .answer(let request, let result):
+            hub.apiAnswered(request, result)
         case .persist(let events, let generation):
+            let start = ContinuousClock.now
             hub.eventLog.append(session: name, events: events) { [self] result in
+                hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
                 switch result {
                 case .success(let seq):
+                    hub.metrics.changesApplied += UInt64(events.count)
                     handle(.committed(generation: generation, through: seq))
                 case .failure(let error):
                     if case .conflict = error { rebaseLog() }

@@ -37,6 +37,11 @@ public protocol Transport: AnyObject {
     /// Where other threads post work for the service thread; the transport drains it on its
     /// loop. The only member of this protocol that may be used from another thread.
     var serviceQueue: ServiceQueue { get }
+    /// Answers HTTP request `id` (from ``TransportDelegate/httpRequest(_:)``), at once or later
+    /// (after a commit, say). Returns false when the request no longer waits for an answer: its
+    /// client went away or the transport's answer deadline passed (the delegate heard
+    /// ``TransportDelegate/httpRequestAbandoned(_:)``); nothing is sent then.
+    @discardableResult func respond(to id: UInt64, with response: HTTPResponse) -> Bool
 }
 
 extension Transport {
@@ -51,6 +56,77 @@ public protocol TransportDelegate: AnyObject {
     func connectionClosed(_ connection: Connection, code: Int)
     func connectionDrained(_ connection: Connection)
     func timerFired(_ token: UInt64)
+    /// Whether the delegate answers HTTP requests for `path` itself (the API, health checks);
+    /// the transport serves every other path as a static file. Asked before a request's body is
+    /// read, for every HTTP request, so it must be cheap.
+    func claimsHTTPPath(_ path: String) -> Bool
+    /// A whole HTTP request for a claimed path, its body read. Answer it with
+    /// ``Transport/respond(to:with:)``, now or later.
+    func httpRequest(_ request: HTTPRequest)
+    /// Request `id` will get no answer from the delegate after all: its client went away, or no
+    /// answer came in time (the client got 503). A later `respond` for it returns false.
+    func httpRequestAbandoned(_ id: UInt64)
+}
+
+/// One HTTP request for a path the hub answers, whole: the transport has checked its framing
+/// and Host and read its body (at most ``ServerConfig/maxHTTPBodyBytes``). Transport-neutral:
+/// libwebsockets hands it over from C, tests build it directly.
+public struct HTTPRequest: Sendable, Equatable {
+    /// The transport's number for it: answer with ``Transport/respond(to:with:)``.
+    public var id: UInt64
+    /// `GET`, `HEAD`, `POST`, `PUT`, `PATCH`, `DELETE`, `OPTIONS`.
+    public var method: String
+    /// Percent-decoded, without the query; `//`, `/./` and `/../` already folded.
+    public var path: String
+    /// The query's arguments, percent-decoded (`+` is a space); a repeated name keeps its last
+    /// value, an argument without `=` has the value "".
+    public var query: [String: String]
+    /// The request headers an API needs, by lowercase name (see ``header(_:)``).
+    public var headers: [String: String]
+    public var body: [UInt8]
+    /// The client's address: the TCP peer's, or a trusted proxy's `X-Forwarded-For`.
+    public var peer: String
+
+    public init(
+        id: UInt64, method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: [UInt8] = [],
+        peer: String = ""
+    ) {
+        self.id = id
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+        self.body = body
+        self.peer = peer
+    }
+
+    /// A header's value by case-insensitive name; `nil` when the request has none.
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// The answer to an ``HTTPRequest``. The transport adds the status line, the framing
+/// (`Content-Length`), the security headers every response carries, and `Cache-Control:
+/// no-store` unless `headers` name one; a HEAD request gets the headers without the body.
+public struct HTTPResponse: Sendable, Equatable {
+    public var status: Int
+    /// Extra headers by name. Names and values must not hold line breaks; `Content-Length`,
+    /// `Transfer-Encoding` and `Connection` belong to the transport. A response that breaks
+    /// these rules reaches the client as a 500.
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON body with its content type.
+    public static func json(_ status: Int, _ body: [UInt8], headers: [String: String] = [:]) -> HTTPResponse {
+        var all = headers
+        all["Content-Type"] = "application/json"
+        return HTTPResponse(status: status, headers: all, body: body)
+    }
 }
 
 /// One encoded server message. The transport may attach its own shared form of the bytes (for

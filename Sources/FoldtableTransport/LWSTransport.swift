@@ -1,4 +1,5 @@
 import CFoldtableWS
+import FoldtableCore
 import FoldtableServer
 import Glibc
 import Synchronization
@@ -62,6 +63,7 @@ public final class LWSTransport: Transport {
         info.hangup_secs = Int32(config.hangupSecs)
         info.send_stall_secs = Int32(config.sendStallSecs)
         info.echo_mode = echo ? 1 : 0
+        info.max_http_body_bytes = config.maxHTTPBodyBytes
         ftws_set_log_level(config.logLevel >= .info ? 1 : 0)
 
         var callbacks = ftws_callbacks()
@@ -73,6 +75,16 @@ public final class LWSTransport: Transport {
         }
         callbacks.allow_host = { owner, host in
             LWSTransport.from(owner).policy.allowsHost(host.map { String(cString: $0) }) ? 1 : 0
+        }
+        callbacks.http_claims = { owner, path in
+            guard let path else { return 0 }
+            return LWSTransport.from(owner).delegate?.claimsHTTPPath(String(cString: path)) == true ? 1 : 0
+        }
+        callbacks.on_http_request = { owner, request in
+            if let request { LWSTransport.from(owner).received(request.pointee) }
+        }
+        callbacks.on_http_abandoned = { owner, id in
+            LWSTransport.from(owner).delegate?.httpRequestAbandoned(id)
         }
         callbacks.on_open = { owner, conn in
             LWSTransport.from(owner).opened(
@@ -155,7 +167,53 @@ public final class LWSTransport: Transport {
         delegate?.connectionClosed(connection, code: code)
     }
 
+    /// A claimed HTTP request from C, copied into Swift values (the C memory lives only during
+    /// the callback). The client address follows the same proxy rule as WebSockets.
+    private func received(_ raw: ftws_http_request) {
+        var headers: [String: String] = [:]
+        for index in 0..<raw.header_count {
+            if let name = raw.header_names?[index], let value = raw.header_values?[index] {
+                headers[String(cString: name)] = String(cString: value)
+            }
+        }
+        var query: [String: String] = [:]
+        for index in 0..<raw.query_count {
+            guard let argument = raw.query?[index] else { continue }
+            let text = String(cString: argument)
+            if let equals = text.firstIndex(of: "=") {
+                query[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            } else {
+                query[text] = ""
+            }
+        }
+        let body = raw.body_len > 0 ? Array(UnsafeBufferPointer(start: raw.body, count: raw.body_len)) : []
+        let peer = raw.peer.map { String(cString: $0) } ?? ""
+        let request = HTTPRequest(
+            id: raw.id, method: raw.method.map { String(cString: $0) } ?? "", path: raw.path.map { String(cString: $0) } ?? "", query: query,
+            headers: headers, body: body, peer: policy.clientAddress(peer: peer, forwardedFor: headers["x-forwarded-for"]))
+        guard let delegate else {
+            respond(to: raw.id, with: HTTPRouter.error(503, "unavailable", "the server is starting; retry later"))
+            return
+        }
+        delegate.httpRequest(request)
+    }
+
     // MARK: - Transport
+
+    @discardableResult
+    public func respond(to id: UInt64, with response: HTTPResponse) -> Bool {
+        guard let server else { return false }
+        // "Name: value" lines; the C side rejects (as a 500) any that could split the response.
+        var block = ""
+        for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) {
+            block += "\(name): \(value)\r\n"
+        }
+        let status = UInt32(clamping: response.status)
+        let result = response.body.withUnsafeBufferPointer { body in
+            block.withCString { ftws_http_respond(server, id, status, $0, body.baseAddress, body.count) }
+        }
+        return result != -1
+    }
 
     private func frame(for message: OutboundMessage) -> OpaquePointer? {
         if let existing = message.transportFrame as? SharedFrame { return existing.frame }

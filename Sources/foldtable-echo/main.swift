@@ -4,6 +4,15 @@
 // Default is echo_mode = 1 (the C layer echoes text and binary). --swift-echo instead echoes
 // text from Swift through on_message + ftws_frame_create + ftws_conn_send (binary then closes
 // 1003), which exercises the callback path the real server uses.
+//
+// --http-prefix P claims every HTTP path under P and answers it from Swift (the HTTP seam):
+//   P.../echo     the request body back, with X-Method and X-Body-Length
+//   P.../big      ?bytes=N bytes of text (answers larger than one write)
+//   P.../never    no answer (the C side's answer deadline, --http-answer-ms, then sends 503)
+//   P.../bad      an answer with a header that would split the response (the C side sends 500)
+//   anything else a JSON account of the request (method, path, query, headers, body length)
+//   ?delay_ms=N   answer N ms later, from a timer (a deferred answer; the client may be gone)
+// With --log-closes, requests the C side abandons are logged as "http_abandoned <id>".
 import CFoldtableWS
 
 #if canImport(Glibc)
@@ -43,6 +52,9 @@ struct Options {
     var swiftEcho = false
     var logCloses = false
     var logLevel = 0
+    var httpPrefix: String?
+    var maxHTTPBodyBytes = 1_048_576
+    var httpAnswerMs = 0
 }
 
 func parseOptions(_ args: [String]) -> Options {
@@ -79,6 +91,9 @@ func parseOptions(_ args: [String]) -> Options {
         case "--swift-echo": o.swiftEcho = true
         case "--log-closes": o.logCloses = true
         case "--log-level": o.logLevel = int(a)
+        case "--http-prefix": o.httpPrefix = value(a)
+        case "--max-http-body-bytes": o.maxHTTPBodyBytes = int(a)
+        case "--http-answer-ms": o.httpAnswerMs = int(a)
         default: fail("unknown option \(a)")
         }
         i += 1
@@ -92,9 +107,13 @@ final class EchoOwner: @unchecked Sendable {
     let logCloses: Bool
     let graceMs: Int32
     var server: OpaquePointer?
-    init(logCloses: Bool, graceMs: Int32) {
+    let httpPrefix: String?
+    /// Deferred HTTP answers by request id (the timer token), service thread only.
+    var deferred: [UInt64: (status: UInt32, headers: String, body: [UInt8])] = [:]
+    init(logCloses: Bool, graceMs: Int32, httpPrefix: String?) {
         self.logCloses = logCloses
         self.graceMs = graceMs
+        self.httpPrefix = httpPrefix
     }
 }
 
@@ -123,6 +142,99 @@ func onMessage(
     guard let frame = ftws_frame_create(data, len) else { return }
     _ = ftws_conn_send(conn, frame)
     ftws_frame_release(frame)
+}
+
+// ---- HTTP seam ----
+
+func httpClaims(_ p: UnsafeMutableRawPointer?, _ path: UnsafePointer<CChar>?) -> Int32 {
+    guard let prefix = owner(p).httpPrefix, let path else { return 0 }
+    return String(cString: path).hasPrefix(prefix) ? 1 : 0
+}
+
+/// A JSON string literal (quotes, backslashes and control bytes escaped).
+func jsonString(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        default:
+            if scalar.value < 0x20 {
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return out + "\""
+}
+
+func answer(_ server: OpaquePointer?, _ id: UInt64, _ status: UInt32, _ headers: String, _ body: [UInt8]) {
+    let result = body.withUnsafeBufferPointer { bytes in
+        headers.withCString { ftws_http_respond(server, id, status, $0, bytes.baseAddress, bytes.count) }
+    }
+    if result != 0 { errorLine("http_respond \(id) \(result)") }
+}
+
+func onHTTPRequest(_ p: UnsafeMutableRawPointer?, _ request: UnsafePointer<ftws_http_request>?) {
+    let echo = owner(p)
+    guard let raw = request?.pointee else { return }
+    let method = String(cString: raw.method)
+    let path = String(cString: raw.path)
+    var query: [String: String] = [:]
+    var queryList: [String] = []
+    for i in 0..<raw.query_count {
+        let argument = String(cString: raw.query[i]!)
+        queryList.append(jsonString(argument))
+        let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        query[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+    }
+    var headerList: [String] = []
+    for i in 0..<raw.header_count {
+        headerList.append("\(jsonString(String(cString: raw.header_names[i]!))):\(jsonString(String(cString: raw.header_values[i]!)))")
+    }
+    let body = raw.body_len > 0 ? Array(UnsafeBufferPointer(start: raw.body, count: raw.body_len)) : []
+
+    var status: UInt32 = 200
+    var headers = "Content-Type: application/json"
+    var out: [UInt8]
+    if path.hasSuffix("/never") {
+        return
+    } else if path.hasSuffix("/echo") {
+        headers = "Content-Type: application/octet-stream\r\nX-Method: \(method)\r\nX-Body-Length: \(body.count)"
+        out = body
+    } else if path.hasSuffix("/big") {
+        let count = Int(query["bytes"] ?? "") ?? 1_000_000
+        headers = "Content-Type: text/plain"
+        out = (0..<count).map { UInt8(ascii: "0") + UInt8($0 % 10) }
+    } else if path.hasSuffix("/bad") {
+        headers = "X-Split: one\r\n\r\n<html>"
+        out = Array("split".utf8)
+    } else {
+        out = Array(
+            """
+            {"id":\(raw.id),"method":\(jsonString(method)),"path":\(jsonString(path)),"query":[\(queryList.joined(separator: ","))],\
+            "headers":{\(headerList.joined(separator: ","))},"peer":\(jsonString(String(cString: raw.peer))),"body_length":\(body.count)}
+            """.utf8)
+        if method == "DELETE" { status = 204 }
+    }
+    if let delay = query["delay_ms"].flatMap({ UInt64($0) }) {
+        echo.deferred[raw.id] = (status, headers, out)
+        ftws_timer_arm(echo.server, raw.id, delay)
+        return
+    }
+    answer(echo.server, raw.id, status, headers, out)
+}
+
+func onTimer(_ p: UnsafeMutableRawPointer?, _ token: UInt64) {
+    let echo = owner(p)
+    guard let pending = echo.deferred.removeValue(forKey: token) else { return }
+    answer(echo.server, token, pending.status, pending.headers, pending.body)
+}
+
+func onHTTPAbandoned(_ p: UnsafeMutableRawPointer?, _ id: UInt64) {
+    if owner(p).logCloses { errorLine("http_abandoned \(id)") }
 }
 
 // SIGTERM/SIGINT are blocked before any other thread exists (threads inherit the mask) and
@@ -176,14 +288,22 @@ config.ping_interval_secs = Int32(options.pingInterval)
 config.hangup_secs = Int32(options.hangup)
 config.send_stall_secs = Int32(options.sendStall)
 config.echo_mode = options.swiftEcho ? 0 : 1
+config.max_http_body_bytes = options.maxHTTPBodyBytes
+config.http_answer_ms = Int32(options.httpAnswerMs)
 
-let echoOwner = EchoOwner(logCloses: options.logCloses, graceMs: Int32(options.graceMs))
+let echoOwner = EchoOwner(logCloses: options.logCloses, graceMs: Int32(options.graceMs), httpPrefix: options.httpPrefix)
 var callbacks = ftws_callbacks()
 callbacks.owner = Unmanaged.passRetained(echoOwner).toOpaque()
 callbacks.on_open = onOpen
 callbacks.on_close = onClose
 if options.swiftEcho {
     callbacks.on_message = onMessage
+}
+if options.httpPrefix != nil {
+    callbacks.http_claims = httpClaims
+    callbacks.on_http_request = onHTTPRequest
+    callbacks.on_http_abandoned = onHTTPAbandoned
+    callbacks.on_timer = onTimer
 }
 
 var errorBuffer = [CChar](repeating: 0, count: 1024)

@@ -26,7 +26,7 @@ case .help:
     exit(Console.Status.success)
 case .join(let options):
     guard let terminal = Terminal() else {
-        Console.error("join needs a terminal; for scripts use watch, get, toggle, expand or collapse")
+        Console.error("join needs a terminal; for scripts use watch, get, find or the other commands (foldtable --help)")
         exit(Console.Status.usage)
     }
     let connection: ClientConnection

@@ -7,7 +7,7 @@ import Foundation
 enum TokenCommand {
     static let usage = """
         usage: foldtabled token --session NAME[,NAME...]|'*' [--role viewer|editor|owner] [--name NAME] [--user ID] [--ttl 1h]
-                                (--token-secret-file FILE or FOLDTABLE_TOKEN_SECRET)
+                                (--token-secret-file FILE, a --config FILE naming one, or FOLDTABLE_TOKEN_SECRET)
           --ttl  lifetime: N plus s, m, h or d (default 1h)
         """
 
@@ -56,7 +56,7 @@ enum TokenCommand {
             guard case .run(let parsed) = try ServerConfig.parse(arguments: rest, environment: env) else { fail(usage) }
             config = parsed
         } catch {
-            fail(error.description)
+            ConfigCheck.refuse(error)
         }
         let secret: [UInt8]
         do {

@@ -1,5 +1,6 @@
 // foldtabled: read the configuration, validate it, wire the hub to the libwebsockets transport,
 // serve until SIGINT/SIGTERM, then close every client with 1001 and exit 0.
+import FoldtableCore
 import FoldtableServer
 import FoldtableTransport
 import Foundation
@@ -19,6 +20,10 @@ if CommandLine.arguments.count > 1 {
     switch CommandLine.arguments[1] {
     case "backup": BackupCommand.run(Array(CommandLine.arguments.dropFirst(2)), environment: ProcessInfo.processInfo.environment)
     case "token": TokenCommand.run(Array(CommandLine.arguments.dropFirst(2)), environment: ProcessInfo.processInfo.environment)
+    case "healthcheck": HealthCheck.run(Array(CommandLine.arguments.dropFirst(2)))
+    case "--version", "version":
+        print("foldtabled \(FoldtableVersion.current)")
+        exit(0)
     default: break
     }
 }
@@ -29,19 +34,22 @@ do {
     case .help:
         print(ServerConfig.usage)
         exit(0)
+    case .helpMarkdown:
+        print(ServerConfig.markdownTable)
+        exit(0)
+    case .helpEnvironment:
+        print(ServerConfig.environmentExample)
+        exit(0)
+    case .check(let config, let sources):
+        ConfigCheck.run(config, sources: sources)
     case .run(let parsed):
         parsedConfig = parsed
     }
 } catch {
-    fail(error.description)
+    ConfigCheck.refuse(error)
 }
-
-var isDirectory: ObjCBool = false
-if !parsedConfig.webRoot.isEmpty
-    && !(FileManager.default.fileExists(atPath: parsedConfig.webRoot, isDirectory: &isDirectory) && isDirectory.boolValue)
-{
-    fail("--web-root \(parsedConfig.webRoot) is not a directory")
-}
+let startProblems = ConfigCheck.problems(parsedConfig, storage: false)
+if !startProblems.isEmpty { ConfigCheck.refuse(ServerConfig.Invalid(startProblems)) }
 
 let verifier: TokenVerifier?
 do {
@@ -69,9 +77,11 @@ do {
 } catch {
     fail(error.description)
 }
+// Between the hub and the store: notes the store's failures, so /readyz can say so.
+let monitor = StoreMonitor(store: storage.store, log: storage.log, clock: { transport.nowMilliseconds() })
 let hub = Hub(
-    config: config, transport: transport, store: storage.store, eventLog: storage.log, storedNames: storage.names,
-    log: Log(level: config.logLevel), verifier: verifier)
+    config: config, transport: transport, store: monitor, eventLog: monitor, storedNames: storage.names,
+    log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable })
 transport.delegate = hub
 SessionLoader.loadDemo(into: hub, config: config)
 

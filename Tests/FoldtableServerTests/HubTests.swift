@@ -60,6 +60,27 @@ import Testing
         #expect(joined.count == 5)
     }
 
+    @Test func anAPIChangeReachesMembersAndIsAnsweredWithItsSeqAndAnUnknownSessionIsNotFound() throws {
+        let h = Harness()
+        h.join(1)
+        var answered: [Result<UInt64, ProtocolError>] = []
+        h.hub.submitAPIChange(
+            .setCollapsed(section: .key("mac"), collapsed: true), id: "k", author: Author(client: "api", name: "cron"), session: "demo"
+        ) { answered.append($0) }
+        h.transport.settle()
+        let seq = try #require(try answered.first?.get())
+        #expect(h.transport.messages(1, type: "event").last?["seq"] == .integer(Int64(seq)))
+        h.hub.submitAPIChange(.setAll(collapsed: true), id: nil, author: Author(client: "api", name: "cron"), session: "nope") {
+            answered.append($0)
+        }
+        h.transport.settle()
+        guard case .failure(let error)? = answered.last else {
+            Issue.record("an unknown session was not refused")
+            return
+        }
+        #expect(error.code == .sessionNotFound)
+    }
+
     @Test func aRenameIsShownToEveryMember() {
         let h = Harness()
         h.join(1, name: "ana")

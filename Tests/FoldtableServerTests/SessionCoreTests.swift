@@ -325,6 +325,45 @@ import Testing
         #expect(core.handle(.find(query: "x", limit: 5, id: nil, from: Connection(id: 99)), now: 0).isEmpty)
     }
 
+    func answers(_ effects: [SessionEffect]) -> [(UInt64, Result<UInt64, ProtocolError>)] {
+        effects.compactMap { if case .answer(let request, let result) = $0 { return (request, result) } else { return nil } }
+    }
+
+    @Test func anAPIChangeIsBroadcastLikeAMembersAndAnsweredWithItsSeqOnlyAfterTheCommit() throws {
+        var core = try core()
+        let api = Author(client: "api", name: "cron")
+        let effects = core.handle(.apiChange(detail("from cron"), id: "k1", author: api, request: 7), now: 0)
+        let persist = try #require(persisted(effects))
+        #expect(answers(effects).isEmpty)
+        let committed = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        #expect(answers(committed).map(\.0) == [7])
+        #expect(try answers(committed).first?.1.get() == 1)
+        #expect(broadcastTypes(committed) == ["event"])
+        // The same Idempotency-Key again: the original seq, nothing applied twice.
+        let retry = core.handle(.apiChange(detail("from cron"), id: "k1", author: api, request: 8), now: 0)
+        #expect(persisted(retry) == nil)
+        #expect(try answers(retry).first?.1.get() == 1)
+        #expect(core.head.seq == 1)
+    }
+
+    @Test func anInvalidAPIChangeAndALostCommitAreAnsweredWithTheirErrors() throws {
+        var core = try core()
+        let api = Author(client: "api", name: "cron")
+        let refused = answers(core.handle(.apiChange(.toggle(section: .key("nope")), id: nil, author: api, request: 1), now: 0))
+        guard case .failure(let error)? = refused.first?.1 else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(error.code == .unknownSection)
+        let persist = try #require(persisted(core.handle(.apiChange(detail("x"), id: nil, author: api, request: 2), now: 0)))
+        let lost = answers(core.handle(.commitFailed(generation: persist.generation, .unavailable("disk full")), now: 0))
+        guard case .failure(let failure)? = lost.first?.1 else {
+            Issue.record("not refused")
+            return
+        }
+        #expect(lost.first?.0 == 2 && failure.code == .storageUnavailable)
+    }
+
     @Test func aCheckpointIsAskedForAfterTheConfiguredNumberOfCommittedEvents() throws {
         var settings = SessionCore.Settings()
         settings.checkpointEvents = 3

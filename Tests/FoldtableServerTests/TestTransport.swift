@@ -39,6 +39,14 @@ final class TestTransport: Transport {
     func armTimer(token: UInt64, milliseconds: UInt64) { timers[token] = milliseconds }
     func cancelTimer(token: UInt64) { timers[token] = nil }
     func nowMilliseconds() -> UInt64 { clock }
+    /// HTTP answers by request id; ids in `abandoned` are gone (their client left).
+    var responses: [UInt64: HTTPResponse] = [:]
+    var abandoned: Set<UInt64> = []
+    func respond(to id: UInt64, with response: HTTPResponse) -> Bool {
+        guard !abandoned.contains(id), responses[id] == nil else { return false }
+        responses[id] = response
+        return true
+    }
     /// Posts from the store run when the test settles (as the lws loop would run them next turn).
     let serviceQueue = ServiceQueue(wake: {})
 

@@ -124,3 +124,15 @@ def echo_failed_start(tmp_path):
         return proc.returncode, stderr_path.read_text()
 
     return start
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory):
+    """Two throwaway self-signed certificates for localhost (made at test time, never committed):
+    a.crt/a.key and b.crt/b.key (b's key does not match a's certificate)."""
+    d = tmp_path_factory.mktemp("tls")
+    for name in ("a", "b"):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=localhost", "-keyout", d / f"{name}.key", "-out",
+                        d / f"{name}.crt"], check=True, capture_output=True)
+    return d

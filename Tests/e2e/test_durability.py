@@ -16,7 +16,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from foldtabled import Client, LoggedServer, StartFailed, integrity_check, read_welcome_table
+from foldtabled import Client, LoggedServer, StartFailed, http_get, integrity_check, read_welcome_table
 
 SMALL_DEMO = ("--demo-large-rows", "100")
 
@@ -526,6 +526,34 @@ def test_a_session_created_while_the_disk_is_full_takes_changes_once_space_retur
         server = launch("--data-dir", str(data))
         welcome, sections = await snapshot(server.ws, "newbie")
         assert welcome["seq"] == 1 and list(sections) == ["n"]
+    run(scenario())
+
+
+def test_readyz_is_503_while_the_disk_refuses_writes_and_200_once_it_takes_them_again(launch, tmp_path):
+    # /healthz says the process serves; /readyz says whether the store does (a load balancer
+    # sends clients elsewhere meanwhile).
+    data = tmp_path / "data"
+
+    async def scenario():
+        server = _start_with_little_room(launch, data, 100 * 1024)
+        assert http_get(server.port, "/readyz")[:3:2] == (200, b'{"status":"ready"}')
+        writer = await Client.join(server.ws, session="ready", name="writer")
+        await acked(writer, {"type": "addSection", "title": "F", "key": "f", "id": "f0"})
+        refused = await _fill(writer, "f", "r")
+        assert refused["code"] == "storage_unavailable"
+        status, headers, body = http_get(server.port, "/readyz")
+        assert (status, json.loads(body)) == (503, {"status": "not_ready"})
+        assert headers["content-type"] == "application/json"
+        assert http_get(server.port, "/healthz")[0] == 200
+
+        _make_room(server)
+        deadline = time.monotonic() + 5
+        retry = add_row("f", "again", "again")
+        while (reply := await change(writer, retry))["type"] != "ack" and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert reply["type"] == "ack", reply
+        assert http_get(server.port, "/readyz")[0] == 200
+        await writer.close()
     run(scenario())
 
 

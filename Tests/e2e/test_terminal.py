@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from foldtabled import REPO, Client, Server
+from foldtabled import BIN, REPO, Client, Server
 
 CLIENT = os.environ.get("FOLDTABLE_CLIENT_BIN", ".build/debug/foldtable")
 CLIENT = CLIENT if os.path.isabs(CLIENT) else os.path.join(REPO, CLIENT)
@@ -206,6 +206,319 @@ def test_watch_prints_every_message_as_one_json_line_until_interrupted(server):
         watch.send_signal(signal.SIGINT)
         assert watch.wait(5) == 0
     assert watch.stderr.read() == ""
+
+
+# ---- script mode: list, find, edits, options, --json and --id ---------------------------------
+
+
+def ft_json(*args, timeout=20):
+    """Runs the client with --json; asserts exit 0, nothing on stderr and exactly one JSON
+    document on stdout, and returns it."""
+    done = ft(*args, "--json", timeout=timeout)
+    assert done.returncode == 0, (args, done.stderr)
+    assert done.stderr == "", done.stderr
+    assert done.stdout.count("\n") == 1, done.stdout
+    return json.loads(done.stdout)
+
+
+def table_of(url, session):
+    """The session's table as a fresh member sees it: {section key: (title, collapsed, rowCount)}."""
+    async def look():
+        member = await Client.join(url, session=session, name="checker")
+        await member.close()
+        return {s["key"]: (s["title"], s["collapsed"], s["rowCount"]) for s in member.welcome["table"]["sections"]}
+
+    return run(look())
+
+
+def test_list_prints_the_sessions_with_their_member_counts(server):
+    async def scenario():
+        member = await Client.join(server.ws, session="other", name="bo")
+        text = ft("list", server.ws)
+        assert text.returncode == 0 and text.stderr == ""
+        assert text.stdout.splitlines() == ["demo\t0", "other\t1"]
+        assert ft_json("list", server.ws) == {"sessions": [{"name": "demo", "members": 0},
+                                                           {"name": "other", "members": 1}]}
+        await member.close()
+
+    run(scenario())
+
+
+def test_edits_from_the_command_line_reach_every_member(server):
+    async def scenario():
+        other = await Client.join(server.ws, session="work", name="bo")
+        url = server.ws
+        added = ft_json("add-section", url, "work", "Tools", "--detail", "hand and power", "--name", "script")
+        assert added["repeated"] is False and added["collapsed"] == {} and added["key"] == "s1"
+        assert added["seq"] == 1 and added["id"]
+        event = await other.next(lambda m: m["type"] == "event")
+        assert event["by"]["name"] == "script" and event["id"] == added["id"]
+        assert event["change"]["title"] == "Tools" and event["change"]["detail"] == "hand and power"
+
+        # Without --json, add-section and add-row print the new key.
+        parts = ft("add-section", url, "work", "Parts", "--key", "parts", "--collapsed", "--index", "0")
+        assert parts.returncode == 0 and parts.stdout == "parts\n" and parts.stderr == ""
+        hammer = ft("add-row", url, "work", "s1", "Hammer", "--value", "12", "--detail", "steel")
+        assert hammer.returncode == 0 and hammer.stdout == "r3\n"
+        bolt = ft_json("add-row", url, "work", "--title", "Parts", "Bolt", "--value", "M6", "--key", "bolt")
+        assert bolt["key"] == "bolt" and bolt["seq"] == 4
+        for _ in range(3):
+            await other.next(lambda m: m["type"] == "event")
+
+        # Other changes print nothing without --json.
+        updated = ft("update-row", url, "work", "r3", "--value", "13", "--clear-detail")
+        assert updated.returncode == 0 and updated.stdout == "" and updated.stderr == ""
+        event = await other.next(lambda m: m["type"] == "event")
+        assert event["change"] == {"type": "updateRow", "row": "r3", "set": {"value": "13", "detail": None}}
+        moved = ft_json("move-row", url, "work", "r3", "parts", "--index", "0")
+        assert moved["seq"] == 6 and moved["repeated"] is False
+        event = await other.next(lambda m: m["type"] == "event")
+        assert event["change"] == {"type": "moveRow", "row": "r3", "section": "parts", "index": 0}
+        renamed = ft_json("rename-section", url, "work", "s1", "Hand tools")
+        assert renamed["seq"] == 7
+        event = await other.next(lambda m: m["type"] == "event")
+        assert event["change"] == {"type": "updateSection", "section": "s1", "set": {"title": "Hand tools"}}
+        removed = ft("remove-row", url, "work", "bolt")
+        assert removed.returncode == 0 and removed.stdout == ""
+        event = await other.next(lambda m: m["type"] == "event")
+        assert event["change"] == {"type": "removeRow", "row": "bolt"}
+        await other.close()
+
+    run(scenario())
+    assert table_of(server.ws, "work") == {"parts": ("Parts", True, 1), "s1": ("Hand tools", False, 0)}
+
+
+def test_find_finds_rows_of_collapsed_sections_and_reveal_shows_them(server):
+    url = server.ws
+    assert ft("add-section", url, "hay", "Stack", "--collapsed").stdout == "s1\n"
+    for label in ("straw", "Needle", "more straw", "straw again"):
+        assert ft("add-row", url, "hay", "s1", label, "--value", label.upper()).returncode == 0
+    assert table_of(url, "hay")["s1"] == ("Stack", True, 4)
+
+    found = ft("find", url, "hay", "needle")
+    assert found.returncode == 0 and found.stderr == ""
+    assert found.stdout == "r3\ts1\tNeedle\tNEEDLE\n"
+    assert ft_json("find", url, "hay", "NEEDLE") == {
+        "q": "NEEDLE", "rows": [{"section": "s1", "row": "r3", "label": "Needle", "value": "NEEDLE"}],
+        "truncated": False}
+    # More matches than the limit: the first ones, and it says so.
+    assert ft_json("find", url, "hay", "straw", "--limit", "2") == {
+        "q": "straw", "rows": [{"section": "s1", "row": "r2", "label": "straw", "value": "STRAW"},
+                               {"section": "s1", "row": "r4", "label": "more straw", "value": "MORE STRAW"}],
+        "truncated": True}
+    truncated = ft("find", url, "hay", "straw", "--limit", "2")
+    assert truncated.returncode == 0 and truncated.stdout.count("\n") == 2
+    assert "more rows match than the 2 shown" in one_line(truncated.stderr)
+    # Nothing found is not an error.
+    nothing = ft("find", url, "hay", "gold")
+    assert nothing.returncode == 0 and nothing.stdout == "" and nothing.stderr == ""
+    assert ft_json("find", url, "hay", "gold") == {"q": "gold", "rows": [], "truncated": False}
+
+    revealed = ft("reveal", url, "hay", "r3")
+    assert revealed.returncode == 0 and json.loads(revealed.stdout) == {"s1": False}
+    assert collapsed_map(url, "hay") == {"s1": False}
+    # Revealing a visible row changes nothing.
+    again = ft_json("reveal", url, "hay", "r3")
+    assert again["collapsed"] == {} and again["repeated"] is False
+
+
+def test_a_change_retried_with_the_same_id_is_applied_once(server):
+    url = server.ws
+    first = ft_json("add-section", url, "retry", "Only once", "--id", "script-7")
+    again = ft_json("add-section", url, "retry", "Only once", "--id", "script-7")
+    assert first["repeated"] is False and first["key"] == "s1" and first["id"] == "script-7"
+    assert again == {"seq": first["seq"], "id": "script-7", "repeated": True, "collapsed": {}}
+    assert list(table_of(url, "retry")) == ["s1"]
+
+    row = ft("add-row", url, "retry", "s1", "Nail", "--key", "nail", "--id", "script-8")
+    assert row.returncode == 0 and row.stdout == "nail\n"
+    # A repeat knows the key when it was given.
+    row = ft("add-row", url, "retry", "s1", "Nail", "--key", "nail", "--id", "script-8")
+    assert row.returncode == 0 and row.stdout == "nail\n"
+    assert table_of(url, "retry")["s1"][2] == 1
+
+    toggled = ft("toggle", url, "retry", "s1", "--id", "script-9")
+    assert json.loads(toggled.stdout) == {"s1": True}
+    toggled = ft("toggle", url, "retry", "s1", "--id", "script-9")
+    assert toggled.returncode == 0 and json.loads(toggled.stdout) == {}  # not toggled back
+    assert collapsed_map(url, "retry") == {"s1": True}
+
+    # The same id for another change is refused, not acknowledged.
+    reused = ft("collapse-all", url, "retry", "--id", "script-9", "--json")
+    assert reused.returncode == 1
+    assert json.loads(reused.stdout)["error"]["code"] == "id_reused"
+    assert one_line(reused.stderr).startswith("foldtable: ")
+
+
+def test_a_retried_id_is_still_recognised_after_a_restart(tmp_path):
+    first = demo_server("--data-dir", str(tmp_path))
+    try:
+        added = ft_json("add-section", first.ws, "keep", "Shelf", "--id", "restart-1")
+    finally:
+        first.stop()
+    second = demo_server("--data-dir", str(tmp_path))
+    try:
+        again = ft_json("add-section", second.ws, "keep", "Shelf", "--id", "restart-1")
+        assert again["seq"] == added["seq"] and again["repeated"] is True
+        assert table_of(second.ws, "keep") == {"s1": ("Shelf", False, 0)}
+    finally:
+        second.stop()
+
+
+def test_options_prints_and_sets_the_table_options(server):
+    url = server.ws
+    before = ft("options", url, "opts")
+    assert before.returncode == 0 and before.stderr == ""
+    options = json.loads(before.stdout)
+    assert options["accordion"] is False and options["busyThresholdMs"] == 500
+    assert ft_json("options", url, "opts") == options
+    changed = ft_json("options", url, "opts", "--accordion", "on", "--collapsed-indicator", "▸",
+                      "--busy-threshold-ms", "250", "--sections-initially-collapsed", "yes")
+    assert changed["repeated"] is False and changed["seq"] == 1
+    after = ft_json("options", url, "opts")
+    assert after == {**options, "accordion": True, "collapsedIndicator": "▸", "busyThresholdMs": 250,
+                     "sectionsInitiallyCollapsed": True}
+    silent = ft("options", url, "opts", "--accordion", "off")
+    assert silent.returncode == 0 and silent.stdout == ""
+    # The busy indicator switch and title lines; the server checks the range (at most 10 lines).
+    assert options["showBusyIndicator"] is True and options["titleLines"] == 0
+    assert ft("options", url, "opts", "--show-busy-indicator", "off", "--title-lines", "2").returncode == 0
+    assert {k: v for k, v in ft_json("options", url, "opts").items() if k in ("showBusyIndicator", "titleLines")} == {
+        "showBusyIndicator": False, "titleLines": 2}
+    refused = ft("options", url, "opts", "--title-lines", "11")
+    assert refused.returncode == 1 and one_line(refused.stderr) == "foldtable: titleLines must be between 0 and 10"
+
+
+def test_get_and_watch_take_json_too(server):
+    assert ft_json("get", server.ws, "demo") == collapsed_map(server.ws)
+    watch = subprocess.Popen([CLIENT, "watch", server.ws, "demo", "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(watch.stdout.readline())["type"] == "welcome"
+    finally:
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(5) == 0
+
+
+def test_refused_edits_fail_with_the_servers_reason(server):
+    url = server.ws
+    assert ft("add-section", url, "refuse", "Mac", "--key", "mac").stdout == "mac\n"
+    assert ft("add-row", url, "refuse", "mac", "MacBook Air", "--key", "mac-1").stdout == "mac-1\n"
+    cases = [
+        (["remove-row", url, "refuse", "nope"], "unknown_row", 'no row has the key "nope"'),
+        (["update-row", url, "refuse", "nope", "--value", "1"], "unknown_row", 'no row has the key "nope"'),
+        (["reveal", url, "refuse", "nope"], "unknown_row", 'no row has the key "nope"'),
+        (["move-row", url, "refuse", "mac-1", "nope"], "unknown_section", 'no section has the key "nope"'),
+        (["add-row", url, "refuse", "--title", "Nope", "x"], "unknown_section", 'no section has the title "Nope"'),
+        (["add-section", url, "refuse", "Again", "--key", "mac"], "duplicate_key", 'the key "mac" is already used'),
+        (["rename-section", url, "refuse", "nope", "X"], "unknown_section", 'no section has the key "nope"'),
+    ]
+    for args, code, message in cases:
+        done = ft(*args)
+        assert done.returncode == 1 and done.stdout == "", (args, done)
+        assert one_line(done.stderr) == f"foldtable: {message}", args
+        done = ft(*args, "--json")
+        assert done.returncode == 1, (args, done)
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == code and error["message"] == message, (args, error)
+    # Nothing of it was applied.
+    assert "Again" not in ft("get", url, "refuse", "--by-title").stdout
+
+
+def test_bad_arguments_of_the_new_commands_fail_before_connecting():
+    port = free_port()  # nothing listens: a usage error must come before any connection
+    url = f"ws://127.0.0.1:{port}/ws"
+    cases = [
+        (["find", url, "demo"], "find needs the text to find"),
+        (["find", url, "demo", "x", "--limit", "0"], "--limit must be a number from 1 to 500"),
+        (["reveal", url, "demo"], "reveal needs a row key"),
+        (["add-section", url, "demo"], "add-section needs a title"),
+        (["add-row", url, "demo", "mac"], "add-row needs a section key (or --title TITLE) and a label"),
+        (["add-row", url, "demo", "mac", "x", "--index", "-1"], "--index must be a whole number"),
+        (["update-row", url, "demo", "r1"], "update-row needs --label, --value, --detail or --clear-detail"),
+        (["move-row", url, "demo", "r1"], "move-row needs a row key and a section key (or --title TITLE)"),
+        (["rename-section", url, "demo", "mac"], "rename-section needs a section key (or --title TITLE) and the new title"),
+        (["options", url, "demo", "--accordion", "maybe"], "--accordion must be on or off"),
+        (["list"], "list needs a URL"),
+        (["list", url, "demo"], 'unexpected argument "demo"'),
+        (["get", url, "demo", "--id", "x"], "--id only goes with commands that change the table"),
+        (["toggle", url, "demo", "mac", "--id", "x" * 65], "--id must be 1 to 64 bytes on one line"),
+        (["join", url, "demo", "--json"], "--json does not go with join"),
+    ]
+    for args, words in cases:
+        done = ft(*args)
+        assert done.returncode == 2 and done.stdout == "", (args, done)
+        assert words in one_line(done.stderr), (args, done.stderr)
+
+
+def test_help_lists_every_command_with_an_example():
+    done = ft("--help")
+    assert done.returncode == 0 and done.stderr == ""
+    for verb in ["join", "watch", "list", "get", "find", "toggle", "expand", "collapse", "expand-all", "collapse-all",
+                 "reveal", "add-section", "add-row", "update-row", "remove-row", "move-row", "rename-section", "options"]:
+        assert f"\n  {verb} URL" in done.stdout, verb
+        assert f"\n      foldtable {verb} ws://" in done.stdout, verb
+
+
+def test_the_new_commands_fail_with_one_line_when_the_server_is_unreachable():
+    port = free_port()
+    url = f"ws://127.0.0.1:{port}/ws"
+    for args in (["list", url], ["find", url, "demo", "x"], ["add-row", url, "demo", "mac", "x"], ["options", url, "demo"]):
+        done = ft(*args, "--json")
+        assert done.returncode == 3 and done.stdout == "", (args, done)
+        assert one_line(done.stderr).startswith(f"foldtable: cannot connect to {url}")
+
+
+def test_tokens_open_the_sessions_they_name_and_a_refused_join_exits_1(tmp_path):
+    secret = tmp_path / "token.secret"
+    secret.write_text("s" * 40)
+    server = Server("--memory", "--token-secret-file", str(secret))
+
+    def make(session, role):
+        made = subprocess.run([os.path.join(REPO, BIN), "token",
+                               "--token-secret-file", str(secret), "--session", session, "--role", role,
+                               "--ttl", "1h"], capture_output=True, text=True, timeout=10)
+        assert made.returncode == 0, made.stderr
+        return made.stdout.strip()
+
+    try:
+        url = server.ws
+        editor = make("notes", "editor")
+        assert ft("add-section", url, "notes", "Todo", "--token", editor).stdout == "s1\n"
+        assert ft_json("list", url, "--token", make("*", "viewer"))["sessions"] == [
+            {"name": "demo", "members": 0}, {"name": "notes", "members": 0}]
+        # FOLDTABLE_TOKEN is the default.
+        listed = subprocess.run([CLIENT, "list", url, "--json"], capture_output=True, text=True, timeout=20,
+                                env={**os.environ, "FOLDTABLE_TOKEN": editor})
+        assert listed.returncode == 0 and json.loads(listed.stdout) == {"sessions": [{"name": "notes", "members": 0}]}
+        for args in (["list", url], ["get", url, "notes"], ["add-row", url, "notes", "s1", "x"]):
+            refused = ft(*args, "--json")
+            assert refused.returncode == 1, (args, refused)
+            assert json.loads(refused.stdout)["error"]["code"] == "unauthorized"
+            assert one_line(refused.stderr).startswith("foldtable: the server refused to "), refused.stderr
+        viewer = ft("add-row", url, "notes", "s1", "x", "--token", make("notes", "viewer"), "--json")
+        assert viewer.returncode == 1 and json.loads(viewer.stdout)["error"]["code"] == "forbidden"
+    finally:
+        server.stop()
+
+
+def test_a_deleted_session_ends_watch_with_what_the_close_means(server):
+    watch = subprocess.Popen([CLIENT, "watch", server.ws, "gone"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(watch.stdout.readline())["type"] == "welcome"
+
+        async def delete():
+            member = await Client.join(server.ws, session="gone", name="bo")
+            await member.send({"type": "deleteSession"})
+            await asyncio.sleep(0.2)
+
+        run(delete())
+        assert watch.wait(10) == 3  # 4501 is not retried
+        assert one_line(watch.stderr.read()) == (
+            f"foldtable: connection to {server.ws} lost (code 4501): the session was deleted")
+    finally:
+        if watch.poll() is None:
+            watch.kill()
 
 
 class Proxy:
@@ -490,8 +803,9 @@ def test_keys_move_search_reveal_edit_and_expand_or_collapse_everything(server):
             await pane.wait_for("− Friends", "Zhou Wei")
             # A refused change is shown, not fatal: accordion mode refuses expand-all.
             await other.send({"type": "setOptions", "options": {"accordion": True}, "id": "bo-2"})
-            # Applied before the key press reaches the server (else expand-all would come first).
-            await other.next(lambda m: m["type"] == "ack" and m["id"] == "bo-2")
+            # The refusal is sent at once, the options' event after its commit: wait for the event,
+            # or its note may replace the refusal's on screen.
+            await pane.wait_for("bo changed the table options")
             pane.keys("e")
             await pane.wait_for("refused: expand all is not possible in accordion mode")
             pane.keys("C-c")

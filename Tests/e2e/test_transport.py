@@ -8,7 +8,6 @@ import os
 import re
 import socket
 import ssl
-import subprocess
 import time
 
 import pytest
@@ -416,16 +415,6 @@ def test_a_websocket_upgrade_on_another_path_is_refused(echo_server):
 
 
 # ---- TLS ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tls")
-    for name in ("a", "b"):
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                        "-subj", "/CN=localhost", "-keyout", d / f"{name}.key", "-out",
-                        d / f"{name}.crt"], check=True, capture_output=True)
-    return d
 
 
 def test_wss_echo_works_with_a_test_certificate(tls_files, echo_server_factory):

@@ -12,15 +12,18 @@
  *
  * Ownership: a connection handle (ftws_conn *) is valid from the on_open callback until the
  * on_close callback for it returns; after that the C side frees it. Frames are refcounted
- * (service thread only, so the count is a plain integer).
+ * (service thread only, so the count is a plain integer). HTTP requests are named by a number,
+ * never a pointer: the owner may answer one long after the callback (a database commit later),
+ * by which time the client may have gone, so an answer to a number the C side no longer knows is
+ * simply refused (no pointer can dangle).
+ *
+ * The terminal client's wrapper is a separate target (CFoldtableWSClient).
  */
 #ifndef CFOLDTABLEWS_H
 #define CFOLDTABLEWS_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "CFoldtableWSClient.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,7 +33,9 @@ typedef struct ftws_server ftws_server;
 typedef struct ftws_conn ftws_conn;
 typedef struct ftws_frame ftws_frame;
 
-/* Close codes the C layer itself uses. Application codes (4000-4999) are chosen by Swift. */
+/* Close codes the C layer itself uses. Application codes (4000-4999) are chosen by Swift. Both
+ * are listed, with their meaning for clients, in FoldtableCore's CloseCode (normal = 1000, ...),
+ * whose unit test checks these numbers against that table. */
 enum {
     FTWS_CLOSE_NORMAL = 1000,
     FTWS_CLOSE_GOING_AWAY = 1001,     /* server shutdown */
@@ -43,6 +48,27 @@ enum {
     FTWS_CLOSE_SERVER_ERROR = 1011,
 };
 
+/* One HTTP request for a path the owner claimed (see ftws_callbacks.http_claims), whole: its
+ * body is reassembled (at most max_http_body_bytes) before the owner sees it. Every pointer is
+ * valid only during the on_http_request call; id stays meaningful until the request is answered
+ * or abandoned. Strings are NUL-terminated. */
+typedef struct ftws_http_request {
+    uint64_t id;                       /* unique for the server's life; answer with ftws_http_respond */
+    const char *method;                /* "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT" */
+    const char *path;                  /* lws has decoded %xx and folded "//", "/./", "/../" */
+    const char *const *query;          /* the query's "name=value" arguments, %xx and '+' decoded */
+    size_t query_count;
+    /* The headers the owner may need (see FTWS_HTTP_HEADERS in ftws_route.c), lowercase names;
+     * absent headers are left out. A header longer than the request's header budget cannot
+     * arrive at all (lws refuses the request first). */
+    const char *const *header_names;
+    const char *const *header_values;
+    size_t header_count;
+    const char *peer;                  /* the TCP peer's address ("127.0.0.1", "::1") */
+    const uint8_t *body;               /* NULL when body_len is 0 */
+    size_t body_len;
+} ftws_http_request;
+
 typedef struct ftws_callbacks {
     /* Passed back as the first argument of every callback. */
     void *owner;
@@ -51,10 +77,22 @@ typedef struct ftws_callbacks {
      * X-Forwarded-For header) are NULL when absent. NULL callback = accept. */
     unsigned int (*check_upgrade)(void *owner, const char *origin, const char *host, const char *peer_ip,
                                   const char *forwarded_for);
-    /* Before serving any other HTTP request (static files): return 1 to serve, 0 to refuse with
-     * 421 Misdirected Request (a Host this server does not answer to: DNS rebinding). host is
-     * NULL when absent. NULL callback = serve. */
+    /* Before answering any other HTTP request (static files and claimed paths alike): return 1
+     * to go on, 0 to refuse with 421 Misdirected Request (a Host this server does not answer to:
+     * DNS rebinding). host is NULL when absent. NULL callback = go on. */
     int (*allow_host)(void *owner, const char *host);
+    /* Before a request's body is read: return 1 when the owner answers this path itself (an API,
+     * health checks), 0 when it is a static file from web_root. Called for every HTTP request
+     * that is not an upgrade, so it must be cheap. NULL callback = everything is static. */
+    int (*http_claims)(void *owner, const char *path);
+    /* A whole request for a claimed path. The owner answers with ftws_http_respond, now or
+     * later, on the service thread. NULL callback = claimed paths get 404. */
+    void (*on_http_request)(void *owner, const ftws_http_request *request);
+    /* A request given to on_http_request will not be answered by the owner after all: its
+     * client went away, or no answer came within http_answer_ms (the client then got 503).
+     * Its id is dead from now on (ftws_http_respond refuses it). Not called while the server is
+     * being destroyed. NULL callback = not told. */
+    void (*on_http_abandoned)(void *owner, uint64_t request_id);
     /* A WebSocket on ws_path is established. */
     void (*on_open)(void *owner, ftws_conn *conn);
     /* One whole text message: reassembled from its fragments, at most max_message_bytes, valid
@@ -86,6 +124,9 @@ typedef struct ftws_config {
     int hangup_secs;               /* idle seconds (no valid traffic/pong) before hanging up */
     int send_stall_secs;           /* a queue that makes no progress this long closes the connection */
     int echo_mode;                 /* test only (Autobahn): echo every message (text and binary) */
+    size_t max_http_body_bytes;    /* largest body of a claimed HTTP request (413 beyond, before
+                                      any of it is read); 0 = claimed requests take no body */
+    int http_answer_ms;            /* an unanswered claimed request gets 503 after this; 0 = 30000 */
 } ftws_config;
 
 /* Create the context and listening socket. On failure returns NULL and writes one clear line to
@@ -134,6 +175,20 @@ const char *ftws_conn_peer(const ftws_conn *conn);
 /* The upgrade request's X-Forwarded-For header ("" when absent or longer than 255 bytes), for an
  * owner that trusts the proxy in front of it. */
 const char *ftws_conn_forwarded_for(const ftws_conn *conn);
+
+/* Answer HTTP request request_id (from on_http_request) with status (200-599), extra headers
+ * and a body (copied; may be NULL when len is 0). headers is NULL or lines "Name: value"
+ * separated by "\r\n"; the C side writes the status line, the security headers every response
+ * carries (Content-Security-Policy, X-Content-Type-Options, ...), Content-Length, and
+ * "Cache-Control: no-store" unless headers name a Cache-Control. It owns the message framing, so
+ * headers must not name Content-Length, Transfer-Encoding or Connection. A HEAD request gets the
+ * headers (Content-Length included) without the body; 204 and 304 never carry one.
+ * Returns 0 when the answer is queued (it is written on the connection's WRITEABLE callbacks, in
+ * chunks, and the connection is then ready for its next request); -1 when request_id is not
+ * waiting for an answer (its client went away, it was answered already, or never existed):
+ * nothing happens; -2 when status or headers are unusable: the client gets 500 instead. */
+int ftws_http_respond(ftws_server *server, uint64_t request_id, unsigned int status, const char *headers,
+                      const uint8_t *body, size_t len);
 
 /* Timers on the service thread: on_timer(owner, token) after delay_ms. Re-arming a token replaces
  * its earlier deadline; tokens are the owner's to choose. */

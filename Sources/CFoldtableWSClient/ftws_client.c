@@ -1,5 +1,7 @@
 /*
- * The WebSocket client side of CFoldtableWS (see include/CFoldtableWSClient.h), for `foldtable`.
+ * CFoldtableWSClient: the WebSocket client wrapper (see include/CFoldtableWSClient.h), for `foldtable`.
+ * Its own target, beside the server wrapper CFoldtableWS: the client binary links no server code
+ * and the server none of this; the one helper both need lives in CFoldtableWSCommon.
  *
  * One lws context without a listening socket, one vhost with two protocols: "ftwsc-ws" for the
  * single client connection and "ftwsc-fd" for descriptors adopted into the poll loop.
@@ -13,7 +15,8 @@
  * these functions directly from inside callbacks and nothing is shared.
  */
 #include "CFoldtableWSClient.h"
-#include "ftws_buffer.h"
+
+#include <CFoldtableWSCommon.h>
 
 #include <libwebsockets.h>
 #include <stdbool.h>
@@ -201,7 +204,7 @@ static int on_receive(ftwsc_client *c, struct lws *wsi, const uint8_t *in, size_
             c->cb.on_message(c->cb.owner, in, len);
         return 0;
     }
-    if (ftws__buffer_reserve(&c->rx, &c->rx_cap, c->rx_len + len, 65536, cap)) {
+    if (ftws_buffer_reserve(&c->rx, &c->rx_cap, c->rx_len + len, 65536, cap)) {
         snprintf(c->error, sizeof(c->error), "out of memory");
         return -1;
     }
@@ -288,15 +291,7 @@ void ftwsc_close(ftwsc_client *c, int code, const char *reason)
         return;
     c->state = CONN_CLOSING;
     c->close_code = code;
-    size_t n = reason ? strlen(reason) : 0;
-    if (n > FTWSC_MAX_CLOSE_REASON) {
-        n = FTWSC_MAX_CLOSE_REASON;
-        while (n && ((unsigned char)reason[n] & 0xC0) == 0x80)
-            n--; /* never cut a UTF-8 sequence: the peer must fail an invalid reason */
-    }
-    if (n)
-        memcpy(c->close_reason, reason, n);
-    c->close_reason[n] = '\0';
+    ftws_utf8_truncate(c->close_reason, reason, FTWSC_MAX_CLOSE_REASON);
     lws_callback_on_writable(c->wsi);
 }
 

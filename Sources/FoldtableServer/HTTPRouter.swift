@@ -1,0 +1,96 @@
+import FoldtableCore
+
+/// Answers the HTTP requests the hub claims from the transport: a table of routes, path and
+/// method to handler, so an endpoint is one ``add(_:_:_:)``.
+///
+/// The router claims the paths in its table, every path under its prefixes (`/api/`: an unknown
+/// API path is a JSON 404, never a static file of that name) and the paths it reserves for
+/// endpoints to come (`/metrics`). Errors share one JSON shape, `{"error":{"code":...,
+/// "message":...}}`: 404 `not_found`, 405 `method_not_allowed` with `Allow`, 421 `misdirected`
+/// for a Host the server does not answer to (the transport checks it first too; checking again
+/// here keeps the rule true for any transport). `HEAD` is answered by the `GET` handler (the
+/// transport drops the body) and `OPTIONS` with 204 and `Allow`, unless a route names them.
+///
+/// Handlers answer through the closure they are given, at once or later (after a store commit);
+/// everything runs on the service thread.
+public final class HTTPRouter {
+    /// Sends the answer. Call it once; it may be called after the handler returned.
+    public typealias Respond = (HTTPResponse) -> Void
+    public typealias Handler = (HTTPRequest, @escaping Respond) -> Void
+
+    /// Prefixes under which every path is the router's (404 when no route matches).
+    public let prefixes: [String]
+    /// Paths claimed for endpoints not written yet: 404 until they are, never a static file.
+    public let reservedPaths: Set<String>
+    private let policy: RequestPolicy
+    private var routes: [String: [String: Handler]] = [:]
+
+    public init(policy: RequestPolicy, prefixes: [String] = ["/api/"], reservedPaths: Set<String> = ["/metrics"]) {
+        self.policy = policy
+        self.prefixes = prefixes
+        self.reservedPaths = reservedPaths
+    }
+
+    /// Routes `method` requests for exactly `path` to `handler` (a later `add` replaces it).
+    public func add(_ method: String, _ path: String, _ handler: @escaping Handler) {
+        routes[path, default: [:]][method.uppercased()] = handler
+    }
+
+    /// `GET /healthz`: 200 `{"status":"ok"}` while the process serves at all (liveness).
+    /// `GET /readyz`: 200 `{"status":"ready"}` while `ready()` says so, else 503
+    /// `{"status":"not_ready"}` (a load balancer then sends clients elsewhere).
+    public func addHealthChecks(ready: @escaping () -> Bool) {
+        add("GET", "/healthz") { _, respond in respond(.json(200, Array(#"{"status":"ok"}"#.utf8))) }
+        add("GET", "/readyz") { _, respond in
+            respond(ready() ? .json(200, Array(#"{"status":"ready"}"#.utf8)) : .json(503, Array(#"{"status":"not_ready"}"#.utf8)))
+        }
+    }
+
+    /// Whether requests for `path` are the router's rather than static files.
+    public func claims(_ path: String) -> Bool {
+        routes[path] != nil || reservedPaths.contains(path) || prefixes.contains { path.hasPrefix($0) }
+    }
+
+    /// Answers `request` through `respond`: the route's handler, or the error that fits.
+    public func handle(_ request: HTTPRequest, respond: @escaping Respond) {
+        guard policy.allowsHost(request.header("host")) else {
+            return respond(Self.error(421, "misdirected", "this server does not answer to that Host"))
+        }
+        guard let methods = routes[request.path] else {
+            return respond(Self.error(404, "not_found", "no endpoint \(request.path)"))
+        }
+        let method = request.method.uppercased()
+        if let handler = methods[method] ?? (method == "HEAD" ? methods["GET"] : nil) {
+            return handler(request, respond)
+        }
+        let allow = Self.allowed(methods)
+        if method == "OPTIONS" {
+            return respond(HTTPResponse(status: 204, headers: ["Allow": allow]))
+        }
+        var refusal = Self.error(405, "method_not_allowed", "\(method) is not allowed on \(request.path); allowed: \(allow)")
+        refusal.headers["Allow"] = allow
+        respond(refusal)
+    }
+
+    /// The `Allow` value of a route: its methods, HEAD with GET, and OPTIONS.
+    private static func allowed(_ methods: [String: Handler]) -> String {
+        var names = Set(methods.keys)
+        if names.contains("GET") { names.insert("HEAD") }
+        names.insert("OPTIONS")
+        return names.sorted().joined(separator: ", ")
+    }
+
+    /// An error in the API's shape: `{"error":{"code":"...","message":"..."}}`.
+    public static func error(_ status: Int, _ code: String, _ message: String) -> HTTPResponse {
+        var json = JSONWriter(capacity: 64 + message.utf8.count)
+        json.raw("{")
+        json.key("error")
+        json.raw("{")
+        json.key("code")
+        json.string(code)
+        json.nextKey("message")
+        json.string(message)
+        json.raw("}}")
+        return .json(status, json.bytes)
+    }
+}

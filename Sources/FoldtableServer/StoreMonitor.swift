@@ -1,0 +1,77 @@
+import FoldtableCore
+
+/// Watches what the store reports, for readiness (`/readyz`): it stands between the hub and a
+/// store, passes every call through unchanged and notes the outcomes.
+///
+/// The store is unavailable from a failure of kind ``StoreError/unavailable(_:)`` (the disk or
+/// database refused: full, read-only, I/O error, locked) until a write succeeds again, or until
+/// `failureWindowMs` pass without another such failure. The window matters: a node taken out of
+/// rotation gets no writes, so "until a write succeeds" alone could keep it out forever; after
+/// the window it is offered traffic again, and a store still failing takes it out at once.
+/// Conflicts and corrupt data concern one session, not the store: they leave it available.
+///
+/// Service thread only, like the store calls it forwards.
+public final class StoreMonitor: SessionStore, EventLog {
+    private let store: SessionStore
+    private let log: EventLog
+    private let clock: () -> UInt64
+    private let failureWindowMs: UInt64
+    /// When the last unavailable failure was reported (monotonic ms), while it still counts.
+    private var failedAt: UInt64?
+
+    /// `clock` is monotonic milliseconds (the transport's).
+    public init(store: SessionStore, log: EventLog, clock: @escaping () -> UInt64, failureWindowMs: UInt64 = 10_000) {
+        self.store = store
+        self.log = log
+        self.clock = clock
+        self.failureWindowMs = failureWindowMs
+    }
+
+    /// Whether the store answers: no unavailable failure since the last successful write, within
+    /// the window.
+    public var isAvailable: Bool {
+        guard let failedAt else { return true }
+        return clock() &- failedAt >= failureWindowMs
+    }
+
+    private func noted<T>(_ result: Result<T, StoreError>, write: Bool) -> Result<T, StoreError> {
+        switch result {
+        case .failure(.unavailable): failedAt = clock()
+        case .success where write: failedAt = nil
+        default: break
+        }
+        return result
+    }
+
+    // MARK: - SessionStore
+
+    public func sessionNames() throws(StoreError) -> [String] { try store.sessionNames() }
+
+    public func load(_ name: String, completion: @escaping (Result<StoredSession?, StoreError>) -> Void) {
+        store.load(name) { [self] result in completion(noted(result, write: false)) }
+    }
+
+    public func create(_ session: StoredSession, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        store.create(session) { [self] result in completion(noted(result, write: true)) }
+    }
+
+    public func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        store.saveCheckpoint(name, table: table) { [self] result in completion(noted(result, write: true)) }
+    }
+
+    public func delete(_ name: String, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        store.delete(name) { [self] result in completion(noted(result, write: true)) }
+    }
+
+    public func flush() { store.flush() }
+
+    // MARK: - EventLog
+
+    public func append(session: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
+        log.append(session: session, events: events) { [self] result in completion(noted(result, write: true)) }
+    }
+
+    public func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void) {
+        log.read(session: session, after: seq) { [self] result in completion(noted(result, write: false)) }
+    }
+}

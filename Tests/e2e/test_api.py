@@ -1,0 +1,205 @@
+"""The HTTP API (/api/v1) and /metrics over real HTTP against the real foldtabled, next to real
+WebSocket clients: what a script changes, members see; what members change, the API reads."""
+import asyncio
+import http.client
+import json
+import os
+import time
+
+import pytest
+
+from foldtabled import Client, Server, REPO
+
+SECRET = "s" * 40
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def call(server, method, path, body=None, headers=None, content_type="application/json"):
+    """(status, headers, parsed JSON or raw text) of one request on a fresh connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    headers = dict(headers or {})
+    if body is not None:
+        if not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        if content_type:
+            headers.setdefault("Content-Type", content_type)
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    raw = response.read()
+    connection.close()
+    kind = response.getheader("Content-Type") or ""
+    data = json.loads(raw) if kind.startswith("application/json") and raw else raw.decode("utf-8", "replace")
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server()
+    yield s
+    s.stop()
+
+
+def unique(prefix):
+    return f"{prefix}-{time.monotonic_ns()}"
+
+
+def test_create_from_json_read_back_export_and_delete(server):
+    name = unique("api")
+    doc = {"options": {"sectionsInitiallyCollapsed": False}, "sections": [
+        {"key": "fruit", "title": "Fruit", "collapsed": False, "rowCount": 2,
+         "rows": [{"key": "a", "label": "Apple", "value": "red"}, {"key": "p", "label": "Pear", "value": "green"}]},
+        {"key": "nuts", "title": "Nuts", "collapsed": True, "rowCount": 0}]}
+    status, headers, body = call(server, "POST", f"/api/v1/sessions?name={name}", doc)
+    assert status == 201, body
+    assert headers["location"] == f"/api/v1/sessions/{name}" and body == {"name": name, "sections": 2}
+    status, _, body = call(server, "POST", f"/api/v1/sessions?name={name}", doc)
+    assert status == 409 and body["error"]["code"] == "duplicate_key"
+    status, _, table = call(server, "GET", f"/api/v1/sessions/{name}")
+    assert status == 200 and [s["key"] for s in table["sections"]] == ["fruit", "nuts"]
+    assert [r["label"] for r in table["sections"][0]["rows"]] == ["Apple", "Pear"]
+    status, headers, csv = call(server, "GET", f"/api/v1/sessions/{name}?format=csv")
+    assert status == 200 and headers["content-type"].startswith("text/csv") and "Apple" in csv
+    # Export -> import round-trips.
+    copy = unique("copy")
+    status, _, _ = call(server, "POST", f"/api/v1/sessions?name={copy}", csv, content_type="text/csv")
+    assert status == 201
+    _, _, again = call(server, "GET", f"/api/v1/sessions/{copy}?format=csv")
+    assert again == csv
+    status, _, listing = call(server, "GET", "/api/v1/sessions")
+    names = {s["name"]: s for s in listing["sessions"]}
+    assert status == 200 and names[name]["sections"] == 2 and names[name]["members"] == 0
+    status, _, _ = call(server, "DELETE", f"/api/v1/sessions/{name}")
+    assert status == 204
+    status, _, body = call(server, "GET", f"/api/v1/sessions/{name}")
+    assert status == 404 and body["error"]["code"] == "session_not_found"
+
+
+def test_collapsed_map_set_collapsed_and_changes_reach_members_and_are_answered_with_their_seq(server):
+    name = unique("live")
+
+    async def scenario():
+        member = await Client.join(server.ws, session=name, name="watcher")
+        await member.send({"type": "addSection", "key": "mac", "title": "Mac", "id": "a"})
+        await member.next(lambda m: m["type"] == "ack")
+        status, _, body = await asyncio.to_thread(call, server, "GET", f"/api/v1/sessions/{name}/collapsed")
+        assert status == 200 and body == {"mac": False}
+        status, _, body = await asyncio.to_thread(call, server, "GET", f"/api/v1/sessions/{name}/collapsed?by=title")
+        assert body == {"Mac": False}
+        status, _, body = await asyncio.to_thread(call, server, "PUT", f"/api/v1/sessions/{name}/sections/mac/collapsed", True)
+        assert status == 200 and body["seq"] == 2
+        event = await member.next(lambda m: m["type"] == "event" and m["seq"] == 2)
+        assert event["collapsed"] == {"mac": True} and event["by"]["client"] == "api"
+        status, _, body = await asyncio.to_thread(call, server, "PUT", f"/api/v1/sessions/{name}/sections/Mac/collapsed?by=title",
+                                                  {"collapsed": False})
+        assert status == 200 and body["seq"] == 3
+        status, _, body = await asyncio.to_thread(call, server, "POST", f"/api/v1/sessions/{name}/collapse-all", b"")
+        assert status == 200 and body["seq"] == 4
+        # Any change of the protocol, retried with one Idempotency-Key: applied once.
+        change = {"type": "addRow", "section": "mac", "label": "iMac"}
+        first = await asyncio.to_thread(call, server, "POST", f"/api/v1/sessions/{name}/changes", change, {"Idempotency-Key": "k1"})
+        again = await asyncio.to_thread(call, server, "POST", f"/api/v1/sessions/{name}/changes", change, {"Idempotency-Key": "k1"})
+        assert first[0] == 200 and again[0] == 200 and first[2]["seq"] == again[2]["seq"] == 5
+        _, _, table = await asyncio.to_thread(call, server, "GET", f"/api/v1/sessions/{name}")
+        assert [r["label"] for r in table["sections"][0]["rows"]] == ["iMac"]
+        status, _, found = await asyncio.to_thread(call, server, "GET", f"/api/v1/sessions/{name}/find?q=imac")
+        assert status == 200 and [r["label"] for r in found["rows"]] == ["iMac"]
+        await member.close()
+    run(scenario())
+
+
+@pytest.mark.parametrize("method,path,body,content_type,status,code", [
+    ("POST", "/api/v1/sessions?name=bad-json", b"{not json", "application/json", 400, "bad_json"),
+    ("POST", "/api/v1/sessions?name=bad-csv", b'section,label\n"Fruit,Apple\n', "text/csv", 400, "invalid_csv"),
+    ("POST", "/api/v1/sessions?name=bad-cols", b"section,label\nFruit,Apple,extra\n", "text/csv", 400, "invalid_csv"),
+    ("POST", "/api/v1/sessions?name=bad-utf8", b"section,label\nFruit,\xff\xfe\n", "text/csv", 400, "invalid_csv"),
+    ("POST", "/api/v1/sessions?name=bad%20name", b"", "application/json", 400, "invalid_session"),
+    ("POST", "/api/v1/sessions?name=plain", b"x", "text/plain", 415, "unsupported_media_type"),
+    ("GET", "/api/v1/sessions/nope-nope", None, None, 404, "session_not_found"),
+    ("PUT", "/api/v1/sessions/demo/sections/nope/collapsed", b"true", "application/json", 404, "unknown_section"),
+    ("PUT", "/api/v1/sessions/demo/sections/mac/collapsed", b"\"yes\"", "application/json", 400, "wrong_type"),
+    ("POST", "/api/v1/sessions/demo/changes", b'{"type":"join","session":"x","name":"y"}', "application/json", 400, "unknown_type"),
+    ("POST", "/api/v1/sessions/demo/changes", b'{"type":"toggle"}', "application/json", 400, "missing_field"),
+    ("GET", "/api/v1/sessions/demo/find", None, None, 400, "invalid_value"),
+    ("DELETE", "/api/v1/sessions", None, None, 405, "method_not_allowed"),
+    ("GET", "/api/v1/nothing/here", None, None, 404, "not_found"),
+])
+def test_bad_requests_get_a_clear_json_error_and_change_nothing(server, method, path, body, content_type, status, code):
+    _, _, before = call(server, "GET", "/api/v1/sessions/demo")
+    got, headers, reply = call(server, method, path, body, content_type=content_type)
+    assert got == status and reply["error"]["code"] == code, reply
+    if status == 405:
+        assert "GET" in headers["allow"]
+    _, _, after = call(server, "GET", "/api/v1/sessions/demo")
+    assert before == after
+
+
+def test_a_foreign_origin_is_refused_in_open_mode(server):
+    status, _, body = call(server, "POST", "/api/v1/sessions/demo/collapse-all", b"", {"Origin": "https://evil.example"})
+    assert status == 403 and body["error"]["code"] == "forbidden"
+
+
+def test_metrics_parse_with_prometheus_client_and_move_as_clients_act(server):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def sample(name, labels=None):
+        status, headers, text = call(server, "GET", "/metrics")
+        assert status == 200 and headers["content-type"].startswith("text/plain")
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == name and (labels is None or s.labels == labels):
+                    return s.value
+        return 0.0
+
+    before_in, before_changes = sample("foldtable_messages_received_total"), sample("foldtable_changes_applied_total")
+
+    async def act():
+        c = await Client.join(server.ws, session=unique("metrics"), name="m")
+        await c.send({"type": "addSection", "title": "T", "id": "x"})
+        await c.next(lambda m: m["type"] == "ack")
+        await c.send({"type": "toggle", "section": "nope", "id": "y"})
+        await c.next(lambda m: m["type"] == "error")
+        assert sample("foldtable_connections") >= 1
+        await c.close()
+    run(act())
+    assert sample("foldtable_messages_received_total") >= before_in + 3
+    assert sample("foldtable_changes_applied_total") >= before_changes + 1
+    assert sample("foldtable_errors_total", {"code": "unknown_section"}) >= 1
+    assert sample("foldtable_commit_seconds_count") >= 1
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory):
+    secret = tmp_path_factory.mktemp("secret") / "secret"
+    secret.write_text(SECRET)
+    s = Server("--token-secret-file", str(secret))
+    yield s
+    s.stop()
+
+
+def token(server, *args):
+    import subprocess
+    secret = [a for a in server.proc.args if a.endswith("/secret")][0]
+    done = subprocess.run([server.proc.args[0], "token", "--token-secret-file", secret, *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_with_tokens_each_call_needs_a_bearer_token_with_the_right_role(token_server):
+    s = token_server
+    status, headers, body = call(s, "GET", "/api/v1/sessions/demo")
+    assert status == 401 and body["error"]["code"] == "unauthorized" and headers["www-authenticate"].startswith("Bearer")
+    viewer = token(s, "--session", "demo", "--role", "viewer", "--name", "v")
+    editor = token(s, "--session", "demo", "--role", "editor", "--name", "e")
+    other = token(s, "--session", "other", "--role", "owner", "--name", "o")
+    assert call(s, "GET", "/api/v1/sessions/demo", headers={"Authorization": f"Bearer {viewer}"})[0] == 200
+    status, _, body = call(s, "POST", "/api/v1/sessions/demo/collapse-all", b"", {"Authorization": f"Bearer {viewer}"})
+    assert status == 403 and body["error"]["code"] == "forbidden"
+    assert call(s, "POST", "/api/v1/sessions/demo/collapse-all", b"", {"Authorization": f"Bearer {editor}"})[0] == 200
+    status, _, _ = call(s, "DELETE", "/api/v1/sessions/demo", headers={"Authorization": f"Bearer {editor}"})
+    assert status == 403
+    status, _, _ = call(s, "GET", "/api/v1/sessions/demo", headers={"Authorization": f"Bearer {other}"})
+    assert status == 403
+    status, _, _ = call(s, "GET", "/api/v1/sessions/demo", headers={"Authorization": "Bearer not.a.token"})
+    assert status == 401
