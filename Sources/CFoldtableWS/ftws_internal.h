@@ -196,6 +196,7 @@ struct ftws_server {
     bool tls;
 
     uint8_t *scratch;              /* LWS_PRE + max_batch_bytes: the one shared batch buffer */
+    ftws_write_stats written;      /* frames, messages and bytes written (service thread) */
 
     ftws_conn *conns;
     size_t conn_count;

@@ -130,6 +130,7 @@ int ftws__conn_writeable(ftws_conn *c)
         n = lws_write(wsi, ftws__frame_payload(f0), f0->len,
                       f0->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
         used = 1;
+        s->written.bytes += f0->len;
     } else {
         uint8_t *out = s->scratch + LWS_PRE;
         size_t total = 0;
@@ -144,7 +145,10 @@ int ftws__conn_writeable(ftws_conn *c)
             total += f->len;
         }
         n = lws_write(wsi, out, total, LWS_WRITE_TEXT);
+        s->written.bytes += total;
     }
+    s->written.frames += 1;
+    s->written.messages += used;
 
     ftws__queue_drop_front(q, used);
     if (n < 0)

@@ -450,6 +450,13 @@ int ftws_server_port(const ftws_server *server)
     return server ? server->port : 0;
 }
 
+/* Service thread: plain integers, written by the same thread in ftws__queue_write. */
+ftws_write_stats ftws_server_write_stats(const ftws_server *server)
+{
+    ftws_write_stats none = {0, 0, 0};
+    return server ? server->written : none;
+}
+
 /* The service loop. lws_service(ctx, 0) sleeps until the next socket event, sul deadline or
  * lws_cancel_service; every callback runs inside it, on this thread. */
 int ftws_server_run(ftws_server *server)

@@ -46,6 +46,13 @@ public final class HTTPRouter {
         }
     }
 
+    /// Hands every request under `prefix` that no exact route takes to `handler` (which routes
+    /// by pattern itself, as the session API does: `/api/v1/sessions/{name}/...`).
+    public func addPrefix(_ prefix: String, _ handler: @escaping Handler) {
+        prefixHandlers.append((prefix, handler))
+    }
+    private var prefixHandlers: [(prefix: String, handler: Handler)] = []
+
     /// Whether requests for `path` are the router's rather than static files.
     public func claims(_ path: String) -> Bool {
         routes[path] != nil || reservedPaths.contains(path) || prefixes.contains { path.hasPrefix($0) }
@@ -57,6 +64,9 @@ public final class HTTPRouter {
             return respond(Self.error(421, "misdirected", "this server does not answer to that Host"))
         }
         guard let methods = routes[request.path] else {
+            if let prefixed = prefixHandlers.first(where: { request.path.hasPrefix($0.prefix) }) {
+                return prefixed.handler(request, respond)
+            }
             return respond(Self.error(404, "not_found", "no endpoint \(request.path)"))
         }
         let method = request.method.uppercased()

@@ -68,7 +68,16 @@ public final class Hub: TransportDelegate {
         http = HTTPRouter(policy: RequestPolicy(config))
         http.addHealthChecks(ready: ready)
         registerGauges()
+        api = SessionAPI(hub: self, policy: RequestPolicy(config))
+        api?.install(on: http)
+        http.add("GET", "/metrics") { [metrics] _, respond in
+            respond(
+                HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: Array(metrics.render().utf8)))
+        }
     }
+
+    /// The HTTP API under /api/v1 (set once `self` exists: it holds the hub).
+    private var api: SessionAPI?
 
     /// What `/metrics` reports; counted on the service thread as things happen.
     public let metrics = Metrics()
@@ -410,6 +419,7 @@ public final class Hub: TransportDelegate {
     /// it. One debug line per answer (method, path, status: never the query, headers or body).
     public func httpRequest(_ request: HTTPRequest) {
         http.handle(request) { [self] response in
+            metrics.httpRequests[response.status, default: 0] += 1
             let delivered = transport.respond(to: request.id, with: response)
             log(
                 .debug, "http",

@@ -128,6 +128,10 @@ public struct ServerConfig: Sendable, Equatable {
     public var maxConsecutiveErrors = 50
     /// Rows in the demo session's large section. Default 50,000.
     public var demoLargeRows = 50_000
+    /// Sessions made at start from files, `NAME=PATH` each (a `.csv` table, else the JSON
+    /// snapshot document), when no session of that name exists yet: the seeds' table from a
+    /// plist. Default none. A file that cannot be read or imported stops start-up, naming it.
+    public var loadTables: [String] = []
     /// Log verbosity: error, warning, info, debug. Default error (quiet).
     public var logLevel = Log.Level.error
     /// Size limits of every table.
@@ -245,6 +249,10 @@ public struct ServerConfig: Sendable, Equatable {
             "presence-list-max", .tables, \.presenceListMax, 1...100_000,
             "members a session lists by name; past it welcomes list that many and diffs carry the count and a sample"),
         .number("demo-large-rows", .tables, \.demoLargeRows, 0...1_000_000, "rows of the demo session's large section"),
+        .list(
+            "load", .tables, \.loadTables,
+            "sessions made at start from files, NAME=PATH each (PATH a .csv table or a .json snapshot document), when no session of that name exists yet"
+        ),
 
         .choice(
             "log-level", .logging, "LEVEL", \.logLevel, [("error", .error), ("warning", .warning), ("info", .info), ("debug", .debug)],
@@ -306,6 +314,12 @@ public struct ServerConfig: Sendable, Equatable {
             found.append(
                 "--host \(host) in open mode would let anyone who reaches it change every session: set a token secret (--token-secret-file or FOLDTABLE_TOKEN_SECRET) or pass --open"
             )
+        }
+        for item in loadTables {
+            let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count != 2 || !JoinRequest.isValidSessionName(parts[0]) || parts[1].isEmpty {
+                found.append("--load \(item) must be NAME=PATH with NAME of 1 to 64 letters, digits, _ or -")
+            }
         }
         for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
             found.append("--public-url \(url) must look like https://tables.example.com")

@@ -125,6 +125,14 @@ public final class LWSTransport: Transport {
     /// The bound port (the real one when configured as 0).
     public var port: Int { server.map { Int(ftws_server_port($0)) } ?? 0 }
 
+    /// WebSocket frames written, the messages they carried (batching puts several in one frame)
+    /// and their bytes, since the start. Service thread (read by `/metrics`).
+    public var written: (frames: UInt64, messages: UInt64, bytes: UInt64) {
+        guard let server else { return (0, 0, 0) }
+        let stats = ftws_server_write_stats(server)
+        return (stats.frames, stats.messages, stats.bytes)
+    }
+
     public var stopHandle: StopHandle { StopHandle(server: server!) }
 
     /// Serves until stopped; returns 0 after a clean stop.

@@ -232,6 +232,8 @@ struct FanoutLoad {
     // Setup progress.
     var welcomed = 0
     var presenceSeen = 0
+    /// Clients a presence diff told that the whole room is there (see `seesEveryone`).
+    var seeingEveryone = 0
     var setupSeen = 0
     var serverErrors = 0
 
@@ -335,7 +337,12 @@ struct FanoutLoad {
                 // {"type":"ack","id":"<n>",...
                 if options.everyClientAuthors && length > 20 { onAck(index, digits(line + 20, length - 20, terminator: nil), now: now) }
             case UInt8(ascii: "p"):
+                // {"type":"presence","count":N,...: one diff per interval, N = members now.
                 presenceSeen += 1
+                if length > 27, !connections[index].seesEveryone, digits(line + 27, length - 27, terminator: 0x2C) == clients {
+                    connections[index].seesEveryone = true
+                    seeingEveryone += 1
+                }
             case UInt8(ascii: "w"):
                 if !connections[index].welcomed {
                     connections[index].welcomed = true
@@ -589,10 +596,11 @@ struct FanoutLoad {
         connectAll()
         let connectSeconds = Double(monotonicNanos() - startedAt) / 1e9
         if options.kind == .foldtable && !options.everyClientAuthors {
-            // Every join is announced to the members before it: N(N-1)/2 presence messages.
-            let expected = clients * (clients - 1) / 2
-            if !pollUntil(timeout: 30, quiet: 3, { $0.presenceSeen >= expected }) {
-                printError("presence drain incomplete: \(presenceSeen) of \(expected)")
+            // Joins reach members as presence diffs (one per session per interval): the join
+            // phase is over when every client has heard that all of them are there.
+            let everyone = clients
+            if !pollUntil(timeout: 30, { $0.seeingEveryone >= everyone }) {
+                printError("presence incomplete: \(seeingEveryone) of \(clients) clients heard of everyone")
             }
         }
         sendSetup()

@@ -40,6 +40,8 @@ struct Connection {
     var outputSent = 0
     var watchingWrites = false
     var welcomed = false
+    /// A presence diff told this client that every client of the run is in its session.
+    var seesEveryone = false
     var closeCode = 0
 
     init(inputCapacity: Int, outputCapacity: Int) {

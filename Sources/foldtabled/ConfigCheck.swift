@@ -16,6 +16,10 @@ enum ConfigCheck {
             found.append("--web-root \(config.webRoot) is not a directory")
         }
         // One line for both: a certificate and its key are usually moved (or lost) together.
+        for item in config.loadTables {
+            let path = item.split(separator: "=", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
+            if !path.isEmpty && !files.isReadableFile(atPath: path) { found.append("--load \(item): cannot read \(path)") }
+        }
         let unreadable = [config.tlsCertPath, config.tlsKeyPath].compactMap { $0 }.filter { !files.isReadableFile(atPath: $0) }
         if !unreadable.isEmpty {
             found.append("cannot read the TLS \(unreadable.count == 1 ? "file" : "files") \(unreadable.joined(separator: " and "))")

@@ -1,8 +1,40 @@
 import FoldtableCore
 import FoldtableServer
+import Foundation
 
-/// Sessions that exist from the start: the demo, created when the store has none yet.
+/// Sessions that exist from the start: the demo, and tables named by `--load`, each created
+/// when the store has none of that name yet.
 enum SessionLoader {
+    /// `--load NAME=PATH`: reads and imports each file (CSV by extension, else the JSON
+    /// document); a file that cannot be read or imported is a start-up failure naming it.
+    static func loadFiles(into hub: Hub, config: ServerConfig) throws(LoadFailure) {
+        for item in config.loadTables {
+            let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { continue }  // validate() refused it already
+            let (name, path) = (parts[0], parts[1])
+            guard let data = FileManager.default.contents(atPath: path) else { throw LoadFailure("--load \(name): cannot read \(path)") }
+            guard data.count <= 256 * 1_048_576 else { throw LoadFailure("--load \(name): \(path) is over 256 MiB") }
+            let table: Table
+            do throws(ProtocolError) {
+                var options = TableOptions()
+                options.busyThresholdMs = config.busyThresholdMs
+                table =
+                    path.lowercased().hasSuffix(".csv")
+                    ? try CSVTable.decode(data, options: options, limits: config.tableLimits)
+                    : try TableDocument.decode(data, limits: config.tableLimits)
+            } catch {
+                throw LoadFailure("--load \(name): \(path): \(error.message)")
+            }
+            hub.createSessionIfAbsent(name, table: table)
+        }
+    }
+
+    /// Why a `--load` file stopped start-up: one line for the operator.
+    struct LoadFailure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
     static func loadDemo(into hub: Hub, config: ServerConfig) {
         var options = TableOptions()
         options.busyThresholdMs = config.busyThresholdMs

@@ -83,7 +83,18 @@ let hub = Hub(
     config: config, transport: transport, store: monitor, eventLog: monitor, storedNames: storage.names,
     log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable })
 transport.delegate = hub
+hub.metrics.counter("foldtable_frames_written_total", "WebSocket frames written to clients.") { Double(transport.written.frames) }
+hub.metrics.counter("foldtable_frames_coalesced_total", "Messages that shared a frame with an earlier one (batching's saving).") {
+    let written = transport.written
+    return Double(written.messages - written.frames)
+}
+hub.metrics.counter("foldtable_written_bytes_total", "WebSocket payload bytes written to clients.") { Double(transport.written.bytes) }
 SessionLoader.loadDemo(into: hub, config: config)
+do {
+    try SessionLoader.loadFiles(into: hub, config: config)
+} catch {
+    fail(error.description)
+}
 
 // SIGINT/SIGTERM were blocked at the top, before any thread existed, so every thread inherits
 // the block and a signal sent at any moment stays pending until this thread takes it.

@@ -48,7 +48,9 @@ def unique(prefix):
 
 def test_create_from_json_read_back_export_and_delete(server):
     name = unique("api")
-    doc = {"options": {"sectionsInitiallyCollapsed": False}, "sections": [
+    # The document's options as an export writes them (every option is required on import).
+    options = call(server, "GET", "/api/v1/sessions/demo")[2]["options"]
+    doc = {"options": options, "sections": [
         {"key": "fruit", "title": "Fruit", "collapsed": False, "rowCount": 2,
          "rows": [{"key": "a", "label": "Apple", "value": "red"}, {"key": "p", "label": "Pear", "value": "green"}]},
         {"key": "nuts", "title": "Nuts", "collapsed": True, "rowCount": 0}]}
@@ -168,6 +170,8 @@ def test_metrics_parse_with_prometheus_client_and_move_as_clients_act(server):
     assert sample("foldtable_changes_applied_total") >= before_changes + 1
     assert sample("foldtable_errors_total", {"code": "unknown_section"}) >= 1
     assert sample("foldtable_commit_seconds_count") >= 1
+    assert sample("foldtable_frames_written_total") >= 1
+    assert sample("foldtable_frames_written_total") + sample("foldtable_frames_coalesced_total") >= sample("foldtable_frames_written_total")
 
 
 @pytest.fixture(scope="module")
@@ -203,3 +207,51 @@ def test_with_tokens_each_call_needs_a_bearer_token_with_the_right_role(token_se
     assert status == 403
     status, _, _ = call(s, "GET", "/api/v1/sessions/demo", headers={"Authorization": "Bearer not.a.token"})
     assert status == 401
+
+
+def test_the_api_answers_over_https_too(tls_files):
+    import ssl
+    s = Server("--memory", "--tls-cert", str(tls_files / "a.crt"), "--tls-key", str(tls_files / "a.key"))
+    try:
+        context = ssl.create_default_context(cafile=str(tls_files / "a.crt"))
+        context.check_hostname = False  # the test certificate names localhost; we dial 127.0.0.1
+        connection = http.client.HTTPSConnection("127.0.0.1", s.port, timeout=10, context=context)
+        connection.request("PUT", "/api/v1/sessions/demo/sections/mac/collapsed", body="true", headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 200 and json.loads(response.read())["seq"] >= 1
+        connection.request("GET", "/api/v1/sessions/demo/collapsed")
+        response = connection.getresponse()
+        assert response.status == 200 and json.loads(response.read())["mac"] is True
+        connection.close()
+    finally:
+        s.stop()
+
+
+def test_load_makes_sessions_from_csv_and_json_files_at_start_and_a_bad_file_stops_start_up(tmp_path):
+    import subprocess
+    from foldtabled import BIN
+    csv = tmp_path / "fruit.csv"
+    csv.write_text('section,label,value,detail\nFruit,Apple,red,\nFruit,"Pear, green",green,\nNuts,Pecan,,"from ""Texas"""\n')
+    source = Server("--memory")
+    try:
+        _, _, document = call(source, "GET", "/api/v1/sessions/demo")
+    finally:
+        source.stop()
+    doc = tmp_path / "copy.json"
+    doc.write_text(json.dumps(document))
+    s = Server("--load", f"fruit={csv},copy={doc}")
+    try:
+        _, _, fruit = call(s, "GET", "/api/v1/sessions/fruit")
+        assert [x["title"] for x in fruit["sections"]] == ["Fruit", "Nuts"]
+        assert [r["label"] for r in fruit["sections"][0]["rows"]] == ["Apple", "Pear, green"]
+        assert fruit["sections"][1]["rows"][0]["detail"] == 'from "Texas"'
+        _, _, copy = call(s, "GET", "/api/v1/sessions/copy")
+        assert [x["key"] for x in copy["sections"]] == [x["key"] for x in document["sections"]]
+    finally:
+        s.stop()
+    bad = tmp_path / "bad.csv"
+    bad.write_text('section,label\n"Fruit,Apple\n')
+    done = subprocess.run([BIN, "--port", "0", "--memory", "--load", f"broken={bad}"], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 1 and "--load broken" in done.stderr and str(bad) in done.stderr and "invalid_csv" not in done.stdout
+    done = subprocess.run([BIN, "--port", "0", "--memory", "--load", "no-equals-sign"], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 1 and "NAME=PATH" in done.stderr

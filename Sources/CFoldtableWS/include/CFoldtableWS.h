@@ -136,6 +136,15 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
                                 char *err, size_t err_len);
 /* The bound TCP port (real port when config.port was 0). Any thread. */
 int ftws_server_port(const ftws_server *server);
+
+/* What the server wrote to WebSockets since it started: frames, the messages they carried (a
+ * batched frame carries several, newline-separated) and their payload bytes. Service thread. */
+typedef struct ftws_write_stats {
+    uint64_t frames;
+    uint64_t messages;
+    uint64_t bytes;
+} ftws_write_stats;
+ftws_write_stats ftws_server_write_stats(const ftws_server *server);
 /* Run the service loop on the calling thread until ftws_server_stop; returns 0 on a clean stop. */
 int ftws_server_run(ftws_server *server);
 /* Any thread: stop accepting, close every WebSocket with 1001 "server shutting down", let

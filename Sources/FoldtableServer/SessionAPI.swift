@@ -1,0 +1,411 @@
+import FoldtableCore
+
+/// The HTTP API under `/api/v1`: sessions and their tables for scripts, cron jobs and other
+/// systems, without a browser. Every change goes through the session's one order like a
+/// member's (``Hub/submitAPIChange(_:id:author:session:completion:)``), is broadcast to the
+/// members, and is answered with its seq after the commit.
+///
+/// Access: with tokens configured, every call needs `Authorization: Bearer TOKEN` whose grant
+/// opens the session with the role the call needs (viewer to read, editor to change, owner for
+/// options, creating and deleting). In open mode a web page elsewhere must not drive the API:
+/// calls with a body need `Content-Type: application/json` (or `text/csv` for imports), which a
+/// cross-origin page cannot send without a CORS preflight this server never grants, and calls
+/// carrying a foreign `Origin` are refused with 403.
+///
+/// Errors are `{"error":{"code":...,"message":...,"field":...}}` with the protocol's codes.
+final class SessionAPI {
+    private unowned let hub: Hub
+    private let policy: RequestPolicy
+    private typealias Respond = HTTPRouter.Respond
+    private typealias Handler = (Call, @escaping Respond) -> Void
+
+    /// One route: method, path segments (`{name}` captures), least role, handler.
+    private struct Route {
+        var method: String
+        var segments: [String]
+        var role: Role
+        var handler: Handler
+    }
+    private var routes: [Route] = []
+
+    /// A request matched to a route: its captured segments and the grant it came with.
+    struct Call {
+        var request: HTTPRequest
+        var parameters: [String: String]
+        var grant: AccessGrant?
+        var author: Author
+    }
+
+    init(hub: Hub, policy: RequestPolicy) {
+        self.hub = hub
+        self.policy = policy
+        add("GET", "/api/v1/sessions", .viewer, listSessions)
+        add("POST", "/api/v1/sessions", .owner, createSession)
+        add("GET", "/api/v1/sessions/{name}", .viewer, exportTable)
+        add("DELETE", "/api/v1/sessions/{name}", .owner, deleteSession)
+        add("GET", "/api/v1/sessions/{name}/collapsed", .viewer, collapsedMap)
+        add("PUT", "/api/v1/sessions/{name}/sections/{section}/collapsed", .editor, setCollapsed)
+        add("POST", "/api/v1/sessions/{name}/expand-all", .editor) { [unowned self] call, respond in
+            change(.setAll(collapsed: false), call, respond)
+        }
+        add("POST", "/api/v1/sessions/{name}/collapse-all", .editor) { [unowned self] call, respond in
+            change(.setAll(collapsed: true), call, respond)
+        }
+        add("POST", "/api/v1/sessions/{name}/changes", .editor, postChange)
+        add("GET", "/api/v1/sessions/{name}/find", .viewer, find)
+    }
+
+    private func add(_ method: String, _ path: String, _ role: Role, _ handler: @escaping Handler) {
+        routes.append(Route(method: method, segments: path.split(separator: "/").map(String.init), role: role, handler: handler))
+    }
+
+    /// Registers every route's path pattern with the router.
+    func install(on router: HTTPRouter) {
+        router.addPrefix("/api/v1/") { [unowned self] request, respond in handle(request, respond) }
+    }
+
+    // MARK: - Dispatch
+
+    private func handle(_ request: HTTPRequest, _ respond: @escaping Respond) {
+        let segments = request.path.split(separator: "/").map(String.init)
+        let method = request.method.uppercased() == "HEAD" ? "GET" : request.method.uppercased()
+        var allowed: [String] = []
+        for route in routes where route.segments.count == segments.count {
+            guard let parameters = Self.match(route.segments, segments) else { continue }
+            guard route.method == method else {
+                allowed.append(route.method)
+                continue
+            }
+            if let name = parameters["name"], !JoinRequest.isValidSessionName(name) {
+                return respond(Self.error(400, ProtocolError(.invalidSession, "session names are 1 to 64 letters, digits, _ or -", field: "name")))
+            }
+            switch authorize(request, role: route.role, session: parameters["name"]) {
+            case .failure(let refusal): return respond(refusal.response)
+            case .success(let grant):
+                let author = Author(client: "api", name: grant?.name ?? grant?.user ?? "api")
+                return route.handler(Call(request: request, parameters: parameters, grant: grant, author: author), respond)
+            }
+        }
+        guard !allowed.isEmpty else {
+            return respond(HTTPRouter.error(404, "not_found", "no endpoint \(request.path)"))
+        }
+        let allow = Set(allowed + (allowed.contains("GET") ? ["HEAD"] : []) + ["OPTIONS"]).sorted().joined(separator: ", ")
+        if method == "OPTIONS" { return respond(HTTPResponse(status: 204, headers: ["Allow": allow])) }
+        var refusal = HTTPRouter.error(405, "method_not_allowed", "\(request.method) is not allowed on \(request.path); allowed: \(allow)")
+        refusal.headers["Allow"] = allow
+        respond(refusal)
+    }
+
+    /// The captured `{name}` segments when `pattern` matches `path`.
+    private static func match(_ pattern: [String], _ path: [String]) -> [String: String]? {
+        var parameters: [String: String] = [:]
+        for (want, have) in zip(pattern, path) {
+            if want.hasPrefix("{") && want.hasSuffix("}") {
+                guard !have.isEmpty else { return nil }
+                parameters[String(want.dropFirst().dropLast())] = have
+            } else if want != have {
+                return nil
+            }
+        }
+        return parameters
+    }
+
+    /// The caller's grant (nil in open mode), or the refusal: 401 without a valid token, 403 for
+    /// a session the token does not open or a role below `role`, and in open mode 403 for a
+    /// foreign Origin.
+    /// Why a call may not go on: the answer to send instead.
+    private struct Refusal: Error {
+        var response: HTTPResponse
+    }
+
+    private func authorize(_ request: HTTPRequest, role: Role, session: String?) -> Result<AccessGrant?, Refusal> {
+        guard policy.allowsOrigin(request.header("origin"), host: request.header("host")) else {
+            return .failure(Refusal(response: HTTPRouter.error(403, "forbidden", "requests from another origin are refused")))
+        }
+        guard let verifier = hub.verifier else { return .success(nil) }
+        guard let authorization = request.header("authorization"), authorization.lowercased().hasPrefix("bearer ") else {
+            var refusal = Self.error(401, ProtocolError(.unauthorized, "this server needs Authorization: Bearer TOKEN", field: "token"))
+            refusal.headers["WWW-Authenticate"] = "Bearer"
+            return .failure(Refusal(response: refusal))
+        }
+        let token = String(authorization.dropFirst("bearer ".count)).trimmingSpaces
+        switch verifier.verify(token, now: hub.clock()) {
+        case .failure(let refusal):
+            var response = Self.error(401, ProtocolError(.unauthorized, refusal.message, field: "token"))
+            response.headers["WWW-Authenticate"] = "Bearer error=\"invalid_token\""
+            return .failure(Refusal(response: response))
+        case .success(let grant):
+            if let session, !grant.allows(session) {
+                return .failure(Refusal(response: Self.error(403, ProtocolError(.forbidden, "the token does not open session \(session)"))))
+            }
+            if session == nil, role > .viewer, grant.sessions != nil {
+                return .failure(Refusal(response: Self.error(403, ProtocolError(.forbidden, "creating sessions needs a token for every session"))))
+            }
+            guard grant.role >= role else {
+                return .failure(
+                    Refusal(
+                        response: Self.error(
+                            403, ProtocolError(.forbidden, "this needs the \(role.rawValue) role; the token has \(grant.role.rawValue)"))))
+            }
+            return .success(grant)
+        }
+    }
+
+    // MARK: - Endpoints
+
+    private func listSessions(_ call: Call, _ respond: Respond) {
+        var out = JSONWriter(capacity: 256)
+        out.raw("{\"sessions\":[")
+        for (index, summary) in hub.sessionSummaries(visibleTo: call.grant).prefix(10_000).enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"name\":")
+            out.string(summary.name)
+            out.nextKey("members")
+            out.integer(UInt64(summary.members))
+            out.nextKey("sections")
+            if let sections = summary.sections { out.integer(UInt64(sections)) } else { out.raw("null") }
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.raw("]}")
+        respond(.json(200, out.bytes))
+    }
+
+    /// `POST /api/v1/sessions?name=NAME`: a new session, empty (no body) or from a table in the
+    /// body (the JSON document or CSV, by Content-Type).
+    private func createSession(_ call: Call, _ respond: @escaping Respond) {
+        guard let name = call.request.query["name"], JoinRequest.isValidSessionName(name) else {
+            return respond(Self.error(400, ProtocolError(.invalidSession, "name= must be 1 to 64 letters, digits, _ or -", field: "name")))
+        }
+        let table: Table
+        do throws(ProtocolError) {
+            if call.request.body.isEmpty {
+                table = Table(limits: hub.config.tableLimits)
+            } else {
+                switch mediaType(call.request) {
+                case "application/json": table = try TableDocument.decode(call.request.body, limits: hub.config.tableLimits)
+                case "text/csv": table = try CSVTable.decode(call.request.body, limits: hub.config.tableLimits)
+                default: return respond(unsupportedMediaType(["application/json", "text/csv"]))
+                }
+            }
+        } catch {
+            return respond(Self.error(error))
+        }
+        hub.createSession(name, table: table) { result in
+            switch result {
+            case .success:
+                respond(
+                    .json(
+                        201, Self.object(["name": .string(name), "sections": .integer(Int64(table.sections.count))]),
+                        headers: ["Location": "/api/v1/sessions/\(name)"]))
+            case .failure(let error):
+                respond(Self.error(error))
+            }
+        }
+    }
+
+    /// `GET /api/v1/sessions/NAME`: the whole table as committed, as the JSON document, or CSV
+    /// with `?format=csv` (or `Accept: text/csv`).
+    private func exportTable(_ call: Call, _ respond: @escaping Respond) {
+        let csv = call.request.query["format"] == "csv" || (call.request.header("accept")?.hasPrefix("text/csv") ?? false)
+        withTable(call, respond) { table in
+            if csv {
+                respond(HTTPResponse(status: 200, headers: ["Content-Type": "text/csv; charset=utf-8"], body: CSVTable.encode(table)))
+            } else {
+                respond(.json(200, TableDocument.encode(table)))
+            }
+        }
+    }
+
+    private func deleteSession(_ call: Call, _ respond: @escaping Respond) {
+        let name = call.parameters["name"] ?? ""
+        hub.withSession(name, create: false) { [hub] result in
+            switch result {
+            case .failure(let error): respond(Self.error(error))
+            case .success(let session):
+                hub.deleteSession(session, by: "api:\(call.author.name)") { deleted in
+                    switch deleted {
+                    case .success: respond(HTTPResponse(status: 204))
+                    case .failure(let error): respond(Self.error(error))
+                    }
+                }
+            }
+        }
+    }
+
+    /// `GET .../collapsed`: `{"key": true, ...}`, or by title with `?by=title` (the seeds'
+    /// headerTitleToIsCollapsedMap; a title two sections share appears once, the first).
+    private func collapsedMap(_ call: Call, _ respond: @escaping Respond) {
+        let byTitle = call.request.query["by"] == "title"
+        withTable(call, respond) { table in
+            var out = JSONWriter(capacity: 32 * table.sections.count + 2)
+            out.byte(UInt8(ascii: "{"))
+            var seen: Set<String> = []
+            for section in table.sections {
+                let name = byTitle ? section.title : section.key
+                guard seen.insert(name).inserted else { continue }
+                if seen.count > 1 { out.byte(UInt8(ascii: ",")) }
+                out.string(name)
+                out.byte(UInt8(ascii: ":"))
+                out.bool(section.collapsed)
+            }
+            out.byte(UInt8(ascii: "}"))
+            respond(.json(200, out.bytes))
+        }
+    }
+
+    /// `PUT .../sections/KEY/collapsed` (or a title with `?by=title`), body `true`, `false` or
+    /// `{"collapsed":true}`.
+    private func setCollapsed(_ call: Call, _ respond: @escaping Respond) {
+        guard mediaType(call.request) == "application/json" else { return respond(unsupportedMediaType(["application/json"])) }
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(call.request.body, limits: hub.messageLimits.json)
+        } catch {
+            return respond(Self.error(error))
+        }
+        let collapsed: Bool
+        switch value {
+        case .bool(let flag): collapsed = flag
+        case .object:
+            guard case .bool(let flag)? = value["collapsed"] else {
+                return respond(
+                    Self.error(400, ProtocolError(.missingField, "the body must be true, false or {\"collapsed\": true|false}", field: "collapsed")))
+            }
+            collapsed = flag
+        default:
+            return respond(
+                Self.error(400, ProtocolError(.wrongType, "the body must be true, false or {\"collapsed\": true|false}", field: "collapsed")))
+        }
+        let section = call.parameters["section"] ?? ""
+        let ref: SectionRef = call.request.query["by"] == "title" ? .title(section) : .key(section)
+        change(.setCollapsed(section: ref, collapsed: collapsed), call, respond)
+    }
+
+    /// `POST .../changes`: any change of the protocol, as a client would send it (its `type` and
+    /// fields; an `id` in the body or the `Idempotency-Key` header makes retries safe).
+    private func postChange(_ call: Call, _ respond: @escaping Respond) {
+        guard mediaType(call.request) == "application/json" else { return respond(unsupportedMediaType(["application/json"])) }
+        let (result, _) = ClientMessage.decode(call.request.body, limits: hub.messageLimits)
+        switch result {
+        case .failure(let error): respond(Self.error(error))
+        case .success(.change(let change, let id)):
+            if case .setOptions = change, let grant = call.grant, grant.role < .owner {
+                return respond(Self.error(403, ProtocolError(.forbidden, "only an owner changes the table's options")))
+            }
+            var call = call
+            if let id { call.request.headers["idempotency-key"] = call.request.header("idempotency-key") ?? id }
+            self.change(change, call, respond)
+        case .success:
+            respond(Self.error(400, ProtocolError(.unknownType, "only changes are accepted here (toggle, set, addRow, ...)", field: "type")))
+        }
+    }
+
+    /// `GET .../find?q=TEXT&limit=N`: rows containing the text, from every section.
+    private func find(_ call: Call, _ respond: @escaping Respond) {
+        let query = call.request.query["q"] ?? ""
+        guard !query.isEmpty, query.utf8.count <= RowSearch.maxQueryBytes else {
+            return respond(Self.error(400, ProtocolError(.invalidValue, "q must be 1 to \(RowSearch.maxQueryBytes) bytes", field: "q")))
+        }
+        let limit = call.request.query["limit"].flatMap { Int($0) } ?? RowSearch.defaultLimit
+        guard (1...RowSearch.maxLimit).contains(limit) else {
+            return respond(Self.error(400, ProtocolError(.invalidValue, "limit must be 1 to \(RowSearch.maxLimit)", field: "limit")))
+        }
+        withTable(call, respond) { table in
+            let (matches, truncated) = RowSearch(query).run(in: table, limit: limit)
+            respond(.json(200, ServerMessage.found(id: nil, query: query, matches: matches, truncated: truncated)))
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Applies `change` in the session's order as the caller; answers `{"seq":N}` after the commit.
+    private func change(_ change: Change, _ call: Call, _ respond: @escaping Respond) {
+        let key = call.request.header("idempotency-key")
+        if let key, key.isEmpty || key.utf8.count > hub.messageLimits.maxNameBytes {
+            return respond(Self.error(400, ProtocolError(.invalidValue, "Idempotency-Key must be 1 to 64 bytes", field: "Idempotency-Key")))
+        }
+        hub.submitAPIChange(change, id: key.map { "api:" + $0 }, author: call.author, session: call.parameters["name"] ?? "") { result in
+            switch result {
+            case .success(let seq): respond(.json(200, Self.object(["seq": .integer(Int64(seq))])))
+            case .failure(let error): respond(Self.error(error))
+            }
+        }
+    }
+
+    /// Runs `body` with the session's committed table, or answers 404.
+    private func withTable(_ call: Call, _ respond: @escaping Respond, _ body: @escaping (Table) -> Void) {
+        hub.withSession(call.parameters["name"] ?? "", create: false) { result in
+            switch result {
+            case .success(let session): body(session.core.committed)
+            case .failure(let error): respond(Self.error(error))
+            }
+        }
+    }
+
+    /// The request's media type, lowercased, without parameters (`text/csv; charset=utf-8` → `text/csv`).
+    private func mediaType(_ request: HTTPRequest) -> String {
+        (request.header("content-type") ?? "").split(separator: ";").first.map { String($0).trimmingSpaces.lowercased() } ?? ""
+    }
+
+    private func unsupportedMediaType(_ accepted: [String]) -> HTTPResponse {
+        HTTPRouter.error(415, "unsupported_media_type", "send the body as \(accepted.joined(separator: " or "))")
+    }
+
+    /// `{"name":...,"n":1}` from string and integer members (what the API answers with).
+    private static func object(_ members: KeyValuePairs<String, JSONValue>) -> [UInt8] {
+        var out = JSONWriter(capacity: 64)
+        out.byte(UInt8(ascii: "{"))
+        for (index, member) in members.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.string(member.key)
+            out.byte(UInt8(ascii: ":"))
+            switch member.value {
+            case .string(let text): out.string(text)
+            case .integer(let number): out.integer(number)
+            default: out.raw("null")
+            }
+        }
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// An error reply for a protocol error, its HTTP status chosen by its code.
+    static func error(_ error: ProtocolError) -> HTTPResponse { Self.error(status(of: error.code), error) }
+
+    static func error(_ status: Int, _ error: ProtocolError) -> HTTPResponse {
+        var out = JSONWriter(capacity: 96 + error.message.utf8.count)
+        out.raw("{\"error\":{\"code\":")
+        out.string(error.code.rawValue)
+        out.nextKey("message")
+        out.string(error.message)
+        if let field = error.field {
+            out.nextKey("field")
+            out.string(field)
+        }
+        out.raw("}}")
+        return .json(status, out.bytes)
+    }
+
+    /// The HTTP status for each protocol error code.
+    static func status(of code: ProtocolError.Code) -> Int {
+        switch code {
+        case .unknownSection, .unknownRow, .sessionNotFound: return 404
+        case .ambiguousTitle, .duplicateKey, .idReused, .limitReached: return 409
+        case .unauthorized, .tokenExpired: return 401
+        case .forbidden: return 403
+        case .rateLimited: return 429
+        case .storageUnavailable: return 503
+        default: return 400
+        }
+    }
+}
+
+extension String {
+    /// Without spaces and tabs at either end.
+    fileprivate var trimmingSpaces: String {
+        var text = Substring(self)
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return String(text)
+    }
+}
