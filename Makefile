@@ -51,10 +51,12 @@ install: deps-run
 run: build
 	.build/release/foldtabled --port $(PORT) --web-root web --data-dir data
 
+# Test packages from PyPI; axe-selenium-python is the accessibility auditor of the browser tests
+# (pinned: its bundled axe-core decides which rules run). Remade when this file changes.
 venv: $(VENV)/.ready
-$(VENV)/.ready:
+$(VENV)/.ready: Makefile
 	python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client
+	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client axe-selenium-python==2.1.6
 	touch $@
 
 # Rewrites README's tables of settings from foldtabled's own list of keys (ServerConfig.keys);

@@ -151,17 +151,22 @@ function startSession(name) {
   // Sections we asked to expand, with when: a spinner if rows take more than half a second.
   const waiting = new Map();  // section key -> ms
   let reveal = null;          // {section, row, until}: scroll there once its rows are drawn
+  let follow = null;          // {section, until}: the last section we expanded, to scroll its first rows into view
+  let role = null;            // with tokens on: 'viewer', 'editor' or 'owner'; null in open mode
   let flashes = [];
   let catchUp = null;         // {to, n} while replaying what we missed
 
   const ui = {
     editing: () => $('edit').checked,
     collapsedShown: (s) => (want.has(s.key) ? want.get(s.key).collapsed : s.collapsed),
+    // A table that turned its busy indicator off gets no spinner at all: neither the server's
+    // `busy` (it sends none) nor this page's own, for rows that are slow to arrive.
+    showsBusy: () => table.options.showBusyIndicator !== false,
     spinning(s) {
       const t = waiting.get(s.key);
       if (t === undefined) return false;
       if (ui.collapsedShown(s) || (table.complete(s) && !want.has(s.key))) { waiting.delete(s.key); return false; }
-      return performance.now() - t >= 500 && !table.complete(s);
+      return ui.showsBusy() && performance.now() - t >= 500 && !table.complete(s);
     },
     rowPending(rowKey) {
       for (const { msg } of conn.outbox.values()) {
@@ -177,7 +182,12 @@ function startSession(name) {
     toggle(key) {
       const s = table.section(key);
       const collapsed = !ui.collapsedShown(s);
-      expect(key, collapsed, ui.send({ type: 'set', section: key, collapsed }));
+      const id = ui.send({ type: 'set', section: key, collapsed });
+      expect(key, collapsed, id);
+      // Expanding the last section: its rows open below the fold, so the page scrolls to show up
+      // to five of them (as the original table view did), once they are drawn.
+      if (id && !collapsed && table.sections.at(-1) === s) follow = { section: key, until: performance.now() + 15000 };
+      else if (follow?.section === key) follow = null;
     },
   };
   const view = new TableView($('table'), ui);
@@ -208,7 +218,9 @@ function startSession(name) {
     flashes = [];
     const o = table.options;
     $('accordion').checked = !!o.accordion;
+    $('accordion').disabled = !mayChangeOptions();
     $('expand-all').disabled = !!o.accordion;
+    drawOptions(o);
     const names = [...people.entries()].map(([c, n]) => (c === me ? `${n} (you)` : n));
     const more = count - Math.min(names.length, 20);
     $('people').textContent = `${count} here: ${names.slice(0, 20).join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
@@ -216,9 +228,10 @@ function startSession(name) {
       if (performance.now() > reveal.until) reveal = null;
       else if (view.showRow(reveal.section, reveal.row)) reveal = null;
     }
-    // Spinners appear, and reveals may complete, with time rather than with a message.
+    if (follow && (performance.now() > follow.until || reveal || view.showFirstRows(follow.section, 5))) follow = null;
+    // Spinners appear, and reveals and follows may complete, with time rather than with a message.
     for (const key of waiting.keys()) if (!table.section(key)) waiting.delete(key);
-    if (waiting.size || reveal) setTimeout(schedule, 200);
+    if (waiting.size || reveal || follow) setTimeout(schedule, follow ? 50 : 200);
   }
 
   function settle(entry) {
@@ -242,6 +255,7 @@ function startSession(name) {
       switch (msg.type) {
         case 'welcome':
           me = msg.client;
+          role = msg.role ?? null;
           table.load(msg.table);
           view.views.forEach((v) => { v.v = -1; });
           people.clear();
@@ -255,6 +269,7 @@ function startSession(name) {
           catchUp = { to: msg.seq, n: 0 };
           if (conn.seq >= msg.seq) { say('Reconnected. Nothing was missed.'); catchUp = null; }
           me = msg.client;
+          role = msg.role ?? null;
           people.clear();
           for (const p of msg.presence || []) people.set(p.client, p.name);
           count = msg.presenceCount ?? people.size;
@@ -274,6 +289,7 @@ function startSession(name) {
           }
           break;
         }
+        case 'authorized': role = msg.role ?? role; break;
         case 'rows': table.applyRows(msg); break;
         case 'busy': table.setBusy(msg.section, msg.busy); break;
         case 'presence': {
@@ -328,6 +344,55 @@ function startSession(name) {
     $('add-section').hidden = !ui.editing();
     document.body.classList.toggle('editing', ui.editing());
     schedule();
+  });
+
+  // ---- table options ----
+  // Only owners may change options (Protocol.md, "Access"); in open mode there are no roles and
+  // everyone may. The panel shows for owners, and in open mode in edit mode, so that people who
+  // only read the table are not handed its settings.
+  function mayChangeOptions() { return role === null || role === 'owner'; }
+  const optionFields = [...$('options').querySelectorAll('[data-opt]')];
+  const bytes = (t) => new TextEncoder().encode(t).length;
+  function drawOptions(o) {
+    $('options').hidden = !(role === 'owner' || (role === null && ui.editing()));
+    for (const f of optionFields) {
+      if (f === document.activeElement && f.type !== 'checkbox') continue; // being typed in
+      if (optionPending(f.dataset.opt)) continue; // ours, not yet applied: keep showing it
+      const value = o[f.dataset.opt];
+      if (f.type === 'checkbox') f.checked = f.dataset.opt === 'showBusyIndicator' ? value !== false : !!value;
+      else f.value = value ?? '';
+    }
+  }
+  function optionPending(name) {
+    for (const { msg } of conn.outbox.values()) if (msg.type === 'setOptions' && name in msg.options) return true;
+    return false;
+  }
+  $('options').addEventListener('submit', (e) => e.preventDefault());
+  $('options').addEventListener('change', (e) => {
+    const f = e.target;
+    const name = f.dataset.opt;
+    if (!name) return;
+    let value;
+    if (f.type === 'checkbox') value = f.checked;
+    else if (f.type === 'number') {
+      value = Number(f.value);
+      if (f.value === '' || !Number.isInteger(value) || value < +f.min || value > +f.max) {
+        note(`${f.labels[0].textContent} must be a whole number from ${f.min} to ${f.max}.`);
+        value = undefined;
+      }
+    } else {
+      value = f.value.trim();
+      // The server refuses indicators that are empty or longer than 16 bytes (TableLimits).
+      if (!value || bytes(value) > 16) {
+        note(`${f.labels[0].textContent} must be 1 to 16 bytes of text.`);
+        value = undefined;
+      }
+    }
+    if (value !== undefined && value !== table.options[name]) {
+      ui.send({ type: 'setOptions', options: { [name]: value } });
+    } else if (f.type !== 'checkbox') {
+      f.value = table.options[name] ?? ''; // refused here, or no change: show what the table has
+    }
   });
   $('add-section').addEventListener('submit', (e) => {
     e.preventDefault();
@@ -405,7 +470,7 @@ function startSession(name) {
       return li;
     }));
     results.hidden = !hits.length;
-    find.setAttribute('aria-expanded', String(hits.length > 0));
+    $('find-box').setAttribute('aria-expanded', String(hits.length > 0));
     if (active >= 0) find.setAttribute('aria-activedescendant', `hit${active}`);
     else find.removeAttribute('aria-activedescendant');
     results.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: 'nearest' });

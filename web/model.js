@@ -252,7 +252,19 @@ export class Table {
       case 'removeRow': return `removed ${rowLabel(ch.row)}`;
       case 'updateRow': return ch.set && 'value' in ch.set ? `set ${rowLabel(ch.row)} to “${ch.set.value}”` : `renamed ${rowLabel(ch.row)}`;
       case 'moveRow': return `moved ${rowLabel(ch.row)}`;
-      case 'setOptions': return 'changed the table options';
+      case 'setOptions': {
+        const o = ch.options || {};
+        const said = [];
+        if ('accordion' in o) said.push(`turned accordion ${o.accordion ? 'on' : 'off'}`);
+        if ('collapsedIndicator' in o || 'expandedIndicator' in o) said.push('changed the indicators');
+        if ('sectionsInitiallyCollapsed' in o) said.push(`made new sections start ${o.sectionsInitiallyCollapsed ? 'collapsed' : 'expanded'}`);
+        if ('showBusyIndicator' in o) said.push(`turned the busy indicator ${o.showBusyIndicator ? 'on' : 'off'}`);
+        if ('busyThresholdMs' in o) said.push(`set the busy threshold to ${o.busyThresholdMs} ms`);
+        if ('titleLines' in o) {
+          said.push(o.titleLines > 0 ? `limited titles to ${o.titleLines} line${o.titleLines === 1 ? '' : 's'}` : 'showed whole titles');
+        }
+        return said.join(', ') || 'changed the table options';
+      }
       default: return 'changed the table';
     }
   }

@@ -36,7 +36,8 @@ export class TableView {
   /**
    * @param {HTMLElement} root
    * @param {object} ui  callbacks into app.js:
-   *   toggle(key), send(change), editing(), collapsedShown(section), spinning(section), rowPending(rowKey)
+   *   toggle(key), send(change), editing(), collapsedShown(section), spinning(section), rowPending(rowKey),
+   *   showsBusy()
    */
   constructor(root, ui) {
     this.root = root;
@@ -44,6 +45,7 @@ export class TableView {
     this.views = new Map();  // section key -> view
     this.table = null;
     this.rowHeight = 0;
+    this.turning = [];       // indicators that start turned in this render
     root.addEventListener('click', (e) => this.onClick(e));
     root.addEventListener('keydown', (e) => this.onKey(e));
     root.addEventListener('input', (e) => this.onInput(e));
@@ -56,6 +58,11 @@ export class TableView {
     const focused = document.activeElement;
     const editing = this.ui.editing();
     const alive = new Set();
+    // Title lines: a CSS line clamp on every title (table-wide), so long titles end in "…"; the
+    // whole title stays in the DOM for screen readers and in a tooltip.
+    const lines = Math.max(0, Math.floor(table.options.titleLines || 0));
+    this.root.classList.toggle('clamp', lines > 0);
+    if (lines > 0) this.root.style.setProperty('--title-lines', lines);
     let ref = this.root.firstElementChild;
     for (const s of table.sections) {
       alive.add(s.key);
@@ -68,6 +75,13 @@ export class TableView {
       if (!alive.has(key)) { v.el.remove(); this.views.delete(key); }
     }
     this.root.classList.toggle('empty', table.sections.length === 0);
+    if (this.turning.length) {
+      // Every indicator that changed starts from its turned state (one flush for all of them,
+      // however many sections an expand-all changed), then transitions upright.
+      void this.root.offsetWidth;
+      for (const ind of this.turning) ind.classList.remove('turn-from-left', 'turn-from-right');
+      this.turning = [];
+    }
     // Moving a node out of order blurs it; give focus back.
     if (focused && focused !== document.activeElement && focused.isConnected) focused.focus({ preventScroll: true });
   }
@@ -109,13 +123,14 @@ export class TableView {
   updateSection(v, s, editing) {
     const o = this.table.options;
     const collapsed = this.ui.collapsedShown(s);
-    const spinning = s.busy || this.ui.spinning(s);
+    const spinning = this.ui.showsBusy() && (s.busy || this.ui.spinning(s));
     v.el.classList.toggle('collapsed', collapsed);
     v.el.classList.toggle('spinning', spinning);
     setAttr(v.el, 'aria-busy', String(spinning));
     setAttr(v.btn, 'aria-expanded', String(!collapsed));
-    setText(v.ind, collapsed ? o.collapsedIndicator ?? '+' : o.expandedIndicator ?? '−');
+    this.updateIndicator(v, collapsed, collapsed ? o.collapsedIndicator ?? '+' : o.expandedIndicator ?? '−');
     setText(v.title, s.title);
+    if (o.titleLines > 0) setAttr(v.title, 'title', s.title); else v.title.removeAttribute('title');
     setText(v.detail, s.detail);
     setText(v.count, s.rowCount === 1 ? '1 row' : `${s.rowCount.toLocaleString('en')} rows`);
     setText(v.foot, s.footer);
@@ -142,6 +157,24 @@ export class TableView {
     if (v.v !== s.v || v.editing !== editing || v.pendingRows) this.updateRows(v, s, editing);
     v.editing = editing;
     v.v = s.v;
+  }
+
+  /**
+   * The indicator turns rather than swaps: on a change of state the new indicator is put in place
+   * already turned a quarter (from -90° on expand, from +90° on collapse) and turns upright with a
+   * CSS transform transition. At rest every indicator is upright, so any text stays readable: "+"
+   * and "−" read as before (the "−" turns in from "|", so "+" seems to lose its upright stroke),
+   * and a chevron pair such as "▸"/"▾" turns exactly like a disclosure triangle, since "▾" turned
+   * -90° is "▸". Nothing turns on first draw, or when the person asked for reduced motion.
+   */
+  updateIndicator(v, collapsed, text) {
+    const changed = v.collapsed !== undefined && v.collapsed !== collapsed;
+    v.collapsed = collapsed;
+    setText(v.ind, text);
+    if (!changed || reducedMotion.matches) return;
+    v.ind.classList.remove('turn-from-left', 'turn-from-right');
+    v.ind.classList.add(collapsed ? 'turn-from-right' : 'turn-from-left');
+    this.turning.push(v.ind); // render() lets them turn upright, all after one style flush
   }
 
   updateRows(v, s, editing) {
@@ -336,6 +369,30 @@ export class TableView {
     if (!v) return;
     v.btn.scrollIntoView({ block: 'center', behavior: reducedMotion.matches ? 'auto' : 'smooth' });
     v.btn.focus({ preventScroll: true });
+  }
+
+  /**
+   * Scrolls the page so that up to `n` rows of an expanded section come into view, without
+   * scrolling its header out of view (the original table view did this for its last section).
+   * Returns false while that cannot be done yet: rows not here, or the body still opening (the
+   * page is not yet long enough to scroll to them).
+   */
+  showFirstRows(key, n) {
+    const v = this.views.get(key);
+    const s = this.table?.section(key);
+    if (!v || !s || this.ui.collapsedShown(s)) return true; // gone or collapsed again: nothing to do
+    const want = Math.min(n, s.rowCount);
+    if (want === 0) return true;
+    const list = v.list ?? [];
+    const r = list.length >= want && v.rowEls.get(list[want - 1].key);
+    if (!r) return false;
+    if (v.body.getBoundingClientRect().height + 1 < v.inner.scrollHeight) return false;
+    const viewport = document.documentElement.clientHeight;
+    const overflow = r.getBoundingClientRect().bottom - viewport;
+    if (overflow <= 0) return true;
+    const by = Math.min(Math.ceil(overflow) + 8, Math.floor(v.head.getBoundingClientRect().top));
+    if (by > 0) window.scrollBy({ top: by, behavior: reducedMotion.matches ? 'auto' : 'smooth' });
+    return true;
   }
 
   /** Scroll a loaded row into view and put the caret in its value. Returns false if not drawn yet. */

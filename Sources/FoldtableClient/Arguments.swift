@@ -109,7 +109,8 @@ public enum Arguments {
           options URL SESSION [settings]      print the table's options as JSON, or set some:
                                               [--accordion on|off] [--sections-initially-collapsed on|off]
                                               [--collapsed-indicator TEXT] [--expanded-indicator TEXT]
-                                              [--busy-threshold-ms N]
+                                              [--busy-threshold-ms N] [--show-busy-indicator on|off]
+                                              [--title-lines N (0: whole titles)]
               foldtable options ws://localhost:8080/ws demo --accordion on
 
         options:
@@ -168,6 +169,8 @@ public enum Arguments {
         "--collapsed-indicator": ["options"],
         "--expanded-indicator": ["options"],
         "--busy-threshold-ms": ["options"],
+        "--show-busy-indicator": ["options"],
+        "--title-lines": ["options"],
     ]
 
     /// The arguments after URL and SESSION, by subcommand (a section is left out with `--title`).
@@ -225,7 +228,7 @@ public enum Arguments {
                 token = text
             case "--name", "--ca", "--timeout", "--title", "--id", "--limit", "--key", "--detail", "--footer", "--index", "--value",
                 "--label", "--accordion", "--sections-initially-collapsed", "--collapsed-indicator", "--expanded-indicator",
-                "--busy-threshold-ms":
+                "--busy-threshold-ms", "--show-busy-indicator", "--title-lines":
                 given[flag] = try value(flag, inline: inline, arguments, &index)
             default:
                 throw UsageError("unknown option \(DisplayText.sanitize(flag)) (try foldtable --help)")
@@ -369,7 +372,9 @@ public enum Arguments {
                 sectionsInitiallyCollapsed: try flag("--sections-initially-collapsed", given["--sections-initially-collapsed"]),
                 collapsedIndicator: given["--collapsed-indicator"], expandedIndicator: given["--expanded-indicator"],
                 accordion: try flag("--accordion", given["--accordion"]),
-                busyThresholdMs: try number("--busy-threshold-ms", given["--busy-threshold-ms"]))
+                busyThresholdMs: try number("--busy-threshold-ms", given["--busy-threshold-ms"]),
+                showBusyIndicator: try flag("--show-busy-indicator", given["--show-busy-indicator"]),
+                titleLines: try number("--title-lines", given["--title-lines"]))
             guard !patch.isEmpty else {
                 if id != nil { throw UsageError("--id needs a setting to change (options without settings only prints them)") }
                 return .options(options)
@@ -393,7 +398,7 @@ public enum Arguments {
         return text
     }
 
-    /// A whole number from 0 to 2147483647 (`--index`, `--busy-threshold-ms`).
+    /// A whole number from 0 to 2147483647 (`--index`, `--busy-threshold-ms`, `--title-lines`).
     private static func number(_ flag: String, _ text: String?) throws(UsageError) -> Int? {
         guard let text else { return nil }
         guard let number = Int(text), (0...Int(Int32.max)).contains(number) else {

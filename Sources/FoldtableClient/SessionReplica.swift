@@ -280,11 +280,7 @@ public struct SessionReplica: Sendable {
                 }
             }
         case .setOptions(let patch):
-            if let value = patch.sectionsInitiallyCollapsed { options.sectionsInitiallyCollapsed = value }
-            if let value = patch.collapsedIndicator { options.collapsedIndicator = value }
-            if let value = patch.expandedIndicator { options.expandedIndicator = value }
-            if let value = patch.accordion { options.accordion = value }
-            if let value = patch.busyThresholdMs { options.busyThresholdMs = value }
+            options.merge(patch)
         }
         for effect in event.collapsed { setCollapsed(effect.key, effect.collapsed, at: event.seq) }
     }

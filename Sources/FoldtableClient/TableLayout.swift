@@ -53,10 +53,10 @@ public struct TableLayout: Sendable {
 
     public init(_ replica: SessionReplica) {
         self.replica = replica
+        let titleLines = replica.options.titleLines
         for section in replica.sections {
             var block = Block(
-                key: section.key, start: lineCount, title: section.title.split(separator: "\n", omittingEmptySubsequences: false).map(String.init),
-                rows: [], notice: nil, footer: [])
+                key: section.key, start: lineCount, title: Self.titleLines(section.title, limit: titleLines), rows: [], notice: nil, footer: [])
             if !section.collapsed {
                 block.rows = section.knownRows
                 if section.isLoading {
@@ -72,6 +72,16 @@ public struct TableLayout: Sendable {
             blocks.append(block)
             lineCount += block.count
         }
+    }
+
+    /// The lines of a title as shown: all of them, or with `limit` > 0 (the table's `titleLines`)
+    /// at most that many, the last ending in "…" when lines were left out.
+    static func titleLines(_ title: String, limit: Int) -> [String] {
+        let lines = title.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard limit > 0, lines.count > limit else { return lines }
+        var kept = Array(lines.prefix(limit))
+        kept[limit - 1] += "…"
+        return kept
     }
 
     /// What line `index` (0 ..< ``lineCount``) shows.

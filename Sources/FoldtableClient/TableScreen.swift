@@ -102,7 +102,7 @@ public struct TableScreen: Sendable {
             left.append(Segment(number == 0 ? indicatorText + " " : String(repeating: " ", count: DisplayText.width(indicatorText) + 1)))
             left.append(Segment(DisplayText.sanitize(text), .bold, flexible: true))
             if number == 0 {
-                if section.busy {
+                if section.busy && replica.options.showBusyIndicator {
                     let frame = Self.spinnerFrames[((spinnerFrame % Self.spinnerFrames.count) + Self.spinnerFrames.count) % Self.spinnerFrames.count]
                     right.append(Segment(frame + " ", .yellow))
                 }

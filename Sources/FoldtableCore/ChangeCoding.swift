@@ -59,7 +59,9 @@ extension Change {
                     collapsedIndicator: try options.optionalString("collapsedIndicator"),
                     expandedIndicator: try options.optionalString("expandedIndicator"),
                     accordion: try options.optionalBool("accordion"),
-                    busyThresholdMs: try options.optionalIndex("busyThresholdMs", in: 0...Int64(Int32.max))))
+                    busyThresholdMs: try options.optionalIndex("busyThresholdMs", in: 0...Int64(Int32.max)),
+                    showBusyIndicator: try options.optionalBool("showBusyIndicator"),
+                    titleLines: try options.optionalIndex("titleLines", in: 0...Int64(Int32.max))))
         default:
             throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")
         }
@@ -171,12 +173,16 @@ extension Change {
             if let value = patch.collapsedIndicator { Self.member("collapsedIndicator", value, first: &first, into: &out) }
             if let value = patch.expandedIndicator { Self.member("expandedIndicator", value, first: &first, into: &out) }
             flag("accordion", patch.accordion)
-            if let value = patch.busyThresholdMs {
+            func number(_ name: StaticString, _ value: Int?) {
+                guard let value else { return }
                 if !first { out.byte(UInt8(ascii: ",")) }
                 first = false
-                out.key("busyThresholdMs")
+                out.key(name)
                 out.integer(value)
             }
+            number("busyThresholdMs", patch.busyThresholdMs)
+            flag("showBusyIndicator", patch.showBusyIndicator)
+            number("titleLines", patch.titleLines)
             out.byte(UInt8(ascii: "}"))
         }
         out.byte(UInt8(ascii: "}"))

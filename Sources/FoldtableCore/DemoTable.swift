@@ -1,6 +1,13 @@
-/// The content of the `demo` session, from the examples the idea came from: products (Mac, iPad,
-/// iPhone), provinces with their cities, friend groups, an empty section, and one large section
-/// for trying the busy indicator and row streaming.
+/// The content of the `demo` session, from the examples the idea came from:
+///
+/// - products (Mac, iPad, iPhone), as in the collapsible-table-section example, with details and
+///   a footer;
+/// - provinces and their cities, as in the grouped table example, under two-line titles
+///   ("Province" and the name) like the original component's multi-line headers;
+/// - QQ-style friend groups: each group a section, its friends as rows (value `online` or
+///   `offline`, detail the line they set under their name), and "online/total" as the header
+///   detail, e.g. "3/8";
+/// - an empty section, and one large section for trying the busy indicator and row streaming.
 public enum DemoTable {
     /// Rows of the large section. Default 50,000.
     public static func make(options: TableOptions = TableOptions(), largeRows: Int = 50_000) -> Table {
@@ -38,10 +45,39 @@ public enum DemoTable {
                     key: key, title: "Province\n\(name)", detail: "\(cities.count) cities", collapsed: true,
                     rows: cities.enumerated().map { Row(key: "\(key)-\($0.offset + 1)", label: $0.element, value: "") }))
         }
-        sections.append(
-            Section(
-                key: "friends", title: "Friends", detail: "online", footer: "Groups you belong to", collapsed: true,
-                rows: rows("friends-", [("Climbing club", "6", "members"), ("Book circle", "4", "members"), ("Family", "9", "members")])))
+        // Friend groups as QQ shows them: online friends first, each with the line they set under
+        // their name, the header counting who is online.
+        let groups: [(key: String, title: String, footer: String?, friends: [(String, Bool, String?)])] = [
+            (
+                "friends", "Friends", "Online friends first",
+                [
+                    ("Zhou Wei", true, "Exams are over!"), ("Li Chao", true, "Gone fishing"), ("Zhang Lu", true, "Busy, message me later"),
+                    ("Tang Jin", false, nil), ("Liu Hu", false, "In Chengdu this week"), ("Li Yuan", false, nil),
+                    ("Fan Liang", false, "Back on Monday"), ("Zhou Xinyun", false, nil),
+                ]
+            ),
+            (
+                "roommates", "Roommates", nil,
+                [
+                    ("Wang Lei", true, "Who took my charger?"), ("Chen Jie", true, nil), ("Zhao Peng", false, "Library until 10"),
+                    ("Sun Hao", false, nil),
+                ]
+            ),
+            (
+                "climbing", "Climbing club", nil,
+                [
+                    ("Lin Na", true, "Bouldering on Saturday, 9:00"), ("Guo Qiang", false, nil), ("He Jing", false, "Resting a sore finger"),
+                    ("Ma Lin", false, nil), ("Xu Bo", false, nil), ("Gao Yan", false, "New shoes!"),
+                ]
+            ),
+        ]
+        for group in groups {
+            let online = group.friends.filter(\.1).count
+            sections.append(
+                Section(
+                    key: group.key, title: group.title, detail: "\(online)/\(group.friends.count)", footer: group.footer, collapsed: true,
+                    rows: rows("\(group.key)-", group.friends.map { ($0.0, $0.1 ? "online" : "offline", $0.2) })))
+        }
         sections.append(Section(key: "empty", title: "Empty section", detail: "no rows yet", footer: "Add a row to fill it"))
         sections.append(
             Section(

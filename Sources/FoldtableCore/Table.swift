@@ -358,17 +358,14 @@ public struct Table: Sendable {
             if let threshold = patch.busyThresholdMs, threshold < 0 || threshold > limits.maxBusyThresholdMs {
                 throw ProtocolError(.invalidValue, "busyThresholdMs must be between 0 and \(limits.maxBusyThresholdMs)", field: "busyThresholdMs")
             }
-            if let value = patch.sectionsInitiallyCollapsed { options.sectionsInitiallyCollapsed = value }
-            if let value = patch.collapsedIndicator { options.collapsedIndicator = value }
-            if let value = patch.expandedIndicator { options.expandedIndicator = value }
-            if let value = patch.busyThresholdMs { options.busyThresholdMs = value }
+            if let lines = patch.titleLines, lines < 0 || lines > limits.maxTitleLines {
+                throw ProtocolError(.invalidValue, "titleLines must be between 0 and \(limits.maxTitleLines)", field: "titleLines")
+            }
+            options.merge(patch)
             var effects: [CollapseEffect] = []
-            if let accordion = patch.accordion {
-                options.accordion = accordion
-                // Turning accordion on keeps the first expanded section and collapses the rest.
-                if accordion, let first = sections.firstIndex(where: { !$0.collapsed }) {
-                    effects = collapseOthers(than: first)
-                }
+            // Turning accordion on keeps the first expanded section and collapses the rest.
+            if patch.accordion == true, let first = sections.firstIndex(where: { !$0.collapsed }) {
+                effects = collapseOthers(than: first)
             }
             return (.setOptions(patch), effects)
         }

@@ -3,7 +3,7 @@
 ///
 /// ```json
 /// {"options":{"sectionsInitiallyCollapsed":false,"collapsedIndicator":"+","expandedIndicator":"−",
-///  "accordion":false,"busyThresholdMs":500},
+///  "accordion":false,"busyThresholdMs":500,"showBusyIndicator":true,"titleLines":0},
 ///  "sections":[{"key":"mac","title":"Mac","detail":"3 items","footer":"Laptops","collapsed":false,
 ///   "busy":false,"rowCount":1,"rows":[{"key":"r1","label":"MacBook Air","value":"M3","detail":"13-inch"}]}]}
 /// ```
@@ -23,7 +23,9 @@ public enum TableDocument {
     }
 
     /// A new table from a document written by ``encode(_:)`` (or by hand in its shape: every
-    /// member shown above is required except `detail`, `footer` and `busy`; `rowCount` must match
+    /// member shown above is required except `detail`, `footer`, `busy`, and the options
+    /// `showBusyIndicator` and `titleLines`, which documents exported before them lack and which
+    /// then take their defaults; `rowCount` must match
     /// `rows`, which may be left out of a section whose `rowCount` is 0). The table is built as
     /// `addSection` and `addRow` changes would build it, so every limit holds; its `seq` is the
     /// number of sections and rows. The caller caps the size of `bytes`.
@@ -44,7 +46,8 @@ public enum TableDocument {
                 .setOptions(
                     OptionsPatch(
                         sectionsInitiallyCollapsed: options.sectionsInitiallyCollapsed, collapsedIndicator: options.collapsedIndicator,
-                        expandedIndicator: options.expandedIndicator, accordion: options.accordion, busyThresholdMs: options.busyThresholdMs)),
+                        expandedIndicator: options.expandedIndicator, accordion: options.accordion, busyThresholdMs: options.busyThresholdMs,
+                        showBusyIndicator: options.showBusyIndicator, titleLines: options.titleLines)),
                 by: importer)
         } catch {
             throw located(error, "options")

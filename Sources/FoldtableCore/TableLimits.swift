@@ -18,8 +18,12 @@ public struct TableLimits: Equatable, Sendable {
     public var maxKeyBytes = 64
     /// Collapsed/expanded indicators, in UTF-8 bytes. Default 16: they sit beside every header.
     public var maxIndicatorBytes = 16
-    /// Largest busy threshold a table may set, in milliseconds. Default 60,000.
+    /// Largest busy threshold a table may set, in milliseconds. Default 60,000. A table that wants
+    /// no busy indicator at all turns `showBusyIndicator` off instead.
     public var maxBusyThresholdMs = 60_000
+    /// Largest `titleLines` a table may set. Default 10: a header taller than that is a page, not
+    /// a header; 0 (no limit) is always allowed.
+    public var maxTitleLines = 10
     /// Change ids remembered for idempotent retries. Default 10,000: covers far more than any
     /// client's offline queue.
     public var idempotencyWindow = 10_000

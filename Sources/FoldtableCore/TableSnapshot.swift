@@ -83,6 +83,10 @@ public struct TableSnapshot: Equatable, Sendable {
         out.bool(options.accordion)
         out.nextKey("busyThresholdMs")
         out.integer(options.busyThresholdMs)
+        out.nextKey("showBusyIndicator")
+        out.bool(options.showBusyIndicator)
+        out.nextKey("titleLines")
+        out.integer(options.titleLines)
         out.byte(UInt8(ascii: "}"))
     }
 
@@ -97,6 +101,10 @@ public struct TableSnapshot: Equatable, Sendable {
         options.expandedIndicator = try optionsReader.string("expandedIndicator")
         options.accordion = try optionsReader.bool("accordion")
         options.busyThresholdMs = Int(try optionsReader.integer("busyThresholdMs"))
+        // Added after version 1 of the checkpoint format and the protocol: snapshots written
+        // before them (stored checkpoints, older servers' welcomes) lack them and get the defaults.
+        options.showBusyIndicator = try optionsReader.optionalBool("showBusyIndicator") ?? options.showBusyIndicator
+        options.titleLines = try optionsReader.optionalIndex("titleLines", in: 0...Int64(Int32.max)) ?? options.titleLines
         var sections: [SectionSnapshot] = []
         for (index, element) in try reader.array("sections").enumerated() {
             sections.append(try SectionSnapshot.decode(element, path: "\(path)sections[\(index)]."))

@@ -74,7 +74,9 @@ public struct ServerConfig: Sendable, Equatable {
     /// memory (the next join loads it again). Default 300.
     public var idleEvictSecs = 300
     /// Work on a section longer than this shows it busy, in milliseconds. Default 500 (the
-    /// original busy indicator's 0.5 s). Applies to new sessions and the demo.
+    /// original busy indicator's 0.5 s), at most `TableLimits.maxBusyThresholdMs` (60 s). Applies
+    /// to new sessions and the demo. To show no busy indicator at all, a table turns its
+    /// `showBusyIndicator` option off; a large threshold is not the way.
     public var busyThresholdMs = 500
     /// Largest incoming message, in bytes. Default 64 KiB (Centrifugo's): a change is tiny.
     public var maxMessageBytes = 65_536
@@ -237,7 +239,7 @@ public struct ServerConfig: Sendable, Equatable {
         .number("max-rows-per-section", .tables, \.tableLimits.maxRowsPerSection, 1...10_000_000, "rows in one section"),
         .number(
             "busy-threshold-ms", .tables, \.busyThresholdMs, 0...TableLimits().maxBusyThresholdMs, unit: "milliseconds",
-            "work on a section longer than this shows it busy (new sessions and the demo)"),
+            "work on a section longer than this shows it busy (new sessions and the demo); tables turn it off with showBusyIndicator"),
         .number("welcome-row-budget", .tables, \.welcomeRowBudget, 0...1_000_000, "rows sent inline in a welcome; larger expanded sections stream"),
         .number("row-chunk-rows", .tables, \.rowChunkRows, 1...100_000, "rows per streamed chunk"),
         .number(

@@ -518,12 +518,15 @@ public struct SessionCore {
 
     private mutating func armBusyAndDeadline(_ key: String, now: UInt64, into effects: inout [SessionEffect]) {
         guard let stream = streams[key] else { return }
-        let threshold = committed.options.busyThresholdMs
-        if threshold == 0 {
-            showBusy(key, into: &effects)
-        } else if !stream.busyShown && !stream.busyArmed {
-            streams[key]?.busyArmed = true
-            effects.append(.armTimer(.busy(section: key, seq: stream.seq), milliseconds: UInt64(threshold)))
+        let options = committed.options
+        // A table with `showBusyIndicator` off gets no timer and no `busy`: only the deadline.
+        if options.showBusyIndicator {
+            if options.busyThresholdMs == 0 {
+                showBusy(key, into: &effects)
+            } else if !stream.busyShown && !stream.busyArmed {
+                streams[key]?.busyArmed = true
+                effects.append(.armTimer(.busy(section: key, seq: stream.seq), milliseconds: UInt64(options.busyThresholdMs)))
+            }
         }
         armDeadline(key, now: now, into: &effects)
     }
@@ -569,7 +572,9 @@ public struct SessionCore {
     }
 
     private mutating func showBusy(_ key: String, into effects: inout [SessionEffect]) {
-        guard let stream = streams[key], !stream.busyShown else { return }
+        // `setOptions` waits for every stream, so the option cannot change under a running one;
+        // checked here too so that no path can announce busy for a table that turned it off.
+        guard let stream = streams[key], !stream.busyShown, committed.options.showBusyIndicator else { return }
         streams[key]?.busyShown = true
         busySections.insert(key)
         effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: connections))

@@ -94,6 +94,9 @@ import Testing
                         OptionsPatch(
                             sectionsInitiallyCollapsed: false, collapsedIndicator: "▸", expandedIndicator: "▾", accordion: true, busyThresholdMs: 0)),
                     id: nil))
+        #expect(
+            try parse(["options", url, "demo", "--show-busy-indicator", "off", "--title-lines=2"])
+                == .change(options, .setOptions(OptionsPatch(showBusyIndicator: false, titleLines: 2)), id: nil))
         #expect(try parse(["--help"]) == .help)
         #expect(try parse(["help"]) == .help)
     }
@@ -224,6 +227,8 @@ import Testing
             (["rename-section", url, "demo", "mac"], "rename-section needs a section key (or --title TITLE) and the new title"),
             (["rename-section", url, "demo", "--title", "Mac"], "rename-section needs a section key (or --title TITLE) and the new title"),
             (["options", url, "demo", "--accordion", "maybe"], "--accordion must be on or off, not \"maybe\""),
+            (["options", url, "demo", "--show-busy-indicator", "1"], "--show-busy-indicator must be on or off, not \"1\""),
+            (["options", url, "demo", "--title-lines", "-1"], "--title-lines must be a whole number from 0 to 2147483647, not \"-1\""),
             (["options", url, "demo", "--busy-threshold-ms", "-5"], "--busy-threshold-ms must be a whole number from 0 to 2147483647, not \"-5\""),
             (["options", url, "demo", "--id", "x"], "--id needs a setting to change (options without settings only prints them)"),
             (["options", url, "demo", "extra"], "unexpected argument \"extra\""),

@@ -121,4 +121,41 @@ import Testing
         #expect(lines[10].hasSuffix("xxxend█"))
         #expect(lines[10].hasPrefix("…"))
     }
+
+    @Test func titleLinesShowsAtMostThatManyLinesOfATitleEndingInAnEllipsis() throws {
+        var table = try Wire.smallTable()
+        _ = try table.apply(.updateSection(section: .key("big"), patch: SectionPatch(title: "Inventory\nof the\nwarehouse")), by: Wire.bo)
+        var replica = SessionReplica()
+        replica.apply(try Wire.welcome(table, busy: []))
+        #expect(TableLayout(replica).height(of: .section("big")) == 3)
+        replica.apply(try Wire.event(&table, .setOptions(OptionsPatch(titleLines: 1))))
+        #expect(replica.options.titleLines == 1)
+        let layout = TableLayout(replica)
+        #expect(layout.height(of: .section("prov")) == 1)
+        #expect(layout.height(of: .section("big")) == 1)
+        #expect(layout.height(of: .section("mac")) == 1)
+        let lines = render(replica)
+        #expect(lines[4] == "› + Inventory…                9 items  9")
+        #expect(lines[5] == "  + Province…                3 cities  3")
+        #expect(lines[6] == "  − Empty                              0")
+        replica.apply(try Wire.event(&table, .setOptions(OptionsPatch(titleLines: 2))))
+        #expect(
+            render(replica)[4...6] == [
+                "› + Inventory                 9 items  9", "    of the…                             ", "  + Province                 3 cities  3",
+            ])
+        #expect(TableLayout(replica).height(of: .section("prov")) == 2)  // fits: no ellipsis
+        replica.apply(try Wire.event(&table, .setOptions(OptionsPatch(titleLines: 0))))
+        #expect(TableLayout(replica).height(of: .section("big")) == 3)
+    }
+
+    @Test func noSpinnerShowsWhenTheTableTurnedTheBusyIndicatorOff() throws {
+        var table = try Wire.smallTable()
+        var options = TableOptions()
+        options.showBusyIndicator = false
+        _ = try table.apply(.setOptions(OptionsPatch(showBusyIndicator: false)), by: Wire.bo)
+        var replica = SessionReplica()
+        replica.apply(try Wire.welcome(table, busy: ["big"]))
+        #expect(replica.options == options)
+        #expect(render(replica)[4] == "› + Inventory                 9 items  9")
+    }
 }

@@ -40,7 +40,9 @@ import Testing
         try apply(&table, .toggle(section: .key("big")))
         try apply(&table, .updateSection(section: .key("mac"), patch: SectionPatch(footer: .some("f\n\"x\", 🎉"))))
         try apply(&table, .setOptions(OptionsPatch(sectionsInitiallyCollapsed: true, collapsedIndicator: "▸", busyThresholdMs: 0)))
+        try apply(&table, .setOptions(OptionsPatch(showBusyIndicator: false, titleLines: 3)))
         try expectRoundTrip(table)
+        #expect(try TableDocument.decode(TableDocument.encode(table)).options.titleLines == 3)
         try expectRoundTrip(try trickyTable())
     }
 
@@ -56,7 +58,8 @@ import Testing
 
     @Test func theExampleOfTheProtocolArticleImports() throws {
         let text =
-            #"{"options":{"sectionsInitiallyCollapsed":false,"collapsedIndicator":"+","expandedIndicator":"−","accordion":false,"busyThresholdMs":500},"#
+            #"{"options":{"sectionsInitiallyCollapsed":false,"collapsedIndicator":"+","expandedIndicator":"−","accordion":false,"busyThresholdMs":500,"#
+            + #""showBusyIndicator":true,"titleLines":0},"#
             + #""sections":[{"key":"mac","title":"Mac","detail":"3 items","footer":"Desktops and laptops","collapsed":false,"busy":false,"rowCount":1,"#
             + #""rows":[{"key":"r1","label":"MacBook Air","value":"M3","detail":"13-inch"}]},"#
             + #"{"key":"empty","title":"Empty","collapsed":true,"busy":false,"rowCount":0,"rows":[]}]}"#
@@ -70,6 +73,10 @@ import Testing
                 Section(key: "empty", title: "Empty", collapsed: true),
             ])
         #expect(TableDocument.encode(table) == Array(text.utf8))
+        // A document exported before showBusyIndicator and titleLines imports with their defaults.
+        let older = text.replacing(#","showBusyIndicator":true,"titleLines":0"#, with: "")
+        #expect(older != text)
+        #expect(try TableDocument.decode(Array(older.utf8)).options == TableOptions())
     }
 
     @Test func aHandWrittenDocumentMayLeaveOutBusyAndTheRowsOfEmptySections() throws {
@@ -114,6 +121,16 @@ import Testing
         (
             "", #"{"collapsedIndicator":"+","expandedIndicator":"-","accordion":false,"busyThresholdMs":1}"#, .missingField,
             "options.sectionsInitiallyCollapsed"
+        ),
+        (
+            "",
+            #"{"sectionsInitiallyCollapsed":false,"collapsedIndicator":"+","expandedIndicator":"-","accordion":false,"busyThresholdMs":1,"titleLines":11}"#,
+            .invalidValue, "options.titleLines"
+        ),
+        (
+            "",
+            #"{"sectionsInitiallyCollapsed":false,"collapsedIndicator":"+","expandedIndicator":"-","accordion":false,"busyThresholdMs":1,"showBusyIndicator":0}"#,
+            .wrongType, "options.showBusyIndicator"
         ),
     ]
 

@@ -8,12 +8,14 @@ import Testing
     let ana = Connection(id: 1)
     let bo = Connection(id: 2)
 
-    func core(rows: Int = 3, collapsed: Bool = true, settings: SessionCore.Settings = SessionCore.Settings()) throws -> SessionCore {
+    func core(
+        rows: Int = 3, collapsed: Bool = true, settings: SessionCore.Settings = SessionCore.Settings(), options: TableOptions = TableOptions()
+    ) throws -> SessionCore {
         let section = Section(
             key: "s", title: "S", collapsed: collapsed, rows: (0..<rows).map { Row(key: "r\($0)", label: "row \($0)", value: "") })
         let other = Section(key: "t", title: "T", collapsed: true)
         var core = SessionCore(
-            name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [section, other], seq: 0), settings: settings)
+            name: "x", epoch: "e1", table: try Table(options: options, sections: [section, other], seq: 0), settings: settings)
         _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
         _ = core.handle(.join(bo, JoinRequest(session: "x", name: "bo"), role: nil), now: 0)
         return core
@@ -404,5 +406,99 @@ import Testing
         #expect(!core.isQuiet)
         _ = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
         #expect(core.isQuiet)
+    }
+
+    // MARK: - The busy indicator option
+
+    func armsBusyTimer(_ effects: [SessionEffect]) -> Bool {
+        effects.contains { if case .armTimer(.busy, _) = $0 { return true } else { return false } }
+    }
+
+    func startsStream(_ effects: [SessionEffect]) -> Bool {
+        effects.contains { if case .startStream = $0 { return true } else { return false } }
+    }
+
+    /// The `busy` field of section `key` in the welcome among `effects`.
+    func welcomeBusy(_ effects: [SessionEffect], section key: String) throws -> JSONValue? {
+        for case .send(let message, _) in effects {
+            let value = try JSONParser.parse(message.bytes)
+            guard value["type"] == .string("welcome"), case .array(let sections)? = value["table"]?["sections"] else { continue }
+            return sections.first { $0["key"] == .string(key) }?["busy"]
+        }
+        return nil
+    }
+
+    @Test(arguments: [0, 200])
+    func aTableWithTheBusyIndicatorOffNeverSendsBusyWhateverItsThreshold(threshold: Int) throws {
+        var settings = SessionCore.Settings()
+        settings.chunkRows = 2  // "s" (5 rows) streams
+        var options = TableOptions()
+        options.showBusyIndicator = false
+        options.busyThresholdMs = threshold
+        var core = try core(rows: 5, collapsed: true, settings: settings, options: options)
+        let expand = try toggleAndCommit(&core, "s", id: "1", from: ana)
+        #expect(startsStream(expand))
+        #expect(!broadcastTypes(expand).contains("busy"))
+        #expect(!armsBusyTimer(expand))
+        #expect(expand.contains { if case .armTimer(.streamDeadline, _) = $0 { return true } else { return false } })
+        #expect(core.busySections.isEmpty)
+        // A busy timer that fires anyway (armed before, stale) announces nothing.
+        #expect(broadcastTypes(core.handle(.timer(.busy(section: "s", seq: 1)), now: 5_000)).isEmpty)
+        // Someone joining while the rows stream is not told the section is busy either.
+        let cy = Connection(id: 3)
+        let joined = core.handle(.join(cy, JoinRequest(session: "x", name: "cy"), role: nil), now: 0)
+        #expect(try welcomeBusy(joined, section: "s") == .bool(false))
+        var done: [SessionEffect] = []
+        for member in [ana, bo, cy] { done += core.handle(.streamDelivered(section: "s", seq: 1, to: member), now: 10) }
+        #expect(done.contains { if case .endStream = $0 { return true } else { return false } })
+        #expect(!broadcastTypes(done).contains("busy"))
+    }
+
+    @Test func turningTheBusyIndicatorOffAndOnAgainWithSetOptionsStopsAndRestartsBusy() throws {
+        var settings = SessionCore.Settings()
+        settings.chunkRows = 2
+        var options = TableOptions()
+        options.busyThresholdMs = 0  // busy at once while it is on
+        var core = try core(rows: 5, collapsed: true, settings: settings, options: options)
+        func setOptions(_ patch: OptionsPatch, id: String) throws {
+            let persist = try #require(persisted(core.handle(.change(.setOptions(patch), id: id, from: ana), now: 0)))
+            _ = core.handle(.committed(generation: persist.generation, through: core.head.seq), now: 0)
+        }
+        var nextMember: UInt64 = 10
+        // Expands "s" while a newcomer lacks its rows (members that hold them get no stream), lets
+        // the stream finish, collapses it again; the effects of the expansion and the stream.
+        func expandStreamAndCollapse(id: String) throws -> [SessionEffect] {
+            let newcomer = Connection(id: nextMember)
+            nextMember += 1
+            _ = core.handle(.join(newcomer, JoinRequest(session: "x", name: "n\(newcomer.id)"), role: nil), now: 0)
+            var effects = try toggleAndCommit(&core, "s", id: id + "-open", from: ana)
+            let receivers = effects.flatMap { effect -> [Connection] in
+                if case .startStream(_, _, let to) = effect { return to } else { return [] }
+            }
+            #expect(receivers.contains(newcomer))
+            for member in receivers { effects += core.handle(.streamDelivered(section: "s", seq: core.committed.seq, to: member), now: 1) }
+            _ = try toggleAndCommit(&core, "s", id: id + "-close", from: ana)
+            return effects
+        }
+        #expect(broadcastTypes(try expandStreamAndCollapse(id: "on")).filter { $0 == "busy" }.count == 2)  // true, then false
+        try setOptions(OptionsPatch(showBusyIndicator: false), id: "off")
+        #expect(core.committed.options.showBusyIndicator == false)
+        #expect(!broadcastTypes(try expandStreamAndCollapse(id: "off")).contains("busy"))
+        try setOptions(OptionsPatch(showBusyIndicator: true), id: "on-again")
+        #expect(broadcastTypes(try expandStreamAndCollapse(id: "again")).filter { $0 == "busy" }.count == 2)
+    }
+
+    @Test func withTheIndicatorOnTheThresholdArmsATimerAndItsFiringShowsBusy() throws {
+        var settings = SessionCore.Settings()
+        settings.chunkRows = 2
+        var core = try core(rows: 5, collapsed: true, settings: settings)
+        let expand = try toggleAndCommit(&core, "s", id: "1", from: ana)
+        #expect(
+            expand.contains { effect in
+                if case .armTimer(.busy(section: "s", seq: 1), milliseconds: 500) = effect { return true } else { return false }
+            })
+        #expect(!broadcastTypes(expand).contains("busy"))
+        #expect(broadcastTypes(core.handle(.timer(.busy(section: "s", seq: 1)), now: 500)) == ["busy"])
+        #expect(core.busySections == ["s"])
     }
 }

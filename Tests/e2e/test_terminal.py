@@ -74,9 +74,9 @@ def test_get_prints_each_sections_state_by_key_and_by_title(server):
     assert by_key.stdout.count("\n") == 1
     assert json.loads(by_key.stdout) == {
         "mac": False, "ipad": False, "iphone": True, "guangdong": True, "zhejiang": True,
-        "sichuan": True, "friends": True, "empty": False, "big": True}
-    assert list(json.loads(by_key.stdout)) == ["mac", "ipad", "iphone", "guangdong", "zhejiang",
-                                              "sichuan", "friends", "empty", "big"]
+        "sichuan": True, "friends": True, "roommates": True, "climbing": True, "empty": False, "big": True}
+    assert list(json.loads(by_key.stdout)) == ["mac", "ipad", "iphone", "guangdong", "zhejiang", "sichuan",
+                                              "friends", "roommates", "climbing", "empty", "big"]
     by_title = ft("get", server.ws, "demo", "--by-title")
     assert by_title.returncode == 0
     titles = json.loads(by_title.stdout)
@@ -112,7 +112,8 @@ def test_expand_all_and_collapse_all(server):
     done = ft("expand-all", server.ws, "demo")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {k: False for k in
-                                       ["iphone", "guangdong", "zhejiang", "sichuan", "friends", "big"]}
+                                       ["iphone", "guangdong", "zhejiang", "sichuan", "friends", "roommates",
+                                        "climbing", "big"]}
     assert not any(collapsed_map(server.ws).values())
     done = ft("collapse-all", server.ws, "demo")
     assert done.returncode == 0, done.stderr
@@ -379,6 +380,13 @@ def test_options_prints_and_sets_the_table_options(server):
                      "sectionsInitiallyCollapsed": True}
     silent = ft("options", url, "opts", "--accordion", "off")
     assert silent.returncode == 0 and silent.stdout == ""
+    # The busy indicator switch and title lines; the server checks the range (at most 10 lines).
+    assert options["showBusyIndicator"] is True and options["titleLines"] == 0
+    assert ft("options", url, "opts", "--show-busy-indicator", "off", "--title-lines", "2").returncode == 0
+    assert {k: v for k, v in ft_json("options", url, "opts").items() if k in ("showBusyIndicator", "titleLines")} == {
+        "showBusyIndicator": False, "titleLines": 2}
+    refused = ft("options", url, "opts", "--title-lines", "11")
+    assert refused.returncode == 1 and one_line(refused.stderr) == "foldtable: titleLines must be between 0 and 10"
 
 
 def test_get_and_watch_take_json_too(server):
@@ -792,7 +800,7 @@ def test_keys_move_search_reveal_edit_and_expand_or_collapse_everything(server):
             pane.keys("e")
             event = await other.next(lambda m: m["type"] == "event")
             assert event["change"] == {"type": "setAll", "collapsed": False}
-            await pane.wait_for("− Friends", "Climbing club")
+            await pane.wait_for("− Friends", "Zhou Wei")
             # A refused change is shown, not fatal: accordion mode refuses expand-all.
             await other.send({"type": "setOptions", "options": {"accordion": True}, "id": "bo-2"})
             # The refusal is sent at once, the options' event after its commit: wait for the event,
@@ -805,6 +813,45 @@ def test_keys_move_search_reveal_edit_and_expand_or_collapse_everything(server):
         finally:
             pane.close()
             await other.close()
+
+    run(scenario())
+
+
+def test_title_lines_shows_at_most_that_many_lines_of_each_title_with_an_ellipsis(server):
+    async def scenario():
+        owner = await Client.join(server.ws, name="bo")
+        pane = Pane(join_command(server.ws))
+        try:
+            screen = await pane.wait_for("connected", "Inventory")
+            lines = screen.split("\n")
+            guangdong = lines.index(line_with(screen, "4 cities"))
+            assert lines[guangdong].startswith("  + Province ") and lines[guangdong + 1].strip() == "Guangdong"
+            # The province titles are two lines ("Province", then the name): cut to one.
+            await owner.send({"type": "setOptions", "options": {"titleLines": 1}, "id": "lines-1"})
+            assert (await owner.next(lambda m: m["type"] in ("ack", "error")))["type"] == "ack"
+            screen = await pane.wait(lambda t: "Province…" in t, what="titles cut to one line")
+            lines = screen.split("\n")
+            guangdong = lines.index(line_with(screen, "4 cities"))
+            assert lines[guangdong].startswith("  + Province… ")
+            assert "Province…" in lines[guangdong + 1] and "3 cities" in lines[guangdong + 1]  # Zhejiang, next
+            assert "Guangdong" not in screen and "Sichuan" not in screen
+            # The cursor still stops once per header.
+            pane.keys("End")
+            await pane.wait(lambda t: (line_with(t, "Inventory") or "").startswith("›"), what="cursor on Inventory")
+            pane.keys("Up", "Up", "Up", "Up", "Up")  # Empty section, three friend groups, then Sichuan
+
+            def on_sichuan(text):
+                lines = text.split("\n")
+                cities = [i for i, line in enumerate(lines) if "3 cities" in line]
+                return bool(cities) and lines[cities[-1]].startswith("› + Province…")
+            await pane.wait(on_sichuan, what="cursor on Sichuan's one-line title")
+            # Back to whole titles.
+            await owner.send({"type": "setOptions", "options": {"titleLines": 0}, "id": "lines-0"})
+            screen = await pane.wait_for("Guangdong", "Sichuan")
+            assert "Province…" not in screen
+        finally:
+            pane.close()
+            await owner.close()
 
     run(scenario())
 
@@ -839,7 +886,7 @@ def test_the_interactive_client_reconnects_and_shows_what_it_missed(server):
             assert ft("toggle", server.ws, "demo", "friends", "--name", "bo").returncode == 0
             proxy.accepting = True
             pane.keys("r")  # retry now instead of waiting out the backoff
-            await pane.wait_for("● connected", "− Friends", "Climbing club")
+            await pane.wait_for("● connected", "− Friends", "Zhou Wei")
             pane.keys("Enter")  # still live: the toggle goes through
             await pane.wait_for("+ Mac")
             assert collapsed_map(server.ws)["mac"] is True

@@ -24,16 +24,16 @@ private let limits: TableLimits = {
     var limits = TableLimits()
     limits.maxSections = 16
     limits.maxRowsPerSection = 8
-    limits.maxRowsPerTable = 40
-    limits.maxTextBytesPerTable = 1_500
+    limits.maxRowsPerTable = 50
+    limits.maxTextBytesPerTable = 1_200
     limits.maxTextBytes = 64
     limits.maxKeyBytes = 16
     limits.idempotencyWindow = 4
     return limits
 }()
 
-/// The demo table with 3 rows in its large section, under the small limits (1,260 text bytes of
-/// 1,500: a few additions fit, then text runs out).
+/// The demo table with 3 rows in its large section, under the small limits (42 rows of 50, 1,019
+/// text bytes of 1,200: a few additions fit, then rows or text run out; the largest section is full).
 private let start: Table = try! TableSnapshot(DemoTable.make(largeRows: 3), rows: .all).table(limits: limits)
 
 /// What the server decodes client messages with (see `Hub.messageLimits`).

@@ -1,0 +1,57 @@
+"""Accessibility, checked by a real auditor: axe-core (from PyPI's axe-selenium-python) on the
+lobby and on a session page, normal and in edit mode, must find no violation. No rule is turned
+off: a finding is fixed in the page."""
+from axe_selenium_python import Axe  # `make venv` installs it
+from selenium.webdriver.common.by import By
+
+from conftest import Peer, seed
+from test_web import FRUIT, NUTS, VEG, open_as, wait
+
+
+def violations(b):
+    axe = Axe(b)
+    axe.inject()
+    results = axe.run()
+    found = results["violations"]
+    assert found == [], axe.report(found)
+    return results
+
+
+def test_the_lobby_has_no_accessibility_violations(server, browsers, session_name):
+    seed(server, session_name, [FRUIT])
+    b = browsers()
+    open_as(b, server, "ana", "/")
+    wait(b, lambda b: any(session_name in li.text for li in b.find_elements(By.CSS_SELECTOR, "#sessions li")))
+    results = violations(b)
+    assert len(results["passes"]) > 10  # it did run its rules
+
+
+def test_a_session_page_has_no_accessibility_violations_normal_or_in_edit_mode(server, browsers):
+    b = browsers()
+    open_as(b, server, "ana", "/s/demo")
+    wait(b, lambda b: len(b.find_elements(By.CSS_SELECTOR, ".sec")) >= 10)
+    violations(b)
+    # With the find box open on a list of matches (the combobox expanded).
+    b.find_element(By.ID, "find").send_keys("ip")
+    wait(b, lambda b: b.find_element(By.ID, "results").is_displayed())
+    assert b.find_element(By.ID, "find-box").get_attribute("aria-expanded") == "true"
+    violations(b)
+    b.find_element(By.ID, "find").clear()
+    # Edit mode: inputs and buttons on every section and row, and the options panel.
+    b.find_element(By.ID, "edit").click()
+    wait(b, lambda b: b.find_element(By.ID, "options").is_displayed()
+         and b.find_elements(By.CSS_SELECTOR, ".sec .tools input"))
+    violations(b)
+
+
+def test_a_session_with_long_titles_cut_to_one_line_has_no_accessibility_violations(server, browsers, session_name):
+    seed(server, session_name, [FRUIT, VEG, NUTS, {"key": "long", "title": "A title that goes on " * 10}])
+    p = Peer(server, session_name)
+    try:
+        p.send({"type": "setOptions", "options": {"titleLines": 1, "collapsedIndicator": "▸", "expandedIndicator": "▾"}})
+    finally:
+        p.close()
+    b = browsers(width=400, height=800)
+    open_as(b, server, "ana", f"/s/{session_name}")
+    wait(b, lambda b: "clamp" in b.find_element(By.ID, "table").get_attribute("class"))
+    violations(b)
