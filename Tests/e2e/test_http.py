@@ -137,9 +137,10 @@ def test_an_unknown_api_path_is_404_with_a_json_error(server):
     assert_secure(headers)
 
 
-def test_metrics_is_reserved_for_the_api_not_a_static_file(server):
+def test_metrics_is_the_servers_own_not_a_static_file(server):
     status, headers, body = get(server.port, "/metrics")
-    assert status == 404 and b'"not_found"' in body and headers["content-type"] == "application/json"
+    assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert b"# TYPE foldtable_connections gauge" in body
 
 
 def test_a_wrong_method_is_405_with_allow(server):
