@@ -293,7 +293,11 @@ async def expand_all_and_read(client, change_id, timeout=10.0):
     event = await client.next(lambda m: m["type"] == "event" and m["seq"] == reply["seq"], timeout=timeout)
     for key, collapsed in event["collapsed"].items():
         if key in sections and not collapsed:
-            sections[key]["rows"] = await collect_rows(client, key, seq=event["seq"], timeout=timeout)
+            # An empty section gets no rows message (its rowCount, 0, says it all).
+            if sections[key].get("rowCount", 0) == 0:
+                sections[key]["rows"] = []
+            else:
+                sections[key]["rows"] = await collect_rows(client, key, seq=event["seq"], timeout=timeout)
             sections[key]["collapsed"] = False
     return sections, reply["seq"]
 
