@@ -240,16 +240,9 @@ public final class ScriptCommand {
     /// `{"sessions":[{"name":"demo","members":2},...]}`.
     static func json(_ sessions: [ServerUpdate.SessionInfo]) -> String {
         var out = JSONWriter(capacity: 32 + sessions.count * 40)
-        out.raw("{\"sessions\":[")
-        for (index, session) in sessions.enumerated() {
-            if index > 0 { out.byte(UInt8(ascii: ",")) }
-            out.raw("{\"name\":")
-            out.string(session.name)
-            out.nextKey("members")
-            out.integer(session.members)
-            out.byte(UInt8(ascii: "}"))
-        }
-        out.raw("]}")
+        out.raw("{\"sessions\":")
+        ServerMessage.encode(sessions: sessions.map { ($0.name, $0.members) }, into: &out)
+        out.byte(UInt8(ascii: "}"))
         return String(decoding: out.bytes, as: UTF8.self)
     }
 
@@ -263,20 +256,8 @@ public final class ScriptCommand {
         var out = JSONWriter(capacity: 64 + matches.count * 80)
         out.raw("{\"q\":")
         out.string(query)
-        out.raw(",\"rows\":[")
-        for (index, match) in matches.enumerated() {
-            if index > 0 { out.byte(UInt8(ascii: ",")) }
-            out.raw("{\"section\":")
-            out.string(match.section)
-            out.nextKey("row")
-            out.string(match.row)
-            out.nextKey("label")
-            out.string(match.label)
-            out.nextKey("value")
-            out.string(match.value)
-            out.byte(UInt8(ascii: "}"))
-        }
-        out.raw("]")
+        out.raw(",\"rows\":")
+        RowSearch.Match.encode(matches, into: &out)
         out.nextKey("truncated")
         out.bool(truncated)
         out.byte(UInt8(ascii: "}"))

@@ -18,6 +18,25 @@ public struct RowSearch: Sendable {
             self.label = label
             self.value = value
         }
+
+        /// `[{"section":..,"row":..,"label":..,"value":..},...]`: the rows of a `found` answer
+        /// (and of the HTTP API's and the terminal client's find).
+        public static func encode(_ matches: [Match], into out: inout JSONWriter) {
+            out.byte(UInt8(ascii: "["))
+            for (index, match) in matches.enumerated() {
+                if index > 0 { out.byte(UInt8(ascii: ",")) }
+                out.raw("{\"section\":")
+                out.string(match.section)
+                out.nextKey("row")
+                out.string(match.row)
+                out.nextKey("label")
+                out.string(match.label)
+                out.nextKey("value")
+                out.string(match.value)
+                out.byte(UInt8(ascii: "}"))
+            }
+            out.byte(UInt8(ascii: "]"))
+        }
     }
 
     /// Longest query, in bytes.

@@ -201,20 +201,7 @@ public enum ServerMessage {
         out.nextKey("q")
         out.string(query)
         out.nextKey("rows")
-        out.byte(UInt8(ascii: "["))
-        for (index, match) in matches.enumerated() {
-            if index > 0 { out.byte(UInt8(ascii: ",")) }
-            out.raw("{\"section\":")
-            out.string(match.section)
-            out.nextKey("row")
-            out.string(match.row)
-            out.nextKey("label")
-            out.string(match.label)
-            out.nextKey("value")
-            out.string(match.value)
-            out.byte(UInt8(ascii: "}"))
-        }
-        out.byte(UInt8(ascii: "]"))
+        RowSearch.Match.encode(matches, into: &out)
         out.nextKey("truncated")
         out.bool(truncated)
         out.byte(UInt8(ascii: "}"))
@@ -246,7 +233,15 @@ public enum ServerMessage {
     /// `{"type":"sessions","sessions":[{"name":..,"members":N}]}`.
     public static func sessions(_ list: [(name: String, members: Int)]) -> [UInt8] {
         var out = JSONWriter(capacity: 64 + list.count * 32)
-        out.raw("{\"type\":\"sessions\",\"sessions\":[")
+        out.raw("{\"type\":\"sessions\",\"sessions\":")
+        encode(sessions: list, into: &out)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// `[{"name":..,"members":N},...]`: the list of `sessions` (and of `foldtable list --json`).
+    public static func encode(sessions list: [(name: String, members: Int)], into out: inout JSONWriter) {
+        out.byte(UInt8(ascii: "["))
         for (index, entry) in list.enumerated() {
             if index > 0 { out.byte(UInt8(ascii: ",")) }
             out.raw("{\"name\":")
@@ -255,8 +250,7 @@ public enum ServerMessage {
             out.integer(entry.members)
             out.byte(UInt8(ascii: "}"))
         }
-        out.raw("]}")
-        return out.bytes
+        out.byte(UInt8(ascii: "]"))
     }
 
     private static func author(_ author: Author, into out: inout JSONWriter) {
