@@ -207,6 +207,13 @@ def test_with_tokens_each_call_needs_a_bearer_token_with_the_right_role(token_se
     assert status == 403
     status, _, _ = call(s, "GET", "/api/v1/sessions/demo", headers={"Authorization": "Bearer not.a.token"})
     assert status == 401
+    # An owner token for one session may create that session, and no other.
+    mine = unique("mine")
+    owner = token(s, "--session", mine, "--role", "owner", "--name", "o")
+    assert call(s, "POST", f"/api/v1/sessions?name={mine}", b"", {"Authorization": f"Bearer {owner}"})[0] == 201
+    assert call(s, "POST", f"/api/v1/sessions?name={mine}-2", b"", {"Authorization": f"Bearer {owner}"})[0] == 403
+    _, _, listing = call(s, "GET", "/api/v1/sessions", headers={"Authorization": f"Bearer {owner}"})
+    assert [x["name"] for x in listing["sessions"]] == [mine]
 
 
 def test_the_api_answers_over_https_too(tls_files):
