@@ -132,24 +132,27 @@ http {{
          "--data-dir", str(tmp_path / "data"), "--public-url", f"https://127.0.0.1:{tls_port}",
          "--trusted-proxies", "127.0.0.2", "--log-level", "info"],
         stdout=subprocess.PIPE, stderr=log, text=True)
-    assert server.stdout.readline().startswith("listening on")
-    nginx = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 10
-    context = ssl.create_default_context(cafile=str(cert))
-    while True:
-        try:
-            urllib.request.urlopen(f"https://127.0.0.1:{tls_port}/", context=context, timeout=2)
-            break
-        except (OSError, ssl.SSLError):
-            assert time.monotonic() < deadline, "nginx did not come up"
-            assert nginx.poll() is None, nginx.stderr.read()
-            time.sleep(0.1)
+    nginx = None
     try:
+        assert server.stdout.readline().startswith("listening on")
+        nginx = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 10
+        context = ssl.create_default_context(cafile=str(cert))
+        while True:
+            try:
+                urllib.request.urlopen(f"https://127.0.0.1:{tls_port}/", context=context, timeout=2)
+                break
+            except (OSError, ssl.SSLError):
+                assert time.monotonic() < deadline, "nginx did not come up"
+                assert nginx.poll() is None, nginx.stderr.read()
+                time.sleep(0.1)
         yield {"url": f"https://127.0.0.1:{tls_port}", "ws": f"wss://127.0.0.1:{tls_port}/ws", "context": context,
                "log": tmp_path / "foldtabled.log"}
     finally:
-        nginx.terminate()
-        nginx.wait(10)
+        # Also when start-up failed above: no nginx or foldtabled outlives the test.
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
         server.terminate()
         server.wait(10)
         log.close()
