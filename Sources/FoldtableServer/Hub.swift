@@ -54,8 +54,9 @@ public final class Hub: TransportDelegate {
     public init(
         config: ServerConfig, transport: Transport, store: SessionStore, eventLog: EventLog, storedNames: [String], log: Log,
         verifier: TokenVerifier? = nil, clock: @escaping () -> UInt64 = Hub.wallClock, makeEpoch: @escaping () -> String = Hub.randomEpoch,
-        ready: @escaping () -> Bool = { true }
+        ready: @escaping () -> Bool = { true }, residentBytes: @escaping () -> Int = { 0 }
     ) {
+        self.residentBytes = residentBytes
         self.verifier = verifier
         self.clock = clock
         self.config = config
@@ -81,12 +82,28 @@ public final class Hub: TransportDelegate {
 
     /// What `/metrics` reports; counted on the service thread as things happen.
     public let metrics = Metrics()
+    /// The process's resident memory in bytes (foldtabled reads /proc; tests inject it).
+    private let residentBytes: () -> Int
+
+    /// Whether the memory budget (``ServerConfig/memoryBudgetMB``) is spent: then joins and new
+    /// sessions are refused, so the process degrades for newcomers instead of dying for everyone.
+    private func overMemoryBudget() -> Bool {
+        guard config.memoryBudgetMB > 0, residentBytes() > config.memoryBudgetMB * 1_048_576 else { return false }
+        metrics.memoryRefusals += 1
+        log(.warning, "memory_budget", ["resident_mb": String(residentBytes() / 1_048_576), "budget_mb": String(config.memoryBudgetMB)])
+        return true
+    }
+
+    private var memoryBudgetRefusal: ProtocolError {
+        ProtocolError(.limitReached, "the server is at its memory budget; try again later")
+    }
 
     private func registerGauges() {
         metrics.gauge("foldtable_connections", "Open WebSocket connections.") { [unowned self] in Double(clients.count) }
         metrics.gauge("foldtable_sessions_resident", "Sessions in memory.") { [unowned self] in Double(sessions.count) }
         metrics.gauge("foldtable_sessions_stored", "Sessions in the store.") { [unowned self] in Double(storedNames.count) }
         metrics.gauge("foldtable_members", "Members of all sessions.") { [unowned self] in Double(sessions.values.reduce(0) { $0 + $1.memberCount }) }
+        metrics.gauge("foldtable_resident_bytes", "Resident memory of the process.") { [unowned self] in Double(residentBytes()) }
         metrics.gauge("foldtable_busy_sections", "Sections shown busy to their members.") { [unowned self] in
             Double(sessions.values.reduce(0) { $0 + $1.core.busySections.count })
         }
@@ -461,6 +478,7 @@ public final class Hub: TransportDelegate {
             refuse(client.connection, ProtocolError(.alreadyJoined, "this connection already joined a session", field: "session"), id: nil)
             return
         }
+        guard !overMemoryBudget() else { return refuse(client.connection, memoryBudgetRefusal, id: nil) }
         var request = request
         if let verifier {
             guard let token = request.token else { return unauthorized(client, "this server needs a token to join") }
@@ -568,6 +586,7 @@ public final class Hub: TransportDelegate {
         guard sessions[name] == nil, !storedNames.contains(name), loading[name] == nil else {
             return completion(.failure(ProtocolError(.duplicateKey, "a session named \"\(name)\" exists", field: "name")))
         }
+        guard !overMemoryBudget() else { return completion(.failure(memoryBudgetRefusal)) }
         guard makeRoom() else {
             return completion(.failure(ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "name")))
         }

@@ -39,6 +39,8 @@ public final class Metrics {
     public var deliveries: UInt64 = 0
     public var bytesOut: UInt64 = 0
     public var changesApplied: UInt64 = 0
+    /// Joins and session creations refused because the memory budget was spent.
+    public var memoryRefusals: UInt64 = 0
     public var httpRequests: [Int: UInt64] = [:]
     public var closesByCode: [Int: UInt64] = [:]
     public var errorsByCode: [String: UInt64] = [:]
@@ -92,6 +94,7 @@ public final class Metrics {
             ("foldtable_deliveries_total", "Messages queued per recipient (a broadcast to N members counts N).", deliveries),
             ("foldtable_delivered_bytes_total", "Bytes of all deliveries.", bytesOut),
             ("foldtable_changes_applied_total", "Changes committed and broadcast.", changesApplied),
+            ("foldtable_memory_refusals_total", "Joins and new sessions refused at the memory budget.", memoryRefusals),
         ]
         for (name, help, value) in counters {
             header(name, "counter", help)

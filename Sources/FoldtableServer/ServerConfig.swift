@@ -124,6 +124,10 @@ public struct ServerConfig: Sendable, Equatable {
     public var presenceListMax = 200
     /// Sessions kept at once. Default 10,000: bounds memory against clients inventing names.
     public var maxSessions = 10_000
+    /// Resident memory, in MiB, past which joins and new sessions are refused (`limit_reached`,
+    /// counted in `/metrics`) instead of the process growing until the kernel kills it and every
+    /// session with it. Default 0: no budget (set it below the machine's or the container's limit).
+    public var memoryBudgetMB = 0
     /// Refused messages in a row before the connection is closed (4500). Default 50.
     public var maxConsecutiveErrors = 50
     /// Rows in the demo session's large section. Default 50,000.
@@ -232,6 +236,9 @@ public struct ServerConfig: Sendable, Equatable {
             "history-events", .storage, \.historyEvents, 0...100_000,
             "events kept per session for resume (in memory, and in the stored log before the newest checkpoint)"),
 
+        .number(
+            "memory-budget-mb", .limits, \.memoryBudgetMB, 0...1_048_576, unit: "MiB",
+            "resident memory past which joins and new sessions are refused with limit_reached (counted in /metrics); 0 = no budget"),
         .number(
             "max-sessions", .tables, \.maxSessions, 1...10_000_000,
             "sessions held in memory at once (stored ones do not count; a quiet one is evicted to make room)"),

@@ -81,7 +81,7 @@ do {
 let monitor = StoreMonitor(store: storage.store, log: storage.log, clock: { transport.nowMilliseconds() })
 let hub = Hub(
     config: config, transport: transport, store: monitor, eventLog: monitor, storedNames: storage.names,
-    log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable })
+    log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable }, residentBytes: ResidentMemory.bytes)
 transport.delegate = hub
 hub.metrics.counter("foldtable_frames_written_total", "WebSocket frames written to clients.") { Double(transport.written.frames) }
 hub.metrics.counter("foldtable_frames_coalesced_total", "Messages that shared a frame with an earlier one (batching's saving).") {

@@ -262,3 +262,25 @@ def test_load_makes_sessions_from_csv_and_json_files_at_start_and_a_bad_file_sto
     assert done.returncode == 1 and "--load broken" in done.stderr and str(bad) in done.stderr and "invalid_csv" not in done.stdout
     done = subprocess.run([BIN, "--port", "0", "--memory", "--load", "no-equals-sign"], capture_output=True, text=True, timeout=20)
     assert done.returncode == 1 and "NAME=PATH" in done.stderr
+
+
+def test_past_the_memory_budget_joins_and_new_sessions_are_refused_and_counted():
+    from prometheus_client.parser import text_string_to_metric_families
+    # A budget of 1 MiB: any real process is past it, so every join and creation is refused.
+    s = Server("--memory", "--memory-budget-mb", "1")
+    try:
+        async def scenario():
+            from websockets.asyncio.client import connect
+            async with connect(s.ws) as ws:
+                await ws.send(json.dumps({"type": "join", "session": "demo", "name": "late"}))
+                return json.loads(await asyncio.wait_for(ws.recv(), 5))
+        reply = run(scenario())
+        assert reply["type"] == "error" and reply["code"] == "limit_reached" and "memory budget" in reply["message"], reply
+        status, _, body = call(s, "POST", "/api/v1/sessions?name=more", b"")
+        assert status == 409 and body["error"]["code"] == "limit_reached" and "memory budget" in body["error"]["message"]
+        _, _, text = call(s, "GET", "/metrics")
+        values = {sample.name: sample.value for family in text_string_to_metric_families(text) for sample in family.samples}
+        assert values["foldtable_memory_refusals_total"] >= 2
+        assert values["foldtable_resident_bytes"] > 1_048_576
+    finally:
+        s.stop()
