@@ -97,10 +97,7 @@ public enum ServerMessage {
         }
         out.nextKey("table")
         snapshot.encode(into: &out)
-        out.nextKey("presence")
-        members(presence, into: &out)
-        out.nextKey("presenceCount")
-        out.integer(UInt64(presenceCount ?? presence.count))
+        presenceFields(presence, count: presenceCount, into: &out)
         out.byte(UInt8(ascii: "}"))
         return out.bytes
     }
@@ -112,10 +109,7 @@ public enum ServerMessage {
         var out = JSONWriter(capacity: 256)
         out.raw("{\"type\":\"resume\"")
         header(session: session, client: client, epoch: epoch, seq: seq, role: role, into: &out)
-        out.nextKey("presence")
-        members(presence, into: &out)
-        out.nextKey("presenceCount")
-        out.integer(UInt64(presenceCount ?? presence.count))
+        presenceFields(presence, count: presenceCount, into: &out)
         out.byte(UInt8(ascii: "}"))
         return out.bytes
     }
@@ -259,6 +253,14 @@ public enum ServerMessage {
         out.nextKey("name")
         out.string(author.name)
         out.byte(UInt8(ascii: "}"))
+    }
+
+    /// `"presence":[...],"presenceCount":N` of a welcome or resume.
+    private static func presenceFields(_ presence: [Member], count: Int?, into out: inout JSONWriter) {
+        out.nextKey("presence")
+        members(presence, into: &out)
+        out.nextKey("presenceCount")
+        out.integer(UInt64(count ?? presence.count))
     }
 
     /// `[{"client":"c1","name":"ana"},...]`.

@@ -73,25 +73,26 @@ public final class HTTPRouter {
         if let handler = methods[method] ?? (method == "HEAD" ? methods["GET"] : nil) {
             return handler(request, respond)
         }
-        let allow = Self.allowed(methods)
-        if method == "OPTIONS" {
-            return respond(HTTPResponse(status: 204, headers: ["Allow": allow]))
-        }
-        var refusal = Self.error(405, "method_not_allowed", "\(method) is not allowed on \(request.path); allowed: \(allow)")
-        refusal.headers["Allow"] = allow
-        respond(refusal)
+        respond(Self.otherMethod(request, allowed: Array(methods.keys)))
     }
 
-    /// The `Allow` value of a route: its methods, HEAD with GET, and OPTIONS.
-    private static func allowed(_ methods: [String: Handler]) -> String {
-        var names = Set(methods.keys)
+    /// The answer to a method a path does not take: 204 with `Allow` for OPTIONS, else 405 with
+    /// `Allow` (the path's methods, HEAD with GET, and OPTIONS).
+    public static func otherMethod(_ request: HTTPRequest, allowed methods: [String]) -> HTTPResponse {
+        var names = Set(methods)
         if names.contains("GET") { names.insert("HEAD") }
         names.insert("OPTIONS")
-        return names.sorted().joined(separator: ", ")
+        let allow = names.sorted().joined(separator: ", ")
+        let method = request.method.uppercased()
+        if method == "OPTIONS" { return HTTPResponse(status: 204, headers: ["Allow": allow]) }
+        var refusal = error(405, "method_not_allowed", "\(method) is not allowed on \(request.path); allowed: \(allow)")
+        refusal.headers["Allow"] = allow
+        return refusal
     }
 
-    /// An error in the API's shape: `{"error":{"code":"...","message":"..."}}`.
-    public static func error(_ status: Int, _ code: String, _ message: String) -> HTTPResponse {
+    /// An error in the API's shape: `{"error":{"code":"...","message":"...","field":"..."}}`
+    /// (`field` only when given).
+    public static func error(_ status: Int, _ code: String, _ message: String, field: String? = nil) -> HTTPResponse {
         var json = JSONWriter(capacity: 64 + message.utf8.count)
         json.raw("{")
         json.key("error")
@@ -100,6 +101,10 @@ public final class HTTPRouter {
         json.string(code)
         json.nextKey("message")
         json.string(message)
+        if let field {
+            json.nextKey("field")
+            json.string(field)
+        }
         json.raw("}}")
         return .json(status, json.bytes)
     }

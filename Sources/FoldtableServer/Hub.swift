@@ -88,9 +88,11 @@ public final class Hub: TransportDelegate {
     /// Whether the memory budget (``ServerConfig/memoryBudgetMB``) is spent: then joins and new
     /// sessions are refused, so the process degrades for newcomers instead of dying for everyone.
     private func overMemoryBudget() -> Bool {
-        guard config.memoryBudgetMB > 0, residentBytes() > config.memoryBudgetMB * 1_048_576 else { return false }
+        guard config.memoryBudgetMB > 0 else { return false }
+        let resident = residentBytes()
+        guard resident > config.memoryBudgetMB * 1_048_576 else { return false }
         metrics.memoryRefusals += 1
-        log(.warning, "memory_budget", ["resident_mb": String(residentBytes() / 1_048_576), "budget_mb": String(config.memoryBudgetMB)])
+        log(.warning, "memory_budget", ["resident_mb": String(resident / 1_048_576), "budget_mb": String(config.memoryBudgetMB)])
         return true
     }
 

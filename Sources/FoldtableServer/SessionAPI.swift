@@ -1,4 +1,5 @@
 import FoldtableCore
+import Foundation
 
 /// The HTTP API under `/api/v1`: sessions and their tables for scripts, cron jobs and other
 /// systems, without a browser. Every change goes through the session's one order like a
@@ -88,11 +89,7 @@ final class SessionAPI {
         guard !allowed.isEmpty else {
             return respond(HTTPRouter.error(404, "not_found", "no endpoint \(request.path)"))
         }
-        let allow = Set(allowed + (allowed.contains("GET") ? ["HEAD"] : []) + ["OPTIONS"]).sorted().joined(separator: ", ")
-        if method == "OPTIONS" { return respond(HTTPResponse(status: 204, headers: ["Allow": allow])) }
-        var refusal = HTTPRouter.error(405, "method_not_allowed", "\(request.method) is not allowed on \(request.path); allowed: \(allow)")
-        refusal.headers["Allow"] = allow
-        respond(refusal)
+        respond(HTTPRouter.otherMethod(request, allowed: allowed))
     }
 
     /// The captured `{name}` segments when `pattern` matches `path`.
@@ -127,7 +124,7 @@ final class SessionAPI {
             refusal.headers["WWW-Authenticate"] = "Bearer"
             return .failure(Refusal(response: refusal))
         }
-        let token = String(authorization.dropFirst("bearer ".count)).trimmingSpaces
+        let token = String(authorization.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
         switch verifier.verify(token, now: hub.clock()) {
         case .failure(let refusal):
             var response = Self.error(401, ProtocolError(.unauthorized, refusal.message, field: "token"))
@@ -343,7 +340,7 @@ final class SessionAPI {
 
     /// The request's media type, lowercased, without parameters (`text/csv; charset=utf-8` → `text/csv`).
     private func mediaType(_ request: HTTPRequest) -> String {
-        (request.header("content-type") ?? "").split(separator: ";").first.map { String($0).trimmingSpaces.lowercased() } ?? ""
+        (request.header("content-type") ?? "").split(separator: ";").first.map { String($0).trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
     }
 
     private func unsupportedMediaType(_ accepted: [String]) -> HTTPResponse {
@@ -372,17 +369,7 @@ final class SessionAPI {
     static func error(_ error: ProtocolError) -> HTTPResponse { Self.error(status(of: error.code), error) }
 
     static func error(_ status: Int, _ error: ProtocolError) -> HTTPResponse {
-        var out = JSONWriter(capacity: 96 + error.message.utf8.count)
-        out.raw("{\"error\":{\"code\":")
-        out.string(error.code.rawValue)
-        out.nextKey("message")
-        out.string(error.message)
-        if let field = error.field {
-            out.nextKey("field")
-            out.string(field)
-        }
-        out.raw("}}")
-        return .json(status, out.bytes)
+        HTTPRouter.error(status, error.code.rawValue, error.message, field: error.field)
     }
 
     /// The HTTP status for each protocol error code.
@@ -396,15 +383,5 @@ final class SessionAPI {
         case .storageUnavailable: return 503
         default: return 400
         }
-    }
-}
-
-extension String {
-    /// Without spaces and tabs at either end.
-    fileprivate var trimmingSpaces: String {
-        var text = Substring(self)
-        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
-        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
-        return String(text)
     }
 }
