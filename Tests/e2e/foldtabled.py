@@ -197,14 +197,14 @@ class LoggedServer:
     never blocks it on a full pipe), started with optional Popen extras (cwd, preexec_fn).
     Raises StartFailed when the process exits or prints no start line within `timeout`."""
 
-    def __init__(self, *args, stderr_path, web_root=None, cwd=None, preexec_fn=None, timeout=10.0):
+    def __init__(self, *args, stderr_path, web_root=None, cwd=None, preexec_fn=None, timeout=10.0, binary=None):
         import select
         web_root = web_root or os.path.join(REPO, "web")
         self.stderr_path = str(stderr_path)
         self.args = args
         with open(self.stderr_path, "a") as err:
             self.proc = subprocess.Popen(
-                [os.path.abspath(BIN), "--port", "0", "--web-root", web_root, *args],
+                [os.path.abspath(binary or BIN), "--port", "0", "--web-root", web_root, *args],
                 stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd, preexec_fn=preexec_fn)
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline().strip() if ready else ""

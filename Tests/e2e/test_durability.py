@@ -16,7 +16,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from foldtabled import Client, LoggedServer, StartFailed, http_get, integrity_check, read_welcome_table
+from foldtabled import BIN, Client, LoggedServer, StartFailed, http_get, integrity_check, read_welcome_table
 
 SMALL_DEMO = ("--demo-large-rows", "100")
 
@@ -348,7 +348,11 @@ def test_a_read_only_data_dir_stops_the_server_at_start_with_one_line_naming_it(
                 os.setgroups([])
                 os.setgid(65534)
                 os.setuid(65534)
-            code, stderr = failed_start(tmp_path, "--data-dir", data, preexec_fn=as_nobody)
+            # nobody cannot reach a checkout in a 0700 directory (a mktemp -d clone): run a copy of
+            # the binary and an (empty) web root from the 0755 base instead.
+            binary = os.path.join(base, "foldtabled")
+            shutil.copy(os.path.abspath(BIN), binary)
+            code, stderr = failed_start(tmp_path, "--data-dir", data, preexec_fn=as_nobody, binary=binary, web_root=base)
         else:
             os.chmod(data, 0o555)
             code, stderr = failed_start(tmp_path, "--data-dir", data)
