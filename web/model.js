@@ -177,6 +177,22 @@ export class Table {
       case 'setOptions':
         Object.assign(this.options, ch.options || {});
         break;
+      case 'importRows': {
+        // The event carries how many rows, not the rows: they follow in `rows` chunks at this
+        // seq while the section is shown (earlier chunks are stale).
+        const s = this.byKey.get(ch.section);
+        if (!s) break;
+        const replace = ch.replace !== false;
+        if (replace) for (const l of lists(s)) for (const r of l) this.rowHome.delete(r.key);
+        s.rowCount = (replace ? 0 : s.rowCount) + (ch.count ?? 0);
+        s.collapseSeq = ev.seq;
+        s.rows = s.partial = s.partialKeys = s.fix = null;
+        s.pending = false;
+        if (s.rowCount === 0) s.rows = [];
+        else if (!s.collapsed) this.startStream(s);
+        touch(s);
+        break;
+      }
     }
 
     // Every collapsed-state change the event caused, including accordion and reveal effects.
@@ -252,6 +268,7 @@ export class Table {
       case 'removeRow': return `removed ${rowLabel(ch.row)}`;
       case 'updateRow': return ch.set && 'value' in ch.set ? `set ${rowLabel(ch.row)} to “${ch.set.value}”` : `renamed ${rowLabel(ch.row)}`;
       case 'moveRow': return `moved ${rowLabel(ch.row)}`;
+      case 'importRows': return `imported ${ch.count} row${ch.count === 1 ? '' : 's'} into ${t(ch.section)}`;
       case 'setOptions': {
         const o = ch.options || {};
         const said = [];

@@ -281,6 +281,21 @@ public struct SessionReplica: Sendable {
             }
         case .setOptions(let patch):
             options.merge(patch)
+        case .importRows(let ref, let imported):
+            guard let position = position(ref) else { break }
+            let key = sections[position].key
+            if imported.replace {
+                for (row, home) in rowHome where home == key {
+                    rowHome[row] = nil
+                    looseRows[row] = nil
+                }
+            }
+            // The rows themselves come in `rows` chunks at this seq when the section is shown;
+            // chunks of anything earlier are stale.
+            sections[position].rowCount = (imported.replace ? 0 : sections[position].rowCount) + imported.count
+            sections[position].rows = sections[position].rowCount == 0 ? [] : nil
+            sections[position].incoming = nil
+            sections[position].collapseSeq = event.seq
         }
         for effect in event.collapsed { setCollapsed(effect.key, effect.collapsed, at: event.seq) }
     }
@@ -388,6 +403,8 @@ public struct SessionReplica: Sendable {
             what = patch.value.map { "set \(rowLabel(key)) to \"\($0)\"" } ?? "edited \(rowLabel(key))"
         case .moveRow(let key, let ref, _): what = "moved \(rowLabel(key)) to \(title(ref))"
         case .setOptions: what = "changed the table options"
+        case .importRows(let ref, let imported):
+            what = "imported \(imported.count) row\(imported.count == 1 ? "" : "s") into \(title(ref))"
         }
         return DisplayText.sanitize("\(event.author.name) \(what)")
     }

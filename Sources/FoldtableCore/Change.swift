@@ -22,6 +22,8 @@ public enum Change: Equatable, Sendable {
     /// Move a row to `index` of `section` (which may be its own); `nil` index = the end.
     case moveRow(row: String, section: SectionRef, index: Int?)
     case setOptions(OptionsPatch)
+    /// Rows brought into one section at once (an import): they replace its rows or follow them.
+    case importRows(section: SectionRef, rows: RowImport)
 
     /// The wire name of the change (`type` field).
     public var typeName: String {
@@ -39,13 +41,14 @@ public enum Change: Equatable, Sendable {
         case .updateRow: return "updateRow"
         case .moveRow: return "moveRow"
         case .setOptions: return "setOptions"
+        case .importRows: return "importRows"
         }
     }
 
     /// Every change type name the protocol knows.
     public static let typeNames: Set<String> = [
         "toggle", "set", "setAll", "reveal", "addSection", "removeSection", "updateSection", "moveSection",
-        "addRow", "removeRow", "updateRow", "moveRow", "setOptions",
+        "addRow", "removeRow", "updateRow", "moveRow", "setOptions", "importRows",
     ]
 }
 
@@ -86,6 +89,39 @@ public struct NewRow: Equatable, Sendable {
     }
 }
 
+/// The rows of an `importRows` change.
+///
+/// Members never receive the rows inside the event: a section of 50,000 rows would be one frame of
+/// megabytes in every member's queue. The event they get carries ``count`` only, and the rows follow
+/// in `rows` chunks to the members that have the section expanded, exactly as for an expansion
+/// (streamed, paced and shown busy when large). The log stores the change whole.
+public struct RowImport: Equatable, Sendable {
+    /// The rows in order. Keys are filled in once the table resolved the change; `index` is
+    /// ignored. Empty in the form members receive (see ``count``).
+    public var rows: [NewRow]
+    /// How many rows were imported: `rows.count`, except in the form members receive.
+    public var count: Int
+    /// Whether the rows replace the section's (`true`) or are added after them.
+    public var replace: Bool
+
+    /// An import of `rows`.
+    public init(rows: [NewRow], replace: Bool = true) {
+        self.rows = rows
+        self.count = rows.count
+        self.replace = replace
+    }
+
+    /// The form members receive: how many rows, not the rows.
+    public init(count: Int, replace: Bool) {
+        self.rows = []
+        self.count = count
+        self.replace = replace
+    }
+
+    /// Whether the rows themselves are here (a request, or the change as the log stores it).
+    public var carriesRows: Bool { rows.count == count }
+}
+
 /// Which sections a change may read or write, worked out without applying it: what the server
 /// uses to hold a change back while one of its sections is busy.
 public enum ChangeScope: Equatable, Sendable {
@@ -115,7 +151,7 @@ extension Table {
         case .addSection(let new):
             // An expanded new section collapses the others in accordion mode.
             return (options.accordion && !(new.collapsed ?? options.sectionsInitiallyCollapsed)) ? .table : .sections([])
-        case .removeSection(let ref), .updateSection(let ref, _), .moveSection(let ref, _), .addRow(let ref, _):
+        case .removeSection(let ref), .updateSection(let ref, _), .moveSection(let ref, _), .addRow(let ref, _), .importRows(let ref, _):
             return .sections(key(ref))
         case .removeRow(let row), .updateRow(let row, _): return .sections(rowSection(row))
         case .moveRow(let row, let ref, _): return .sections(rowSection(row) + key(ref))

@@ -62,13 +62,45 @@ extension Change {
                     busyThresholdMs: try options.optionalIndex("busyThresholdMs", in: 0...Int64(Int32.max)),
                     showBusyIndicator: try options.optionalBool("showBusyIndicator"),
                     titleLines: try options.optionalIndex("titleLines", in: 0...Int64(Int32.max))))
+        case "importRows":
+            let section = try reader.sectionRef()
+            let replace = try reader.optionalBool("replace") ?? true
+            let count = try reader.optionalIndex("count")
+            guard reader.has("rows") else {
+                // The form members receive: the rows follow in `rows` chunks.
+                guard let count else { throw ProtocolError(.missingField, "rows is missing", field: "rows") }
+                return .importRows(section: section, rows: RowImport(count: count, replace: replace))
+            }
+            let elements = try reader.array("rows")
+            if let count, count != elements.count {
+                throw ProtocolError(.invalidValue, "count is \(count) but rows holds \(elements.count)", field: "count")
+            }
+            var rows: [NewRow] = []
+            rows.reserveCapacity(elements.count)
+            for (index, element) in elements.enumerated() {
+                let fields = try FieldReader(element, path: "rows.\(index).")
+                rows.append(
+                    NewRow(
+                        key: try fields.optionalString("key"), label: try fields.string("label"),
+                        value: try fields.optionalString("value") ?? "", detail: try fields.optionalString("detail")))
+            }
+            return .importRows(section: section, rows: RowImport(rows: rows, replace: replace))
         default:
             throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")
         }
     }
 
+    /// How much of a change to write.
+    public enum Form: Sendable {
+        /// Everything: requests, the log, digests.
+        case whole
+        /// What members receive in an event: an import's rows are left out (they follow in `rows`
+        /// chunks), its `count` stays.
+        case forMembers
+    }
+
     /// Writes the change as a JSON object (`{"type":...,...}`), fields in a fixed order.
-    public func encode(into out: inout JSONWriter) {
+    public func encode(into out: inout JSONWriter, form: Form = .whole) {
         out.byte(UInt8(ascii: "{"))
         out.key("type")
         out.string(typeName)
@@ -184,6 +216,27 @@ extension Change {
             flag("showBusyIndicator", patch.showBusyIndicator)
             number("titleLines", patch.titleLines)
             out.byte(UInt8(ascii: "}"))
+        case .importRows(let ref, let imported):
+            Self.write(ref, into: &out)
+            out.nextKey("replace")
+            out.bool(imported.replace)
+            out.nextKey("count")
+            out.integer(imported.count)
+            if form == .whole && imported.carriesRows {
+                out.nextKey("rows")
+                out.byte(UInt8(ascii: "["))
+                for (index, row) in imported.rows.enumerated() {
+                    if index > 0 { out.byte(UInt8(ascii: ",")) }
+                    out.byte(UInt8(ascii: "{"))
+                    var first = true
+                    if let key = row.key { Self.member("key", key, first: &first, into: &out) }
+                    Self.member("label", row.label, first: &first, into: &out)
+                    Self.member("value", row.value, first: &first, into: &out)
+                    if let detail = row.detail { Self.member("detail", detail, first: &first, into: &out) }
+                    out.byte(UInt8(ascii: "}"))
+                }
+                out.byte(UInt8(ascii: "]"))
+            }
         }
         out.byte(UInt8(ascii: "}"))
     }

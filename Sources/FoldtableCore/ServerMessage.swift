@@ -3,14 +3,16 @@
 /// A broadcast is encoded once with these and the same bytes go to every member; nothing here
 /// is per client except `welcome`, `resume`, `ack` and `error`.
 public enum ServerMessage {
-    /// `{"type":"event",...}`.
+    /// `{"type":"event",...}`, as members receive it (an import's rows left out: they follow in
+    /// `rows` chunks).
     public static func event(_ event: TableEvent) -> [UInt8] {
         var out = JSONWriter(capacity: 160)
-        encode(event, into: &out)
+        encode(event, into: &out, form: .forMembers)
         return out.bytes
     }
 
-    public static func encode(_ event: TableEvent, into out: inout JSONWriter) {
+    /// Writes an event; `form` says whether an import's rows are written (the log) or not (members).
+    public static func encode(_ event: TableEvent, into out: inout JSONWriter, form: Change.Form) {
         out.raw("{\"type\":\"event\",\"seq\":")
         out.integer(event.seq)
         out.nextKey("by")
@@ -20,7 +22,7 @@ public enum ServerMessage {
             out.string(id)
         }
         out.nextKey("change")
-        event.change.encode(into: &out)
+        event.change.encode(into: &out, form: form)
         out.nextKey("collapsed")
         out.byte(UInt8(ascii: "{"))
         for (index, effect) in event.collapsed.enumerated() {

@@ -349,6 +349,59 @@ public struct Table: Sendable {
             rowSections[rowKey] = sections[to].key
             return (.moveRow(row: rowKey, section: .key(sections[to].key), index: target), [])
 
+        case .importRows(let ref, var imported):
+            let position = try resolve(ref)
+            guard imported.carriesRows else { throw ProtocolError(.missingField, "rows is missing", field: "rows") }
+            let sectionKey = sections[position].key
+            let existing = sections[position].rows
+            let after = (imported.replace ? 0 : existing.count) + imported.rows.count
+            guard after <= limits.maxRowsPerSection else {
+                throw ProtocolError(
+                    .limitReached, "the section would have \(after) rows; it may have \(limits.maxRowsPerSection)", field: "rows")
+            }
+            guard rowSections.count - (imported.replace ? existing.count : 0) + imported.rows.count <= limits.maxRowsPerTable else {
+                throw ProtocolError(.limitReached, "the table would have more than \(limits.maxRowsPerTable) rows", field: "rows")
+            }
+            // A replaced section's own keys are free again; keys within the import must differ.
+            var keys = Set<String>(minimumCapacity: imported.rows.count)
+            func taken(_ key: String) -> Bool {
+                if keys.contains(key) { return true }
+                guard let home = rowSections[key] else { return false }
+                return !(imported.replace && home == sectionKey)
+            }
+            var rows: [Row] = []
+            rows.reserveCapacity(imported.rows.count)
+            var added = 0
+            for index in imported.rows.indices {
+                let new = imported.rows[index]
+                let key: String
+                do throws(ProtocolError) {
+                    try checkText(new.label, field: "label")
+                    try checkText(new.value, field: "value", allowEmpty: true)
+                    try checkOptionalText(new.detail, field: "detail")
+                    // Allocated keys name the import's seq and the row's place in it: `r<seq>.<n>`.
+                    key = try newKey(new.key, prefix: "r", seq: next, suffix: ".\(index + 1)", taken: taken)
+                } catch {
+                    throw ProtocolError(error.code, "rows.\(index).\(error.message)", field: error.field.map { "rows.\(index).\($0)" })
+                }
+                keys.insert(key)
+                let row = Row(key: key, label: new.label, value: new.value, detail: new.detail)
+                added += Self.textBytes(of: row)
+                rows.append(row)
+                imported.rows[index].key = key
+                imported.rows[index].index = nil
+            }
+            let removed = imported.replace ? existing.reduce(0) { $0 + Self.textBytes(of: $1) } : 0
+            try reserveText(added - removed)
+            if imported.replace {
+                for row in existing { rowSections[row.key] = nil }
+                sections[position].rows = rows
+            } else {
+                sections[position].rows.append(contentsOf: rows)
+            }
+            for row in rows { rowSections[row.key] = sectionKey }
+            return (.importRows(section: .key(sectionKey), rows: imported), [])
+
         case .setOptions(let patch):
             guard !patch.isEmpty else {
                 throw ProtocolError(.invalidValue, "options must change at least one option", field: "options")
@@ -437,7 +490,9 @@ public struct Table: Sendable {
 
     /// The key a new section or row gets: the client's (validated, unused), or `<prefix><seq>`,
     /// suffixed `-1`, `-2`, ... in the rare case a client already took that name.
-    private func newKey(_ requested: String?, prefix: String, seq next: UInt64, taken: (String) -> Bool) throws(ProtocolError) -> String {
+    private func newKey(
+        _ requested: String?, prefix: String, seq next: UInt64, suffix fixed: String = "", taken: (String) -> Bool
+    ) throws(ProtocolError) -> String {
         if let requested {
             try checkKey(requested, field: "key")
             guard !taken(requested) else {
@@ -445,7 +500,7 @@ public struct Table: Sendable {
             }
             return requested
         }
-        let base = prefix + String(next)
+        let base = prefix + String(next) + fixed
         var candidate = base
         var suffix = 0
         while taken(candidate) {

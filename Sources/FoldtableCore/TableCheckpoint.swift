@@ -62,7 +62,7 @@ public enum TableCheckpoint {
     public static func encodeEntry(_ event: TableEvent, request: Change?) -> [UInt8] {
         var out = JSONWriter(capacity: 200)
         out.raw("{\"event\":")
-        ServerMessage.encode(event, into: &out)
+        ServerMessage.encode(event, into: &out, form: .whole)
         if let request, event.changeId != nil, request != event.change {
             out.nextKey("request")
             request.encode(into: &out)

@@ -26,6 +26,17 @@ public struct TableEvent: Equatable, Sendable {
     public var expandedSections: [String] {
         collapsed.compactMap { $0.collapsed ? nil : $0.key }
     }
+
+    /// The sections whose rows members may need because of this event (expanded, or reloaded),
+    /// if they show them.
+    public var sectionsNeedingRows: [String] { expandedSections + reloadedSections }
+
+    /// The sections whose rows this event brought in wholesale (an import): members holding their
+    /// old rows no longer do, and those that show them must be sent the new ones.
+    public var reloadedSections: [String] {
+        if case .importRows(.key(let key), _) = change { return [key] }
+        return []
+    }
 }
 
 /// Where a removed or moved row was before the change.

@@ -48,6 +48,8 @@ final class SessionAPI {
         add("DELETE", "/api/v1/sessions/{name}", .owner, SessionAPI.deleteSession)
         add("GET", "/api/v1/sessions/{name}/collapsed", .viewer, SessionAPI.collapsedMap)
         add("PUT", "/api/v1/sessions/{name}/sections/{section}/collapsed", .editor, SessionAPI.setCollapsed)
+        add("GET", "/api/v1/sessions/{name}/sections/{section}/rows", .viewer, SessionAPI.exportRows)
+        add("POST", "/api/v1/sessions/{name}/sections/{section}/rows", .editor, SessionAPI.importRows)
         add("POST", "/api/v1/sessions/{name}/expand-all", .editor, SessionAPI.expandAll)
         add("POST", "/api/v1/sessions/{name}/collapse-all", .editor, SessionAPI.collapseAll)
         add("POST", "/api/v1/sessions/{name}/changes", .editor, SessionAPI.postChange)
@@ -269,9 +271,130 @@ final class SessionAPI {
             return respond(
                 Self.error(400, ProtocolError(.wrongType, "the body must be true, false or {\"collapsed\": true|false}", field: "collapsed")))
         }
+        change(.setCollapsed(section: sectionRef(call), collapsed: collapsed), call, respond)
+    }
+
+    /// `GET .../sections/KEY/rows` (or a title with `?by=title`): one section's rows as
+    /// `{"section":KEY,"title":...,"rows":[...]}`, or CSV with `?format=csv` (or `Accept: text/csv`),
+    /// which imports back into a section unchanged.
+    private func exportRows(_ call: Call, _ respond: @escaping Respond) {
+        let csv = call.request.query["format"] == "csv" || (call.request.header("accept")?.hasPrefix("text/csv") ?? false)
+        let ref = sectionRef(call)
+        withTable(call, respond) { table in
+            let section: Section
+            switch Self.find(ref, in: table) {
+            case .success(let found): section = found
+            case .failure(let error): return respond(Self.error(error))
+            }
+            if csv {
+                respond(HTTPResponse(status: 200, headers: ["Content-Type": "text/csv; charset=utf-8"], body: CSVTable.encode(sections: [section])))
+                return
+            }
+            var out = JSONWriter(capacity: 64 + 48 * section.rows.count)
+            out.raw("{\"section\":")
+            out.string(section.key)
+            out.nextKey("title")
+            out.string(section.title)
+            out.nextKey("rows")
+            Row.encode(section.rows[...], into: &out)
+            out.byte(UInt8(ascii: "}"))
+            respond(.json(200, out.bytes))
+        }
+    }
+
+    /// `POST .../sections/KEY/rows` (or a title with `?by=title`): imports rows into one section,
+    /// replacing its rows (or after them with `?mode=append`), from CSV (`label,value,detail`, and
+    /// optionally `key`, `section`, `section_key`: see ``CSVTable``) or JSON (`{"rows":[...]}` or a
+    /// bare array of `{"label","value","detail","key"}`). One change in the session's order: members
+    /// get the event at once and the rows in chunks when they show the section (busy past the
+    /// table's threshold). Answers `{"seq":N,"rows":COUNT}` after the commit.
+    private func importRows(_ call: Call, _ respond: @escaping Respond) {
+        let replace: Bool
+        switch call.request.query["mode"] ?? "replace" {
+        case "replace": replace = true
+        case "append": replace = false
+        default: return respond(Self.error(400, ProtocolError(.invalidValue, "mode must be replace or append", field: "mode")))
+        }
+        let ref = sectionRef(call)
+        let rows: [NewRow]
+        var named: (title: String?, key: String?) = (nil, nil)
+        do throws(ProtocolError) {
+            switch mediaType(call.request) {
+            case "text/csv":
+                let read = try CSVTable.decodeRows(call.request.body, limits: hub.config.tableLimits)
+                rows = read.rows
+                named = (read.title, read.sectionKey)
+            case "application/json":
+                rows = try Self.decodeRows(call.request.body, limits: hub.messageLimits)
+            default:
+                return respond(unsupportedMediaType(["text/csv", "application/json"]))
+            }
+        } catch {
+            return respond(Self.error(error))
+        }
+        guard named.title != nil || named.key != nil else {
+            return change(.importRows(section: ref, rows: RowImport(rows: rows, replace: replace)), call, respond, count: rows.count)
+        }
+        // A CSV that names its section (an export of one) must name this one.
+        withTable(call, respond) { [self] table in
+            guard case .success(let section) = Self.find(ref, in: table) else {
+                return change(.importRows(section: ref, rows: RowImport(rows: rows, replace: replace)), call, respond, count: rows.count)
+            }
+            if let key = named.key, key != section.key {
+                return respond(
+                    Self.error(
+                        400, ProtocolError(.invalidValue, "the file's section_key is \"\(key.prefix(64))\", not this section's", field: "section_key")
+                    ))
+            }
+            if let title = named.title, title != section.title {
+                return respond(
+                    Self.error(
+                        400, ProtocolError(.invalidValue, "the file's section is \"\(title.prefix(64))\", not this section's title", field: "section")
+                    ))
+            }
+            change(.importRows(section: .key(section.key), rows: RowImport(rows: rows, replace: replace)), call, respond, count: rows.count)
+        }
+    }
+
+    /// The rows of a JSON import body: `{"rows":[...]}` or a bare array.
+    private static func decodeRows(_ body: [UInt8], limits: ClientMessage.Limits) throws(ProtocolError) -> [NewRow] {
+        let value = try JSONParser.parse(body, limits: limits.json)
+        let wrapped: JSONValue
+        switch value {
+        case .array: wrapped = .object([("type", .string("importRows")), ("section", .string("-")), ("rows", value)])
+        case .object(let members):
+            wrapped = .object([("type", .string("importRows")), ("section", .string("-"))] + members.filter { $0.0 == "rows" })
+        default:
+            throw ProtocolError(.wrongType, "the body must be {\"rows\": [...]} or an array of rows", field: "rows")
+        }
+        guard case .importRows(_, let imported) = try Change.decode(try FieldReader(wrapped), type: "importRows") else { return [] }
+        return imported.rows
+    }
+
+    /// The section a call names in its path: by key, or by title with `?by=title`.
+    private func sectionRef(_ call: Call) -> SectionRef {
         let section = call.parameters["section"] ?? ""
-        let ref: SectionRef = call.request.query["by"] == "title" ? .title(section) : .key(section)
-        change(.setCollapsed(section: ref, collapsed: collapsed), call, respond)
+        return call.request.query["by"] == "title" ? .title(section) : .key(section)
+    }
+
+    /// The one section `ref` names in `table`.
+    private static func find(_ ref: SectionRef, in table: Table) -> Result<Section, ProtocolError> {
+        switch ref {
+        case .key(let key):
+            guard let section = table.section(key) else {
+                return .failure(ProtocolError(.unknownSection, "no section has the key \"\(key.prefix(64))\"", field: "section"))
+            }
+            return .success(section)
+        case .title(let title):
+            let matches = table.sections.filter { $0.title == title }
+            guard matches.count == 1 else {
+                return .failure(
+                    matches.isEmpty
+                        ? ProtocolError(.unknownSection, "no section has the title \"\(title.prefix(64))\"", field: "title")
+                        : ProtocolError(.ambiguousTitle, "several sections have the title \"\(title.prefix(64))\"; name one by key", field: "title"))
+            }
+            return .success(matches[0])
+        }
     }
 
     /// `POST .../changes`: any change of the protocol, as a client would send it (its `type` and
@@ -314,15 +437,21 @@ final class SessionAPI {
 
     // MARK: - Helpers
 
-    /// Applies `change` in the session's order as the caller; answers `{"seq":N}` after the commit.
-    private func change(_ change: Change, _ call: Call, _ respond: @escaping Respond) {
+    /// Applies `change` in the session's order as the caller; answers `{"seq":N}` after the commit
+    /// (with `"rows":count` for an import).
+    private func change(_ change: Change, _ call: Call, _ respond: @escaping Respond, count: Int? = nil) {
         let key = call.request.header("idempotency-key")
         if let key, key.isEmpty || key.utf8.count > hub.messageLimits.maxNameBytes {
             return respond(Self.error(400, ProtocolError(.invalidValue, "Idempotency-Key must be 1 to 64 bytes", field: "Idempotency-Key")))
         }
         hub.submitAPIChange(change, id: key.map { "api:" + $0 }, author: call.author, session: call.parameters["name"] ?? "") { result in
             switch result {
-            case .success(let seq): respond(.json(200, Self.object(["seq": .integer(Int64(seq))])))
+            case .success(let seq):
+                if let count {
+                    respond(.json(200, Self.object(["seq": .integer(Int64(seq)), "rows": .integer(Int64(count))])))
+                } else {
+                    respond(.json(200, Self.object(["seq": .integer(Int64(seq))])))
+                }
             case .failure(let error): respond(Self.error(error))
             }
         }

@@ -142,7 +142,7 @@ public struct SessionCore {
         self.committed = table
         self.checkpointSeq = checkpointSeq ?? table.seq
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
-            remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.expandedSections)
+            remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.sectionsNeedingRows)
         }
     }
 
@@ -382,7 +382,7 @@ public struct SessionCore {
             let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change)
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
-            let streamed = event.expandedSections.filter { key in head.section(key).map { !fitsOneChunk($0) } ?? false }
+            let streamed = event.sectionsNeedingRows.filter { key in head.section(key).map { !$0.collapsed && !fitsOneChunk($0) } ?? false }
             inFlight.append(InFlight(logged: logged, author: origin, streams: streamed))
             unpersisted.append(logged)
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
@@ -423,12 +423,16 @@ public struct SessionCore {
             // Everyone now holds the new section whole: it has no rows yet.
             for connection in connections { members[connection.id]?.held.insert(key) }
         }
-        remember(event.seq, message, expanded: event.expandedSections)
+        for key in event.reloadedSections {
+            // Its rows were replaced: nobody holds them any more.
+            for connection in connections { members[connection.id]?.held.remove(key) }
+        }
+        remember(event.seq, message, expanded: event.sectionsNeedingRows)
         if let author = entry.author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
         for retry in waitingAcks.removeValue(forKey: event.seq) ?? [] {
             acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
         }
-        for key in event.expandedSections {
+        for key in event.sectionsNeedingRows {
             // An empty section needs no rows: every client's row count for it is already 0.
             guard let section = committed.section(key), !section.collapsed, !section.rows.isEmpty else { continue }
             // Only members that lack the rows get them; the others already show them.
@@ -496,8 +500,9 @@ public struct SessionCore {
             finishIfDone(section.key, into: &effects)
             return
         }
-        effects.append(.startStream(section, seq: seq, to: recipients))
+        // Busy first: with a threshold of 0 members hear it before the first chunk, not after.
         armBusyAndDeadline(section.key, now: now, into: &effects)
+        effects.append(.startStream(section, seq: seq, to: recipients))
     }
 
     /// Streams an expanded section to one member: into the stream already under way, or a new
@@ -512,8 +517,8 @@ public struct SessionCore {
         var stream = Stream(seq: committed.seq)
         stream.members[connection.id] = (connection, now)
         streams[section.key] = stream
-        effects.append(.startStream(section, seq: committed.seq, to: [connection]))
         armBusyAndDeadline(section.key, now: now, into: &effects)
+        effects.append(.startStream(section, seq: committed.seq, to: [connection]))
     }
 
     private mutating func armBusyAndDeadline(_ key: String, now: UInt64, into effects: inout [SessionEffect]) {

@@ -55,6 +55,10 @@ import Testing
             .moveRow(row: "m2", section: .key("empty"), index: 0),
             .removeRow(row: "m1"),
             .setOptions(OptionsPatch(collapsedIndicator: "▸", expandedIndicator: "▾", busyThresholdMs: 100)),
+            .setCollapsed(section: .key("mac"), collapsed: false),
+            .importRows(section: .key("mac"), rows: RowImport(rows: [NewRow(label: "iMac", value: "M4"), NewRow(label: "Studio")])),
+            .importRows(section: .key("mac"), rows: RowImport(rows: [NewRow(label: "Pro")], replace: false)),
+            .importRows(section: .key("big"), rows: RowImport(rows: [])),
             .removeSection(section: .key("prov")),
         ]
         for change in changes {
@@ -62,6 +66,11 @@ import Testing
             replica.apply(update)
             if case .event(let event) = update {
                 for key in event.expandedSections { replica.apply(try Wire.rows(table, section: key, seq: event.seq)) }
+                // An import's rows follow its event only where the section is shown (and has rows).
+                for key in event.reloadedSections where table.section(key)?.collapsed == false && table.section(key)?.rows.isEmpty == false {
+                    #expect(replica.section(key)?.isLoading == true)
+                    replica.apply(try Wire.rows(table, section: key, seq: event.seq))
+                }
             }
             try expectInStep(replica, table)
         }

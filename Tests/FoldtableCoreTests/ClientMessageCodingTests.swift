@@ -44,6 +44,12 @@ import Testing
                 OptionsPatch(sectionsInitiallyCollapsed: true, collapsedIndicator: "▸", expandedIndicator: "▾", accordion: true, busyThresholdMs: 0)),
             id: "k3f9-14"),
         .change(.setOptions(OptionsPatch(busyThresholdMs: 2_147_483_647)), id: nil),
+        .change(
+            .importRows(
+                section: .key("mac"),
+                rows: RowImport(rows: [NewRow(key: "k", label: "Mac \"mini\"", value: "M4", detail: "d"), NewRow(label: "iMac")])),
+            id: "k3f9-15"),
+        .change(.importRows(section: .title("Mac"), rows: RowImport(rows: [], replace: false)), id: nil),
     ]
 
     @Test(arguments: messages)

@@ -373,3 +373,99 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         expectError(.invalidValue, field: "seq") { try replica.replay(second) }
     }
 }
+
+@Suite struct RowImports {
+    func rows(_ labels: String...) -> [NewRow] { labels.map { NewRow(label: $0, value: "v") } }
+
+    @Test func anImportReplacesASectionsRowsAndAllocatesKeysByItsSeqAndPlace() throws {
+        var table = try sampleTable()
+        let event = try apply(&table, .importRows(section: .title("Alpha"), rows: RowImport(rows: rows("x", "y", "z"))))
+        #expect(table.section("a")?.rows.map(\.key) == ["r1.1", "r1.2", "r1.3"])
+        #expect(table.section("a")?.rows.map(\.label) == ["x", "y", "z"])
+        #expect(table.sectionKey(ofRow: "a1") == nil)
+        #expect(table.sectionKey(ofRow: "r1.2") == "a")
+        #expect(table.rowCount == 4)
+        #expect(event.collapsed.isEmpty)
+        #expect(event.reloadedSections == ["a"])
+        guard case .importRows(.key("a"), let imported) = event.change else {
+            Issue.record("not resolved: \(event.change)")
+            return
+        }
+        #expect(imported.rows.map(\.key) == ["r1.1", "r1.2", "r1.3"])
+        #expect(imported.count == 3)
+    }
+
+    @Test func anAppendKeepsTheRowsAndTheReplacedSectionsOwnKeysAreFreeAgain() throws {
+        var table = try sampleTable()
+        try apply(&table, .importRows(section: .key("b"), rows: RowImport(rows: [NewRow(key: "k", label: "new")], replace: false)))
+        #expect(table.section("b")?.rows.map(\.key) == ["b1", "k"])
+        // Replacing "a" may reuse its own keys, but not another section's.
+        try apply(&table, .importRows(section: .key("a"), rows: RowImport(rows: [NewRow(key: "a2", label: "again")])))
+        #expect(table.section("a")?.rows.map(\.key) == ["a2"])
+        expectError(.duplicateKey, field: "rows.0.key") {
+            try apply(&table, .importRows(section: .key("a"), rows: RowImport(rows: [NewRow(key: "b1", label: "taken")])))
+        }
+    }
+
+    @Test func oneBadRowRefusesTheWholeImportNamingItAndChangesNothing() throws {
+        var table = try sampleTable()
+        let before = table
+        expectError(.invalidValue, field: "rows.1.label") {
+            try apply(&table, .importRows(section: .key("a"), rows: RowImport(rows: rows("fine", ""))))
+        }
+        expectError(.duplicateKey, field: "rows.1.key") {
+            try apply(&table, .importRows(section: .key("a"), rows: RowImport(rows: [NewRow(key: "d", label: "1"), NewRow(key: "d", label: "2")])))
+        }
+        var limits = TableLimits()
+        limits.maxRowsPerSection = 2
+        var small = try Table(options: TableOptions(), sections: before.sections, seq: 0, limits: limits)
+        expectError(.limitReached, field: "rows") {
+            try apply(&small, .importRows(section: .key("b"), rows: RowImport(rows: rows("x", "y"), replace: false)))
+        }
+        try apply(&small, .importRows(section: .key("b"), rows: RowImport(rows: rows("x", "y"))))
+        // The form members receive cannot be applied: it has no rows.
+        expectError(.missingField, field: "rows") {
+            try apply(&table, .importRows(section: .key("a"), rows: RowImport(count: 2, replace: true)))
+        }
+        #expect(table.sections == before.sections)
+        #expect(table.seq == before.seq)
+        #expect(table.textBytes == before.textBytes)
+        #expect(table.rowCount == before.rowCount)
+    }
+
+    @Test func theLogKeepsTheRowsMembersGetTheCountAndBothDecode() throws {
+        var table = try sampleTable()
+        let event = try apply(&table, .importRows(section: .key("a"), rows: RowImport(rows: rows("x", "y"), replace: false)), id: "i1")
+        let forMembers = try ServerMessage.decodeEvent(try JSONParser.parse(ServerMessage.event(event)))
+        guard case .importRows(.key("a"), let summary) = forMembers.change else {
+            Issue.record("\(forMembers.change)")
+            return
+        }
+        #expect(summary == RowImport(count: 2, replace: false))
+        #expect(!summary.carriesRows)
+        let entry = TableCheckpoint.encodeEntry(
+            event, request: .importRows(section: .key("a"), rows: RowImport(rows: rows("x", "y"), replace: false)))
+        let stored = try TableCheckpoint.decodeEntry(entry, limits: TableLimits())
+        #expect(stored.event == event)
+        // A replica given the stored event reproduces it, keys and all.
+        var replica = try sampleTable()
+        try replica.applyCommitted(stored.event, request: stored.request)
+        #expect(replica.section("a")?.rows == table.section("a")?.rows)
+    }
+
+    @Test func aRequestGivingACountThatDisagreesWithItsRowsIsRefused() throws {
+        let json = #"{"type":"importRows","section":"a","count":3,"rows":[{"label":"x"}]}"#
+        let (result, _) = ClientMessage.decode(Array(json.utf8))
+        guard case .failure(let error) = result else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(error.field == "count")
+        let missing = ClientMessage.decode(Array(#"{"type":"importRows","section":"a"}"#.utf8)).0
+        guard case .failure(let absent) = missing else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(absent.field == "rows")
+    }
+}

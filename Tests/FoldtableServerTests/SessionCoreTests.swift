@@ -236,6 +236,63 @@ import Testing
         #expect(broadcastTypes(again) == ["event"])
     }
 
+    /// Commits one import into `key` by `from`; the effects of its commit.
+    func importAndCommit(_ core: inout SessionCore, _ key: String, rows: Int, id: String, from: Connection) throws -> [SessionEffect] {
+        let imported = RowImport(rows: (0..<rows).map { NewRow(label: "imported \($0)") })
+        let persist = try #require(persisted(core.handle(.change(.importRows(section: .key(key), rows: imported), id: id, from: from), now: 0)))
+        return core.handle(.committed(generation: persist.generation, through: core.head.seq), now: 0)
+    }
+
+    @Test func anImportIntoAShownSectionSendsEveryoneTheEventThenItsNewRowsEvenWhoHeldTheOldOnes() throws {
+        var core = try core(rows: 3, collapsed: false)
+        let effects = try importAndCommit(&core, "s", rows: 2, id: "i", from: ana)
+        #expect(broadcastTypes(effects) == ["event", "rows"])
+        #expect(rowsTargets(effects) == [[1, 2]])
+        #expect(acks(effects).map(\.1) == ["i"])
+        // The event members get carries the count, not the rows; the log got them all.
+        for case .broadcast(let message, _) in effects {
+            let value = try JSONParser.parse(message.bytes)
+            guard value["type"] == .string("event") else { continue }
+            #expect(value["change"]?["count"] == .integer(2))
+            #expect(value["change"]?["rows"] == nil)
+        }
+        #expect(core.committed.section("s")?.rows.map(\.label) == ["imported 0", "imported 1"])
+        // Both hold the new rows now: collapsing and expanding again sends only events.
+        _ = try toggleAndCommit(&core, "s", id: "c", from: ana)
+        #expect(broadcastTypes(try toggleAndCommit(&core, "s", id: "e", from: ana)) == ["event"])
+    }
+
+    @Test func anImportIntoACollapsedSectionSendsNoRowsButItsNextExpansionDoes() throws {
+        var core = try core(rows: 3, collapsed: false)
+        _ = try toggleAndCommit(&core, "s", id: "c", from: ana)  // collapsed; both hold the rows
+        #expect(broadcastTypes(try importAndCommit(&core, "s", rows: 2, id: "i", from: bo)) == ["event"])
+        #expect(rowsTargets(try toggleAndCommit(&core, "s", id: "e", from: ana)) == [[1, 2]])
+    }
+
+    @Test func aLargeImportStreamsShowsBusyAndHoldsChangesToItsSectionUntilEveryoneHasTheRows() throws {
+        var settings = SessionCore.Settings()
+        settings.chunkRows = 2
+        var options = TableOptions()
+        options.busyThresholdMs = 0
+        var core = try core(rows: 1, collapsed: false, settings: settings, options: options)
+        let imported = RowImport(rows: (0..<5).map { NewRow(label: "n\($0)") })
+        let persist = try #require(persisted(core.handle(.change(.importRows(section: .key("s"), rows: imported), id: "i", from: ana), now: 0)))
+        // A toggle of the section behind it waits for the rows to reach everyone.
+        #expect(persisted(core.handle(.change(.toggle(section: .key("s")), id: "t", from: bo), now: 0)) == nil)
+        let committed = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        let started = committed.compactMap { effect -> [UInt64]? in
+            if case .startStream(let section, 1, let to) = effect, section.key == "s" { return to.map(\.id) } else { return nil }
+        }
+        #expect(started == [[1, 2]])
+        #expect(broadcastTypes(committed) == ["event", "busy"])
+        #expect(core.busySections == ["s"])
+        _ = core.handle(.streamDelivered(section: "s", seq: 1, to: ana), now: 5)
+        let done = core.handle(.streamDelivered(section: "s", seq: 1, to: bo), now: 5)
+        #expect(broadcastTypes(done) == ["busy"])
+        #expect(core.busySections.isEmpty)
+        #expect(persisted(done)?.events.map(\.event.seq) == [2])
+    }
+
     /// Presence diffs in `effects`, parsed, with who they went to.
     func presenceDiffs(_ effects: [SessionEffect]) -> [(diff: PresenceDiff, to: [UInt64])] {
         effects.compactMap { effect in

@@ -437,3 +437,25 @@ def test_layout_fits_320px_respects_reduced_motion_and_breaks_no_csp_rule(server
     problems = [l["message"] for l in b.get_log("browser")
                 if l["level"] == "SEVERE" or "Content Security Policy" in l["message"]]
     assert problems == []
+
+
+def test_rows_imported_over_the_api_replace_a_shown_section_and_wait_in_a_collapsed_one(server, browsers, session_name):
+    import urllib.request
+    seed(server, session_name, [FRUIT, NUTS])
+    b = browsers()
+    open_as(b, server, "ana", f"/s/{session_name}")
+    labels = lambda key: [e.text for e in b.find_elements(By.CSS_SELECTOR, f'section[data-sec="{key}"] li.row .label')]
+
+    def post(section, body, query=""):
+        request = urllib.request.Request(
+            f"{server.url}/api/v1/sessions/{session_name}/sections/{section}/rows{query}", data=body.encode(),
+            headers={"Content-Type": "text/csv"}, method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+    wait(b, lambda b: labels("fruit") == ["Apple", "Pear", "Plum"])
+    post("fruit", "label,value\nQuince,yellow\nFig,purple\n")
+    wait(b, lambda b: labels("fruit") == ["Quince", "Fig"])
+    # Nuts is collapsed and the page never had its rows: appended ones come with the expansion.
+    post("Nuts", "label\nWalnut\n", "?by=title&mode=append")
+    press(b, "nuts")
+    wait(b, lambda b: labels("nuts") == ["Pecan", "Walnut"])
