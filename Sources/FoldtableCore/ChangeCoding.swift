@@ -34,12 +34,10 @@ extension Change {
         case "addRow":
             // In events the row travels whole under "row"; in requests its fields are top-level.
             let fields = reader.has("row") ? try reader.object("row") : reader
-            return .addRow(
-                section: try reader.sectionRef(),
-                row: NewRow(
-                    key: try fields.optionalString("key"), label: try fields.string("label"),
-                    value: try fields.optionalString("value") ?? "", detail: try fields.optionalString("detail"),
-                    index: try reader.optionalIndex("index")))
+            let section = try reader.sectionRef()
+            var row = try newRow(fields)
+            row.index = try reader.optionalIndex("index")
+            return .addRow(section: section, row: row)
         case "removeRow":
             return .removeRow(row: try reader.string("row"))
         case "updateRow":
@@ -78,16 +76,19 @@ extension Change {
             var rows: [NewRow] = []
             rows.reserveCapacity(elements.count)
             for (index, element) in elements.enumerated() {
-                let fields = try FieldReader(element, path: "rows.\(index).")
-                rows.append(
-                    NewRow(
-                        key: try fields.optionalString("key"), label: try fields.string("label"),
-                        value: try fields.optionalString("value") ?? "", detail: try fields.optionalString("detail")))
+                rows.append(try newRow(try FieldReader(element, path: "rows.\(index).")))
             }
             return .importRows(section: section, rows: RowImport(rows: rows, replace: replace))
         default:
             throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")
         }
+    }
+
+    /// A row's `key`, `label`, `value` and `detail` (no index).
+    private static func newRow(_ fields: FieldReader) throws(ProtocolError) -> NewRow {
+        NewRow(
+            key: try fields.optionalString("key"), label: try fields.string("label"), value: try fields.optionalString("value") ?? "",
+            detail: try fields.optionalString("detail"))
     }
 
     /// How much of a change to write.
@@ -162,13 +163,7 @@ extension Change {
                 out.integer(index)
             }
             out.nextKey("row")
-            out.byte(UInt8(ascii: "{"))
-            var first = true
-            if let key = row.key { Self.member("key", key, first: &first, into: &out) }
-            Self.member("label", row.label, first: &first, into: &out)
-            Self.member("value", row.value, first: &first, into: &out)
-            if let detail = row.detail { Self.member("detail", detail, first: &first, into: &out) }
-            out.byte(UInt8(ascii: "}"))
+            Self.write(row, into: &out)
         case .removeRow(let row):
             out.nextKey("row")
             out.string(row)
@@ -227,17 +222,22 @@ extension Change {
                 out.byte(UInt8(ascii: "["))
                 for (index, row) in imported.rows.enumerated() {
                     if index > 0 { out.byte(UInt8(ascii: ",")) }
-                    out.byte(UInt8(ascii: "{"))
-                    var first = true
-                    if let key = row.key { Self.member("key", key, first: &first, into: &out) }
-                    Self.member("label", row.label, first: &first, into: &out)
-                    Self.member("value", row.value, first: &first, into: &out)
-                    if let detail = row.detail { Self.member("detail", detail, first: &first, into: &out) }
-                    out.byte(UInt8(ascii: "}"))
+                    Self.write(row, into: &out)
                 }
                 out.byte(UInt8(ascii: "]"))
             }
         }
+        out.byte(UInt8(ascii: "}"))
+    }
+
+    /// `{"key":..,"label":..,"value":..,"detail":..}`, key and detail only when given (no index).
+    private static func write(_ row: NewRow, into out: inout JSONWriter) {
+        out.byte(UInt8(ascii: "{"))
+        var first = true
+        if let key = row.key { member("key", key, first: &first, into: &out) }
+        member("label", row.label, first: &first, into: &out)
+        member("value", row.value, first: &first, into: &out)
+        if let detail = row.detail { member("detail", detail, first: &first, into: &out) }
         out.byte(UInt8(ascii: "}"))
     }
 
