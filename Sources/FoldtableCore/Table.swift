@@ -364,11 +364,9 @@ public struct Table: Sendable {
             }
             // A replaced section's own keys are free again; keys within the import must differ.
             var keys = Set<String>(minimumCapacity: imported.rows.count)
-            func taken(_ key: String) -> Bool {
-                if keys.contains(key) { return true }
-                guard let home = rowSections[key] else { return false }
-                return !(imported.replace && home == sectionKey)
-            }
+            let homes = rowSections
+            let freed = imported.replace ? sectionKey : nil
+            func taken(_ key: String) -> Bool { keys.contains(key) || homes[key].map { $0 != freed } ?? false }
             var rows: [Row] = []
             rows.reserveCapacity(imported.rows.count)
             var added = 0

@@ -171,20 +171,24 @@ final class SessionAPI {
         guard let name = call.request.query["name"], JoinRequest.isValidSessionName(name) else {
             return respond(Self.error(400, ProtocolError(.invalidSession, "name= must be 1 to 64 letters, digits, _ or -", field: "name")))
         }
-        let table: Table
-        do throws(ProtocolError) {
-            if call.request.body.isEmpty {
-                table = Table(limits: hub.config.tableLimits)
-            } else {
-                switch mediaType(call.request) {
-                case "application/json": table = try TableDocument.decode(call.request.body, limits: hub.config.tableLimits)
-                case "text/csv": table = try CSVTable.decode(call.request.body, limits: hub.config.tableLimits)
-                default: return respond(unsupportedMediaType(["application/json", "text/csv"]))
-                }
-            }
-        } catch {
-            return respond(Self.error(error))
+        let body = call.request.body
+        let limits = hub.config.tableLimits
+        let decode: @Sendable () throws(ProtocolError) -> Table
+        switch body.isEmpty ? "" : mediaType(call.request) {
+        case "": decode = { Table(limits: limits) }
+        case "application/json": decode = { () throws(ProtocolError) in try TableDocument.decode(body, limits: limits) }
+        case "text/csv": decode = { () throws(ProtocolError) in try CSVTable.decode(body, limits: limits) }
+        default: return respond(unsupportedMediaType(["application/json", "text/csv"]))
         }
+        decodeAside(body.count, decode) { [hub] decoded in
+            switch decoded {
+            case .success(let table): Self.create(name, table, hub: hub, respond)
+            case .failure(let error): respond(Self.error(error))
+            }
+        }
+    }
+
+    private static func create(_ name: String, _ table: Table, hub: Hub, _ respond: @escaping Respond) {
         hub.createSession(name, table: table) { result in
             switch result {
             case .success:
@@ -315,23 +319,53 @@ final class SessionAPI {
         case "append": replace = false
         default: return respond(Self.error(400, ProtocolError(.invalidValue, "mode must be replace or append", field: "mode")))
         }
-        let ref = sectionRef(call)
-        let rows: [NewRow]
-        var named: (title: String?, key: String?) = (nil, nil)
-        do throws(ProtocolError) {
-            switch mediaType(call.request) {
-            case "text/csv":
-                let read = try CSVTable.decodeRows(call.request.body, limits: hub.config.tableLimits)
-                rows = read.rows
-                named = (read.title, read.sectionKey)
-            case "application/json":
-                rows = try Self.decodeRows(call.request.body, limits: hub.messageLimits)
-            default:
-                return respond(unsupportedMediaType(["text/csv", "application/json"]))
-            }
-        } catch {
-            return respond(Self.error(error))
+        let body = call.request.body
+        let decode: @Sendable () throws(ProtocolError) -> CSVTable.SectionRows
+        switch mediaType(call.request) {
+        case "text/csv":
+            let limits = hub.config.tableLimits
+            decode = { () throws(ProtocolError) in try CSVTable.decodeRows(body, limits: limits) }
+        case "application/json":
+            let limits = hub.messageLimits
+            decode = { () throws(ProtocolError) in CSVTable.SectionRows(rows: try Self.decodeRows(body, limits: limits)) }
+        default:
+            return respond(unsupportedMediaType(["text/csv", "application/json"]))
         }
+        decodeAside(body.count, decode) { [self] result in
+            switch result {
+            case .success(let read): importRows(read.rows, named: (read.title, read.sectionKey), replace: replace, call, respond)
+            case .failure(let error): respond(Self.error(error))
+            }
+        }
+    }
+
+    /// Bodies from this size on are decoded on another thread: a CSV of 100,000 rows takes a
+    /// good part of a second to read, and every session waits while the service thread works.
+    private static let decodeAsideBytes = 256 * 1_024
+
+    /// Runs `decode` (pure work on a request body of `size` bytes) and `then` with its result on
+    /// the service thread: inline for a small body, on a global queue for a large one.
+    private func decodeAside<Value: Sendable>(
+        _ size: Int, _ decode: @escaping @Sendable () throws(ProtocolError) -> Value, then: @escaping (Result<Value, ProtocolError>) -> Void
+    ) {
+        @Sendable func run() -> Result<Value, ProtocolError> {
+            do throws(ProtocolError) { return .success(try decode()) } catch { return .failure(error) }
+        }
+        guard size >= Self.decodeAsideBytes else { return then(run()) }
+        // `then` is made here and only called back here, on the service thread.
+        let continuation = ServiceThreadOnly(then)
+        let queue = hub.transport.serviceQueue
+        DispatchQueue.global(qos: .userInitiated).async {
+            let result = run()
+            queue.post { continuation.value(result) }
+        }
+    }
+
+    /// The import of `rows` once read: checks that a file naming its section names this one.
+    private func importRows(
+        _ rows: [NewRow], named: (title: String?, key: String?), replace: Bool, _ call: Call, _ respond: @escaping Respond
+    ) {
+        let ref = sectionRef(call)
         guard named.title != nil || named.key != nil else {
             return change(.importRows(section: ref, rows: RowImport(rows: rows, replace: replace)), call, respond, count: rows.count)
         }

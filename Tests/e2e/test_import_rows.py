@@ -14,7 +14,7 @@ from test_api import call, run, unique
 
 @pytest.fixture(scope="module")
 def server():
-    # 5,000 rows of CSV are ~200 KB, under the default body cap (1 MiB; test_http.py tests it).
+    # 8,000 rows of CSV are ~360 KB, under the default body cap (1 MiB; test_http.py tests it).
     s = Server()
     yield s
     s.stop()
@@ -40,7 +40,7 @@ async def section(member, key, title, collapsed):
 
 def test_a_csv_import_into_one_section_reaches_members_with_busy_on_and_off_around_its_rows(server):
     name = unique("import")
-    given = lines(5_000)
+    given = lines(8_000)  # ~360 KB: read off the service thread (past 256 KiB)
 
     async def scenario():
         author = await Client.join(server.ws, session=name, name="author")
@@ -55,17 +55,17 @@ def test_a_csv_import_into_one_section_reaches_members_with_busy_on_and_off_arou
 
         status, _, body = await asyncio.to_thread(
             call, server, "POST", f"/api/v1/sessions/{name}/sections/big/rows", csv_of(given), content_type="text/csv")
-        assert status == 200 and body["rows"] == 5_000, body
+        assert status == 200 and body["rows"] == 8_000, body
         seq = body["seq"]
         for member in (author, watcher):
             event = await member.next(lambda m: m["type"] == "event" and m["seq"] == seq)
             change = event["change"]
             # The event carries the count; the rows follow in chunks.
-            assert change == {"type": "importRows", "section": "big", "replace": True, "count": 5_000}
+            assert change == {"type": "importRows", "section": "big", "replace": True, "count": 8_000}
             rows = []
             while True:
                 chunk = await member.next(lambda m: m["type"] == "rows" and m["section"] == "big", timeout=15)
-                assert chunk["seq"] == seq and chunk["from"] == len(rows) and chunk["total"] == 5_000
+                assert chunk["seq"] == seq and chunk["from"] == len(rows) and chunk["total"] == 8_000
                 rows += chunk["rows"]
                 if chunk["final"]:
                     break
@@ -85,7 +85,7 @@ def test_a_csv_import_into_one_section_reaches_members_with_busy_on_and_off_arou
         assert status == 200 and headers["content-type"].startswith("text/csv")
         status, _, again = await asyncio.to_thread(
             call, server, "POST", f"/api/v1/sessions/{name}/sections/big/rows", exported.encode(), content_type="text/csv")
-        assert status == 200 and again["rows"] == 5_000
+        assert status == 200 and again["rows"] == 8_000
         _, _, reexported = await asyncio.to_thread(call, server, "GET", f"/api/v1/sessions/{name}/sections/big/rows?format=csv")
         assert reexported == exported
         # ...but not into another section: the export names its own.
