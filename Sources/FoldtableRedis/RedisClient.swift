@@ -5,8 +5,8 @@ import Synchronization
 /// queue's `post`, so completions run on the service thread, in the order the commands were sent).
 ///
 /// - **Pipelining**: each turn the thread takes every command queued at that moment, writes them
-///   all, then reads their replies in order: one round trip for a burst (``send(_:completion:)``
-///   with an array queues commands together, so they always share one).
+///   all, then reads their replies in order: one round trip for a burst (`send` with an
+///   array of commands queues them together, so they always share one).
 /// - **Timeouts**: a connect attempt (with its handshake: AUTH, SELECT, or a PING) has
 ///   `connectTimeoutMs`; every reply has `commandTimeoutMs`, plus the command's own
 ///   ``RedisCommand/blockMs`` for `XREAD BLOCK`. A reply that does not come drops the
