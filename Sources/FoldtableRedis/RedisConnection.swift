@@ -26,7 +26,9 @@ final class RedisConnection {
         redisFree(context)
     }
 
-    /// Connects, authenticates and selects the database, each bounded by the timeouts. The
+    /// Connects, authenticates and selects the database within `connectTimeoutMs` for the TCP
+    /// connect and again for the handshake's replies (a host name is resolved first, by
+    /// `getaddrinfo`, which has no timeout of its own: use addresses or a local resolver). The
     /// handshake is a `PING` when there is nothing else to send, so a server that accepts
     /// connections but does not answer (stopped, overloaded) fails here, not on the first command.
     static func open(_ url: RedisURL, name: String?, connectTimeoutMs: UInt64, commandTimeoutMs: UInt64) -> Result<RedisConnection, RedisError> {
@@ -38,8 +40,9 @@ final class RedisConnection {
             redisFree(context)
             return .failure(.notConnected("\(url): \(why)"))
         }
-        let connection = RedisConnection(context: context, commandTimeoutMs: commandTimeoutMs)
-        if let failure = connection.setTimeout(milliseconds: commandTimeoutMs) { return .failure(.notConnected("\(url): \(failure)")) }
+        // The handshake is part of connecting: it has the connect timeout.
+        let connection = RedisConnection(context: context, commandTimeoutMs: connectTimeoutMs)
+        if let failure = connection.setTimeout(milliseconds: connectTimeoutMs) { return .failure(.notConnected("\(url): \(failure)")) }
         var handshake: [RedisCommand] = []
         if let password = url.password {
             handshake.append(url.username.map { RedisCommand("AUTH", $0, password) } ?? RedisCommand("AUTH", password))
@@ -61,6 +64,7 @@ final class RedisConnection {
                 return .failure(.notConnected("\(url): \(command.name) got no answer: \(error.reason)"))
             }
         }
+        if let failure = connection.setTimeout(milliseconds: commandTimeoutMs) { return .failure(.notConnected("\(url): \(failure)")) }
         return .success(connection)
     }
 
