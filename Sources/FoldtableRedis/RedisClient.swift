@@ -30,6 +30,10 @@ public final class RedisClient: Sendable {
         /// Milliseconds to wait for each reply (beyond a command's `blockMs`). Default 2,000.
         public var commandTimeoutMs: UInt64 = 2_000
         public var backoff = ReconnectBackoff()
+        /// An idle connection is checked with a `PING` after this many milliseconds without
+        /// commands, so an outage is reported (``State``) while nothing is being sent. 0: never.
+        /// Default 1,000.
+        public var idlePingMs: UInt64 = 1_000
         /// Set with `CLIENT SETNAME` on each connection (shows in `CLIENT LIST`); `nil`: none.
         public var clientName: String?
 

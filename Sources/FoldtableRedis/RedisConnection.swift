@@ -77,6 +77,15 @@ final class RedisConnection {
         return nil
     }
 
+    /// Whether the idle connection is still open: no EOF, no error and no stray bytes waiting
+    /// (RESP2 sends nothing unasked outside pub/sub, so bytes here mean the stream is out of
+    /// step). Peeks without blocking or consuming.
+    func isIdleAndOpen() -> Bool {
+        var byte: UInt8 = 0
+        let count = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+    }
+
     /// Queues `command` in hiredis' output buffer (nothing is written yet). `false` if it could
     /// not be formatted (out of memory); then ``failure(for:)`` says why.
     func append(_ command: RedisCommand) -> Bool {

@@ -5,8 +5,8 @@ import Glibc
 /// store's writer): the one owner of the client's ``RedisConnection``.
 ///
 /// `@unchecked Sendable`: `queue`, `closing`, `finished`, `thread`, `socket` and `counts` are
-/// touched only with `condition` locked; `connection`, `attempt`, `nextAttemptAt`, `state` and
-/// `timeoutMs` only by the worker thread (`start()` runs before the thread exists). Completions
+/// touched only with `condition` locked; `connection`, `attempt`, `nextAttemptAt`, `state`,
+/// `timeoutMs` and `lastUsedAt` only by the worker thread (`start()` runs before the thread exists). Completions
 /// and the state callback are `@Sendable` and run through `deliver`, never under the lock.
 final class RedisWorker: @unchecked Sendable {
     struct Queued: Sendable {
@@ -35,6 +35,8 @@ final class RedisWorker: @unchecked Sendable {
     /// The last state reported; `nil` before the first attempt.
     private var state: RedisClient.State?
     private var timeoutMs: UInt64 = 0
+    /// When the connection last carried a batch (monotonic ms), for the idle check.
+    private var lastUsedAt: UInt64 = 0
 
     init(options: RedisClient.Options, deliver: @escaping RedisClient.Deliver, stateChanged: @escaping @Sendable (RedisClient.State) -> Void) {
         self.options = options
@@ -94,23 +96,41 @@ final class RedisWorker: @unchecked Sendable {
         condition.lock()
         thread = pthread_self()
         while true {
+            // Wait for commands; meanwhile reconnect when an attempt is due, and check an idle
+            // connection every `idlePingMs`.
+            var pingDue = false
             while queue.isEmpty && !closing {
-                guard connection == nil else {
+                let now = Self.monotonicMs()
+                let due: UInt64
+                if connection == nil {
+                    due = nextAttemptAt
+                } else if options.idlePingMs > 0 {
+                    due = lastUsedAt + options.idlePingMs
+                    pingDue = now >= due
+                } else {
                     condition.wait()
                     continue
                 }
-                let now = Self.monotonicMs()
-                if now >= nextAttemptAt { break }
-                _ = condition.wait(until: Date(timeIntervalSinceNow: Double(nextAttemptAt - now) / 1_000))
+                if now >= due { break }
+                _ = condition.wait(until: Date(timeIntervalSinceNow: Double(due - now) / 1_000))
             }
             if closing { break }
             let batch = queue
             queue = []
             condition.unlock()
+            if let open = connection, !open.isIdleAndOpen() {
+                // Closed while idle (a restarted Redis, an idle timeout): found out before a
+                // command is written to it, so the command goes on a new connection instead of
+                // failing with an outcome that only looks unknown.
+                disconnect(.connectionLost("the server closed the connection"))
+            }
             if connection == nil && Self.monotonicMs() >= nextAttemptAt { connect() }
             if !batch.isEmpty {
                 let results = connection == nil ? batch.map { _ in Result.failure(notConnected) } : execute(batch)
                 deliver { for (item, result) in zip(batch, results) { item.completion(result) } }
+            } else if pingDue, connection != nil {
+                // A stopped server is noticed (and reported) without waiting for a command.
+                _ = execute([Queued(command: RedisCommand("PING"), completion: { _ in })], counted: false)
             }
             condition.lock()
         }
@@ -141,6 +161,7 @@ final class RedisWorker: @unchecked Sendable {
         case .success(let made):
             connection = made
             timeoutMs = options.commandTimeoutMs
+            lastUsedAt = Self.monotonicMs()
             attempt = 0
             condition.lock()
             socket = made.socket
@@ -179,9 +200,11 @@ final class RedisWorker: @unchecked Sendable {
         deliver { stateChanged(new) }
     }
 
-    /// Writes every command of `batch`, then reads the replies in order.
-    private func execute(_ batch: [Queued]) -> [Result<RedisReply, RedisError>] {
+    /// Writes every command of `batch`, then reads the replies in order. `counted`: whether it
+    /// shows in the counters (the idle check's PING does not).
+    private func execute(_ batch: [Queued], counted: Bool = true) -> [Result<RedisReply, RedisError>] {
         guard let connection else { return batch.map { _ in .failure(notConnected) } }
+        defer { lastUsedAt = Self.monotonicMs() }
         var results: [Result<RedisReply, RedisError>?] = Array(repeating: nil, count: batch.count)
         let wanted = options.commandTimeoutMs + (batch.map(\.command.blockMs).max() ?? 0)
         if wanted != timeoutMs {
@@ -213,10 +236,12 @@ final class RedisWorker: @unchecked Sendable {
                 results[index] = .failure(connection.failure(for: item.command))
             }
         }
-        condition.lock()
-        counts.commands += UInt64(sent.count)
-        counts.roundTrips += 1
-        condition.unlock()
+        if counted {
+            condition.lock()
+            counts.commands += UInt64(sent.count)
+            counts.roundTrips += 1
+            condition.unlock()
+        }
         for (position, index) in sent.enumerated() {
             switch connection.readReply() {
             case .success(let reply):

@@ -266,6 +266,29 @@ struct TalkingToARealRedis {
         #expect(redis.counters.connects == 2)
     }
 
+    @Test func aRedisRestartedWhileIdleIsNoticedAndTheNextCommandGoesToTheNewOne() throws {
+        let server = try RedisServer()
+        let states = StateLog()
+        let watched = client(server.url, states: states) { $0.idlePingMs = 100 }
+        let unwatched = client(server.url) { $0.idlePingMs = 0 }
+        defer {
+            watched.close()
+            unwatched.close()
+        }
+        try states.wait { $0.isConnected }
+        try wait { unwatched.ping(completion: $0) }.get()
+        server.kill()
+        // Nothing is sent, yet the outage is reported: the idle check's PING found it.
+        try states.wait { $0.isDisconnected }
+        try server.start()
+        try states.wait(for: 2) { $0.isConnected }
+        // The other client sent nothing meanwhile: its next command finds the old connection
+        // closed before writing, and goes out on a new one instead of failing as "may have run".
+        try wait { unwatched.set("after", [1], completion: $0) }.get()
+        #expect(unwatched.counters.connects == 2)
+        #expect(watched.counters.commands == 0)
+    }
+
     @Test func aStoppedRedisTimesCommandsOutAndIsUsedAgainWhenItContinues() throws {
         let server = try RedisServer()
         let states = StateLog()
