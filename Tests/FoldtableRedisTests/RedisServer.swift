@@ -27,7 +27,8 @@ final class RedisServer: @unchecked Sendable {
     let directory: String
     private let appendOnly: Bool
     private let extra: [String]
-    private var process: Process?
+    /// The running server's process id.
+    private var pid: pid_t?
 
     init(appendOnly: Bool = false, arguments extra: [String] = []) throws {
         guard Self.executable != nil else {
@@ -50,40 +51,70 @@ final class RedisServer: @unchecked Sendable {
 
     /// Starts the server (again, on the same port and directory) and waits until it answers.
     func start() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.executable!)
-        process.arguments =
+        let arguments =
             [
-                "--port", String(port), "--bind", "127.0.0.1", "--dir", directory, "--save", "",
+                Self.executable!, "--port", String(port), "--bind", "127.0.0.1", "--dir", directory, "--save", "",
                 "--appendonly", appendOnly ? "yes" : "no", "--appendfsync", "always", "--daemonize", "no",
                 "--logfile", directory + "/redis.log",
             ] + extra
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        self.process = process
+        pid = try Self.spawn(arguments)
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if Self.answersPing(port: port) { return }
-            guard process.isRunning else { break }
+            guard isRunning else { break }
             usleep(20_000)
         }
         let log = (try? String(contentsOfFile: directory + "/redis.log", encoding: .utf8)) ?? ""
         throw RedisTestError("redis-server on port \(port) did not come up; its log:\n\(log.suffix(2_000))")
     }
 
-    /// Kills the server at once (SIGKILL: a crash, nothing flushed beyond what was fsynced).
-    func kill() {
-        guard let process else { return }
-        if process.isRunning {
-            Glibc.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        self.process = nil
+    /// posix_spawn rather than Foundation's Process: the child gets an empty signal mask and
+    /// default handlers (the test runner's threads block most signals, and Process passes that
+    /// mask on), and no Foundation object outlives the test (LeakSanitizer flagged Process's).
+    private static func spawn(_ arguments: [String]) throws -> pid_t {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var files = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&files)
+        defer { posix_spawn_file_actions_destroy(&files) }
+        posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&files, 2, "/dev/null", O_WRONLY, 0)
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, arguments[0], &files, &attributes, argv, environ)
+        guard status == 0 else { throw RedisTestError("posix_spawn \(arguments[0]): \(String(cString: strerror(status)))") }
+        return pid
     }
 
-    /// SIGKILL rather than SIGTERM: the test runner's threads block most signals and the child
-    /// inherits that mask, so redis-server would never see a SIGTERM. Nothing is kept anyway.
+    /// Whether the server still runs; one that exited is reaped (and its pid forgotten, so no
+    /// signal can reach a process that reuses it).
+    private var isRunning: Bool {
+        guard let pid else { return false }
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == 0 { return true }
+        self.pid = nil
+        return false
+    }
+
+    /// Kills the server at once (SIGKILL: a crash, nothing flushed beyond what was fsynced).
+    func kill() {
+        guard let pid else { return }
+        Glibc.kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        self.pid = nil
+    }
+
     func stop() {
         kill()
     }
@@ -91,11 +122,11 @@ final class RedisServer: @unchecked Sendable {
     /// `kill -STOP`: the server keeps its socket (the kernel still accepts connections) but
     /// answers nothing.
     func pause() {
-        if let process { Glibc.kill(process.processIdentifier, SIGSTOP) }
+        if let pid { Glibc.kill(pid, SIGSTOP) }
     }
 
     func resume() {
-        if let process { Glibc.kill(process.processIdentifier, SIGCONT) }
+        if let pid { Glibc.kill(pid, SIGCONT) }
     }
 
     /// A port that was free a moment ago: bound to 0, read back, closed.
