@@ -21,7 +21,7 @@ public enum RedisReply: Equatable, Sendable {
         }
     }
 
-    /// An integer reply, or a bulk holding a decimal number (ZSCORE, INCRBYFLOAT aside).
+    /// An integer reply, or a bulk reply holding a whole decimal number (`GET` of a counter).
     public var integer: Int64? {
         switch self {
         case .integer(let value): return value

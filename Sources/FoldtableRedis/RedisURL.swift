@@ -38,9 +38,8 @@ public struct RedisURL: Equatable, Sendable, CustomStringConvertible {
         case "redis": break
         case "rediss":
             throw ParseError(
-                message:
-                    "rediss:// (TLS) is not possible: hiredis 0.14.1 has no TLS; reach Redis over a private network or a local TLS tunnel (stunnel, spiped) with redis://"
-            )
+                message: "rediss:// (TLS) is not possible: hiredis 0.14.1 has no TLS; "
+                    + "reach Redis over a private network or a local TLS tunnel (stunnel, spiped) with redis://")
         default:
             throw ParseError(message: "unsupported scheme \"\(scheme)://\" (only redis://host:port/db)")
         }

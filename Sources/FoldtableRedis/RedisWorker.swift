@@ -6,8 +6,9 @@ import Glibc
 ///
 /// `@unchecked Sendable`: `queue`, `closing`, `finished`, `thread`, `socket` and `counts` are
 /// touched only with `condition` locked; `connection`, `attempt`, `nextAttemptAt`, `state`,
-/// `timeoutMs` and `lastUsedAt` only by the worker thread (`start()` runs before the thread exists). Completions
-/// and the state callback are `@Sendable` and run through `deliver`, never under the lock.
+/// `timeoutMs` and `lastUsedAt` only by the worker thread (`start()` runs before the thread
+/// exists). Completions and the state callback are `@Sendable` and run through `deliver`, never
+/// under the lock.
 final class RedisWorker: @unchecked Sendable {
     struct Queued: Sendable {
         let command: RedisCommand
