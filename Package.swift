@@ -5,6 +5,7 @@
 //   FoldtableServer    hub, table sessions, clients, busy tracking; talks to a Transport protocol.
 //   FoldtableTransport the only Swift module that imports CFoldtableWS (libwebsockets).
 //   FoldtableStore     the only Swift module that imports CSQLite: sessions and event logs on disk.
+//   FoldtableRedis     the only Swift module that imports CHiredis: a threaded Redis client (streams).
 //   FoldtableClient    the client side: session replica, lws client adapter, terminal UI.
 //   foldtabled, foldtable  executables that only wire things up.
 import PackageDescription
@@ -29,6 +30,12 @@ let package = Package(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // System library: hiredis 0.14.1 from Debian, for FoldtableRedis only.
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
         ),
         // The C helpers both libwebsockets wrappers share (buffer growth, UTF-8-safe truncation).
         .target(
@@ -56,6 +63,9 @@ let package = Package(
         .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableCore", "FoldtableServer"]),
         // SessionStore and EventLog on SQLite: one writer thread, group commit, online backup.
         .target(name: "FoldtableStore", dependencies: ["CSQLite", "FoldtableCore", "FoldtableServer"]),
+        // A Redis client on threads of its own (hiredis): streams, snapshots, presence. Not wired
+        // into foldtabled yet; see the "More than one machine" article.
+        .target(name: "FoldtableRedis", dependencies: ["CHiredis"]),
         .executableTarget(
             name: "foldtabled",
             dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth"]
@@ -78,6 +88,7 @@ let package = Package(
         .testTarget(name: "FoldtableStoreTests", dependencies: ["FoldtableStore", "FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableClientTests", dependencies: ["FoldtableClient", "FoldtableCore"]),
         .testTarget(name: "FoldtableAuthTests", dependencies: ["FoldtableAuth", "FoldtableServer"]),
+        .testTarget(name: "FoldtableRedisTests", dependencies: ["FoldtableRedis"]),
         .testTarget(name: "FoldtableTransportTests", dependencies: ["FoldtableTransport", "FoldtableServer"]),
     ]
 )
