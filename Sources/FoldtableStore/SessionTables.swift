@@ -1,7 +1,8 @@
 import FoldtableCore
 import FoldtableServer
 
-/// The SQL behind each store operation, on the writer's connection.
+/// The SQL behind each store operation, on the writer's connection, and the in-memory index of
+/// the journal (see ``JournalIndex``) that goes with it.
 ///
 /// Write operations run inside the batch's transaction opened by ``StoreWriter``. They return a
 /// `Result` for what concerns the operation alone (`.conflict`: nothing was written) and throw
@@ -15,10 +16,122 @@ final class SessionTables {
     let keepEvents: UInt64
     let limits: TableLimits
 
+    /// Where each session's live events sit in the journal (see ``JournalIndex``).
+    private var index = JournalIndex()
+    /// False until built, and after a rolled-back transaction (the index's updates are not undone
+    /// with it): the next operation rebuilds it from the database.
+    private var indexIsValid = false
+    /// The journal's smallest and largest rowids (the smallest may be below a hole). The newest
+    /// row is never deleted, so rowids only grow.
+    private var oldestRow: Int64 = 1
+    private var newestRow: Int64 = 0
+    /// Rows the journal may hold beyond twice the live events before sessions holding its tail
+    /// are moved to its head. A variable for tests.
+    var journalSlack: Int64 = 65_536
+    /// Dead rows at the journal's tail deleted together (one DELETE per this many appends at most).
+    var truncateStep: Int64 = 4_096
+
     init(database: SQLiteDatabase, keepEvents: Int, limits: TableLimits) {
         self.database = database
         self.keepEvents = UInt64(max(0, keepEvents))
         self.limits = limits
+    }
+
+    // MARK: - The journal's index
+
+    /// Reads what every session still needs and scans the journal once (rowids, sessions and
+    /// seqs: the entries themselves stay on disk) to build ``JournalIndex``.
+    func loadIndex() throws(SQLiteError) {
+        var needs: [String: JournalIndex.Need] = [:]
+        let sessions = try database.statement("SELECT name, checkpoint_seq, last_seq, first_row FROM sessions")
+        defer { sessions.reset() }
+        while try sessions.step() {
+            guard let name = sessions.text(0) else { continue }
+            needs[name] = JournalIndex.Need(keepFrom: keepFrom(checkpoint: sessions.uint64(1)), last: sessions.uint64(2), afterRow: sessions.int64(3))
+        }
+        sessions.reset()
+        let scan = try database.statement("SELECT id, session, seq FROM journal ORDER BY id")
+        defer { scan.reset() }
+        let built = try JournalIndex(needs: needs) { found throws(SQLiteError) in
+            while try scan.step() {
+                if let session = scan.text(1) { found(scan.int64(0), session, scan.uint64(2)) }
+            }
+        }
+        scan.reset()
+        // max() and min() of an empty table are NULL, read as 0.
+        newestRow = try database.scalarInt("SELECT max(id) FROM journal") ?? 0
+        oldestRow = newestRow == 0 ? 1 : (try database.scalarInt("SELECT min(id) FROM journal") ?? 1)
+        index = built
+        indexIsValid = true
+    }
+
+    /// Marks the index as out of step with the database (a transaction was rolled back).
+    func invalidateIndex() {
+        indexIsValid = false
+    }
+
+    private func ensureIndex() throws(SQLiteError) {
+        if !indexIsValid { try loadIndex() }
+    }
+
+    /// The first seq a session with its checkpoint at `checkpoint` still needs.
+    private func keepFrom(checkpoint: UInt64) -> UInt64 {
+        checkpoint > keepEvents ? checkpoint - keepEvents + 1 : 1
+    }
+
+    /// Keeps the journal bounded, inside the batch's transaction: deletes the rows below the
+    /// oldest live one; and when the journal spans more than twice the live events (plus
+    /// `journalSlack`), because sessions that stopped writing hold its tail, moves those
+    /// sessions' live rows to its head so the tail can go. Moving copies at most the live
+    /// events, and happens only after the journal grew by more than that, so each event is
+    /// written at most about twice on average.
+    func compactJournal() throws(SQLiteError) {
+        try ensureIndex()
+        try truncateJournal()
+        let span = newestRow - oldestRow + 1
+        guard span > 2 * Int64(index.liveCount) + journalSlack else { return }
+        let cut = oldestRow + span / 2
+        for session in index.sessions(withRowsBelow: cut) { try relocate(session) }
+        try truncateJournal()
+    }
+
+    private func truncateJournal() throws(SQLiteError) {
+        // Never the newest row: rowids must keep growing (SQLite gives a new row the largest
+        // rowid plus one), or a session's `first_row` could cover rows written after it.
+        let needed = min(index.lowestLiveRow() ?? newestRow, newestRow)
+        guard needed - oldestRow >= truncateStep else { return }
+        let truncate = try database.statement("DELETE FROM journal WHERE id < ?1")
+        defer { truncate.reset() }
+        try truncate.bind(1, needed)
+        try truncate.step()
+        oldestRow = needed
+    }
+
+    /// Copies every live row of `session` to the journal's head, in seq order, and deletes the
+    /// originals (so a scan never finds two rows of one seq).
+    private func relocate(_ session: String) throws(SQLiteError) {
+        let copy = try database.statement("INSERT INTO journal(session, seq, entry) SELECT session, seq, entry FROM journal WHERE id = ?1")
+        defer { copy.reset() }
+        let remove = try database.statement("DELETE FROM journal WHERE id = ?1")
+        defer { remove.reset() }
+        var moved: [Int64] = []
+        for row in index.rows(of: session, after: 0).rows {
+            copy.reset()
+            try copy.bind(1, row)
+            try copy.step()
+            let copied = database.lastInsertRowid
+            guard copied > newestRow else {
+                // The row was missing: leave it to `load`, which reports the gap as corrupt.
+                moved.append(row)
+                continue
+            }
+            newestRow = copied
+            moved.append(copied)
+            remove.reset()
+            try remove.bind(1, row)
+            try remove.step()
+        }
+        index.moved(session, to: moved)
     }
 
     // MARK: - Writes (inside a transaction)
@@ -34,9 +147,8 @@ final class SessionTables {
         for (offset, logged) in events.enumerated() where logged.event.seq != first.event.seq &+ UInt64(offset) {
             return .failure(.conflict("events of \"\(session)\" are not consecutive at \(logged.event.seq)"))
         }
-        // OR REPLACE: `last_seq` is the truth; a stray row past it (never written by this code)
-        // must not wedge the session with constraint errors forever.
-        let insert = try database.statement("INSERT OR REPLACE INTO events(session, seq, entry) VALUES (?1, ?2, ?3)")
+        try ensureIndex()
+        let insert = try database.statement("INSERT INTO journal(session, seq, entry) VALUES (?1, ?2, ?3)")
         defer { insert.reset() }
         for logged in events {
             insert.reset()
@@ -44,6 +156,10 @@ final class SessionTables {
             try insert.bind(2, logged.event.seq)
             try insert.bind(3, TableCheckpoint.encodeEntry(logged.event, request: logged.request))
             try insert.step()
+            let row = database.lastInsertRowid
+            newestRow = max(newestRow, row)
+            oldestRow = min(oldestRow, row)
+            index.appended(session, seq: logged.event.seq, row: row)
         }
         let last = first.event.seq &+ UInt64(events.count - 1)
         let update = try database.statement("UPDATE sessions SET last_seq = ?2 WHERE name = ?1")
@@ -58,12 +174,15 @@ final class SessionTables {
         guard session.events.isEmpty else {
             return .failure(.conflict("a new session \"\(session.name)\" must not carry events"))
         }
+        try ensureIndex()
         let seq = session.checkpoint.seq
-        let upsert = try database.statement("INSERT OR REPLACE INTO sessions(name, epoch, checkpoint_seq, last_seq) VALUES (?1, ?2, ?3, ?3)")
+        let upsert = try database.statement(
+            "INSERT OR REPLACE INTO sessions(name, epoch, checkpoint_seq, last_seq, first_row) VALUES (?1, ?2, ?3, ?3, ?4)")
         defer { upsert.reset() }
         try upsert.bind(1, session.name)
         try upsert.bind(2, session.epoch)
         try upsert.bind(3, seq)
+        try upsert.bind(4, newestRow)
         try upsert.step()
         try writeCheckpoint(session.name, session.checkpoint)
         try deleteEvents(of: session.name)
@@ -87,14 +206,10 @@ final class SessionTables {
         try update.bind(2, table.seq)
         try update.step()
         try writeCheckpoint(name, table)
-        // Keep `keepEvents` events at or before the checkpoint for resume, and every one after it.
-        if table.seq > keepEvents {
-            let prune = try database.statement("DELETE FROM events WHERE session = ?1 AND seq <= ?2")
-            defer { prune.reset() }
-            try prune.bind(1, name)
-            try prune.bind(2, table.seq - keepEvents)
-            try prune.step()
-        }
+        // Keep `keepEvents` events at or before the checkpoint for resume, and every one after
+        // it. The rows stay in the journal until it is truncated behind every session's oldest.
+        try ensureIndex()
+        if table.seq > keepEvents { index.prune(name, through: table.seq - keepEvents) }
         return .success(())
     }
 
@@ -238,28 +353,37 @@ final class SessionTables {
         return (select.uint64(0), select.uint64(1))
     }
 
-    /// Every stored event of `name` after `seq`, decoded, checked to be consecutive.
+    /// Every live event of `name` after `seq`, read by rowid through the index, decoded, checked
+    /// to be the session's and consecutive.
     private func events(of name: String, after seq: UInt64) throws(SQLiteError) -> Result<[LoggedEvent], StoreError> {
-        let select = try database.statement("SELECT seq, entry FROM events WHERE session = ?1 AND seq > ?2 ORDER BY seq")
+        try ensureIndex()
+        let select = try database.statement("SELECT session, seq, entry FROM journal WHERE id = ?1")
         defer { select.reset() }
-        try select.bind(1, name)
-        try select.bind(2, seq)
+        let (firstSeq, rows) = index.rows(of: name, after: seq)
         var events: [LoggedEvent] = []
-        while try select.step() {
-            let stored = select.uint64(0)
+        events.reserveCapacity(rows.count)
+        var expected = firstSeq
+        for row in rows {
+            select.reset()
+            try select.bind(1, row)
+            guard try select.step(), select.text(0) == name else {
+                return .failure(.corrupt("event \(expected) of \"\(name)\" is missing from the journal"))
+            }
+            let stored = select.uint64(1)
+            guard stored == expected else {
+                return .failure(.corrupt("the log of \"\(name)\" skips from \(expected - 1) to \(stored)"))
+            }
             let entry: (event: TableEvent, request: Change?)
             do {
-                entry = try TableCheckpoint.decodeEntry(select.blob(1), limits: limits)
+                entry = try TableCheckpoint.decodeEntry(select.blob(2), limits: limits)
             } catch {
                 return .failure(.corrupt("event \(stored) of \"\(name)\": \(error.message)"))
             }
             guard entry.event.seq == stored else {
                 return .failure(.corrupt("event \(stored) of \"\(name)\" holds seq \(entry.event.seq)"))
             }
-            if let previous = events.last, previous.event.seq &+ 1 != stored {
-                return .failure(.corrupt("the log of \"\(name)\" skips from \(previous.event.seq) to \(stored)"))
-            }
             events.append(LoggedEvent(event: entry.event, request: entry.request))
+            expected += 1
         }
         return .success(events)
     }
@@ -274,10 +398,16 @@ final class SessionTables {
         return epochs
     }
 
+    /// Deletes the session's live rows by rowid (its dead ones go when the journal is truncated).
     private func deleteEvents(of name: String) throws(SQLiteError) {
-        let remove = try database.statement("DELETE FROM events WHERE session = ?1")
+        try ensureIndex()
+        let remove = try database.statement("DELETE FROM journal WHERE id = ?1")
         defer { remove.reset() }
-        try remove.bind(1, name)
-        try remove.step()
+        // Never the newest row, like truncation: rowids must keep growing for `first_row`.
+        for row in index.remove(name) where row != newestRow {
+            remove.reset()
+            try remove.bind(1, row)
+            try remove.step()
+        }
     }
 }
