@@ -154,7 +154,7 @@ final class SessionTables {
             insert.reset()
             try insert.bind(1, session)
             try insert.bind(2, logged.event.seq)
-            try insert.bind(3, TableCheckpoint.encodeEntry(logged.event, request: logged.request))
+            try insert.bind(3, TableCheckpoint.encodeEntry(logged.event, request: logged.request, encodedEvent: logged.encoded))
             try insert.step()
             let row = database.lastInsertRowid
             newestRow = max(newestRow, row)
