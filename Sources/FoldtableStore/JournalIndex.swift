@@ -20,7 +20,17 @@ struct JournalIndex {
         var endSeq: UInt64 { firstSeq + UInt64(rows.count) }
     }
 
+    /// A stored session's checkpoint seq and the seq of its last logged event (what an append
+    /// must follow). Kept here, not read and written in `sessions` on every append: the
+    /// journal's own rows say where each session's log ends.
+    struct Head: Equatable {
+        var checkpoint: UInt64
+        var last: UInt64
+    }
+
     private(set) var runs: [String: Run] = [:]
+    /// Every stored session's head, live events or not.
+    private(set) var heads: [String: Head] = [:]
     /// Live events over every session.
     private(set) var liveCount = 0
     /// The smallest rowid any session still needs, recomputed only when it may have moved.
@@ -38,7 +48,19 @@ struct JournalIndex {
 
     /// Notes that event `seq` of `session` was written at `row`. Events come in seq order; one
     /// that does not follow the session's run starts a new run (the log checks order itself).
+    /// Notes a new session (or one replaced under its name) at `seq`, with no events.
+    mutating func created(_ session: String, at seq: UInt64) {
+        heads[session] = Head(checkpoint: seq, last: seq)
+    }
+
+    /// Notes a checkpoint at `seq`; events at or before `pruneThrough` are no longer live.
+    mutating func checkpointed(_ session: String, at seq: UInt64, pruneThrough: UInt64?) {
+        heads[session]?.checkpoint = seq
+        if let pruneThrough { prune(session, through: pruneThrough) }
+    }
+
     mutating func appended(_ session: String, seq: UInt64, row: Int64) {
+        heads[session]?.last = seq
         if var run = runs[session], run.endSeq == seq {
             // Taken out and put back so the array is not copied on write.
             runs[session] = nil
@@ -54,7 +76,7 @@ struct JournalIndex {
     }
 
     /// Forgets the events of `session` at or before `seq` (a checkpoint made them unneeded).
-    mutating func prune(_ session: String, through seq: UInt64) {
+    private mutating func prune(_ session: String, through seq: UInt64) {
         guard var run = runs[session], seq >= run.firstSeq else { return }
         runs[session] = nil
         let drop = Int(min(UInt64(run.rows.count), seq - run.firstSeq + 1))
@@ -65,8 +87,9 @@ struct JournalIndex {
         lowestIsStale = true
     }
 
-    /// Forgets every event of `session`; returns their rows, for deleting.
+    /// Forgets `session` and every event of it; returns their rows, for deleting.
     mutating func remove(_ session: String) -> [Int64] {
+        heads[session] = nil
         guard let run = runs.removeValue(forKey: session) else { return [] }
         liveCount -= run.rows.count
         lowestIsStale = true
@@ -92,36 +115,46 @@ struct JournalIndex {
         runs.compactMap { name, run in (run.rows.first ?? .max) < row ? name : nil }.sorted()
     }
 
-    /// What a session still needs, as its row in `sessions` says.
-    struct Need {
-        /// The first seq kept (for resume) and the last logged one.
-        var keepFrom: UInt64
+    /// A session as its row in `sessions` says.
+    struct Stored {
+        var checkpoint: UInt64
+        /// The last seq as of the row's last write (creation or checkpoint): the journal may
+        /// hold later events, never fewer.
         var last: UInt64
+        /// The first seq still kept (for resume).
+        var keepFrom: UInt64
         /// Rows at or below this one are from an earlier session of the same name.
         var afterRow: Int64
     }
 
-    /// Builds the index from the journal's rows given in rowid order: for each session, the run
-    /// of consecutive events that ends at its last seq, starts no earlier than `keepFrom` and was
-    /// written after the session was created. Other rows (pruned, or an earlier session's) are
-    /// not live. One pass, no sorting: a session's live rowids increase with its seq.
-    init(needs: [String: Need], journal: (_ found: (_ row: Int64, _ session: String, _ seq: UInt64) -> Void) throws(SQLiteError) -> Void)
+    /// Builds the index from the journal's rows given in rowid order: for each session, its
+    /// latest run of consecutive events written after it was created and no older than
+    /// `keepFrom`; the log's head is where that run ends (or the stored `last`, if that is
+    /// further: then events are missing, which `load` reports). Other rows (pruned, or an
+    /// earlier session's) are not live. One pass, no sorting: a session's live rowids increase
+    /// with its seq.
+    init(sessions: [String: Stored], journal: (_ found: (_ row: Int64, _ session: String, _ seq: UInt64) -> Void) throws(SQLiteError) -> Void)
         throws(SQLiteError)
     {
         var building: [String: Run] = [:]
         try journal { row, session, seq in
-            guard let need = needs[session], row > need.afterRow, seq >= need.keepFrom, seq <= need.last else { return }
+            guard let stored = sessions[session], row > stored.afterRow, seq >= stored.keepFrom else { return }
             if var run = building.removeValue(forKey: session), run.endSeq == seq {
                 run.rows.append(row)
                 building[session] = run
             } else {
-                // A gap: only a run that reaches the last seq counts, so start again here.
+                // A gap: only the run reaching the log's end counts, so start again here.
                 building[session] = Run(firstSeq: seq, rows: [row])
             }
         }
-        for (session, run) in building where run.endSeq == (needs[session]?.last ?? 0) + 1 {
-            runs[session] = run
-            liveCount += run.rows.count
+        for (session, stored) in sessions {
+            var head = Head(checkpoint: stored.checkpoint, last: stored.last)
+            if let run = building[session], !run.rows.isEmpty {
+                head.last = max(head.last, run.endSeq - 1)
+                runs[session] = run
+                liveCount += run.rows.count
+            }
+            heads[session] = head
         }
         lowestIsStale = true
     }

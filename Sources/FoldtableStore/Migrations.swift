@@ -26,6 +26,8 @@ enum Migrations {
     /// order, so each session's rowids increase with its seq. `sessions.first_row` is the
     /// journal's newest rowid when the session was created: rows at or below it belong to an
     /// earlier session of the same name (dead rows wait for truncation, not deleted one by one).
+    /// From version 2 on, `last_seq` is the log's head as of the row's last write (creation or
+    /// checkpoint): appends write journal rows only, and the journal says where the log ends.
     static let steps: [String] = [
         """
         CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;

@@ -7,9 +7,9 @@ import FoldtableServer
 /// Write operations run inside the batch's transaction opened by ``StoreWriter``. They return a
 /// `Result` for what concerns the operation alone (`.conflict`: nothing was written) and throw
 /// ``SQLiteError`` for what concerns the whole transaction (the batch is rolled back). Conflicts
-/// are checked against the database inside the transaction, so they see the batch's earlier
-/// writes, and a rollback undoes those automatically: no in-memory copy of `last_seq` can drift
-/// from the disk.
+/// are checked against each session's head in ``JournalIndex``, which takes every write at once
+/// (so a check sees the batch's earlier writes) and is rebuilt from the database after a
+/// rollback (so it never keeps what the disk does not have).
 final class SessionTables {
     let database: SQLiteDatabase
     /// How many events at or before a checkpoint the log keeps for resuming clients.
@@ -42,17 +42,19 @@ final class SessionTables {
     /// Reads what every session still needs and scans the journal once (rowids, sessions and
     /// seqs: the entries themselves stay on disk) to build ``JournalIndex``.
     func loadIndex() throws(SQLiteError) {
-        var needs: [String: JournalIndex.Need] = [:]
+        var stored: [String: JournalIndex.Stored] = [:]
         let sessions = try database.statement("SELECT name, checkpoint_seq, last_seq, first_row FROM sessions")
         defer { sessions.reset() }
         while try sessions.step() {
             guard let name = sessions.text(0) else { continue }
-            needs[name] = JournalIndex.Need(keepFrom: keepFrom(checkpoint: sessions.uint64(1)), last: sessions.uint64(2), afterRow: sessions.int64(3))
+            let checkpoint = sessions.uint64(1)
+            stored[name] = JournalIndex.Stored(
+                checkpoint: checkpoint, last: sessions.uint64(2), keepFrom: keepFrom(checkpoint: checkpoint), afterRow: sessions.int64(3))
         }
         sessions.reset()
         let scan = try database.statement("SELECT id, session, seq FROM journal ORDER BY id")
         defer { scan.reset() }
-        let built = try JournalIndex(needs: needs) { found throws(SQLiteError) in
+        let built = try JournalIndex(sessions: stored) { found throws(SQLiteError) in
             while try scan.step() {
                 if let session = scan.text(1) { found(scan.int64(0), session, scan.uint64(2)) }
             }
@@ -136,8 +138,12 @@ final class SessionTables {
 
     // MARK: - Writes (inside a transaction)
 
+    /// Writes only journal rows: the session's row in `sessions` is not touched (its head is in
+    /// the index, and the journal says where the log ends when the store opens), so a commit
+    /// touching 1,000 sessions writes their events and nothing per session.
     func append(session: String, events: [LoggedEvent]) throws(SQLiteError) -> Result<UInt64, StoreError> {
-        guard let head = try heads(of: session) else {
+        try ensureIndex()
+        guard let head = index.heads[session] else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
         }
         guard let first = events.first else { return .success(head.last) }
@@ -147,7 +153,6 @@ final class SessionTables {
         for (offset, logged) in events.enumerated() where logged.event.seq != first.event.seq &+ UInt64(offset) {
             return .failure(.conflict("events of \"\(session)\" are not consecutive at \(logged.event.seq)"))
         }
-        try ensureIndex()
         let insert = try database.statement("INSERT INTO journal(session, seq, entry) VALUES (?1, ?2, ?3)")
         defer { insert.reset() }
         for logged in events {
@@ -161,13 +166,7 @@ final class SessionTables {
             oldestRow = min(oldestRow, row)
             index.appended(session, seq: logged.event.seq, row: row)
         }
-        let last = first.event.seq &+ UInt64(events.count - 1)
-        let update = try database.statement("UPDATE sessions SET last_seq = ?2 WHERE name = ?1")
-        defer { update.reset() }
-        try update.bind(1, session)
-        try update.bind(2, last)
-        try update.step()
-        return .success(last)
+        return .success(first.event.seq &+ UInt64(events.count - 1))
     }
 
     func create(_ session: StoredSession) throws(SQLiteError) -> Result<Void, StoreError> {
@@ -186,11 +185,13 @@ final class SessionTables {
         try upsert.step()
         try writeCheckpoint(session.name, session.checkpoint)
         try deleteEvents(of: session.name)
+        index.created(session.name, at: seq)
         return .success(())
     }
 
     func saveCheckpoint(_ name: String, table: Table) throws(SQLiteError) -> Result<Void, StoreError> {
-        guard let head = try heads(of: name) else {
+        try ensureIndex()
+        guard let head = index.heads[name] else {
             return .failure(.conflict("session \"\(name)\" is not stored"))
         }
         guard table.seq <= head.last else {
@@ -200,22 +201,24 @@ final class SessionTables {
         guard table.seq >= head.checkpoint else {
             return .failure(.conflict("checkpoint \(table.seq) of \"\(name)\" is older than the stored \(head.checkpoint)"))
         }
-        let update = try database.statement("UPDATE sessions SET checkpoint_seq = ?2 WHERE name = ?1")
+        // `last_seq` is brought up to date here too: cheap, and it lets a reader of the file
+        // alone see roughly where each log is.
+        let update = try database.statement("UPDATE sessions SET checkpoint_seq = ?2, last_seq = ?3 WHERE name = ?1")
         defer { update.reset() }
         try update.bind(1, name)
         try update.bind(2, table.seq)
+        try update.bind(3, head.last)
         try update.step()
         try writeCheckpoint(name, table)
         // Keep `keepEvents` events at or before the checkpoint for resume, and every one after
         // it. The rows stay in the journal until it is truncated behind every session's oldest.
-        try ensureIndex()
-        if table.seq > keepEvents { index.prune(name, through: table.seq - keepEvents) }
+        index.checkpointed(name, at: table.seq, pruneThrough: table.seq > keepEvents ? table.seq - keepEvents : nil)
         return .success(())
     }
 
-    /// The checkpoint lives in a table of its own: a session's row is read and rewritten on
-    /// every append (`last_seq`), and SQLite rewrites a whole row, overflow pages and all, on
-    /// update; with the blob beside it every append would rewrite the whole table's checkpoint.
+    /// The checkpoint lives in a table of its own: SQLite rewrites a whole row, overflow pages
+    /// and all, on update, and a session's row is read on every load and rewritten on every
+    /// checkpoint.
     private func writeCheckpoint(_ name: String, _ table: Table) throws(SQLiteError) {
         let write = try database.statement("INSERT OR REPLACE INTO checkpoints(session, data) VALUES (?1, ?2)")
         defer { write.reset() }
@@ -286,16 +289,18 @@ final class SessionTables {
     }
 
     func load(_ name: String) throws(SQLiteError) -> Result<StoredSession?, StoreError> {
+        try ensureIndex()
         let select = try database.statement(
-            "SELECT s.epoch, c.data, s.checkpoint_seq, s.last_seq FROM sessions s LEFT JOIN checkpoints c ON c.session = s.name WHERE s.name = ?1")
+            "SELECT s.epoch, c.data, s.checkpoint_seq FROM sessions s LEFT JOIN checkpoints c ON c.session = s.name WHERE s.name = ?1")
         defer { select.reset() }
         try select.bind(1, name)
         guard try select.step() else { return .success(nil) }
         let epoch = select.text(0) ?? ""
         let bytes = select.blob(1)
         let checkpointSeq = select.uint64(2)
-        let lastSeq = select.uint64(3)
         select.reset()
+        // The index's head: `last_seq` in the row is only as of the last checkpoint.
+        let lastSeq = index.heads[name]?.last ?? checkpointSeq
 
         let checkpoint: Table
         do {
@@ -324,7 +329,8 @@ final class SessionTables {
     }
 
     func read(session: String, after seq: UInt64) throws(SQLiteError) -> Result<[LoggedEvent]?, StoreError> {
-        guard let head = try heads(of: session) else {
+        try ensureIndex()
+        guard let head = index.heads[session] else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
         }
         if seq == head.last { return .success([]) }
@@ -343,15 +349,6 @@ final class SessionTables {
     }
 
     // MARK: - Helpers
-
-    /// The session's checkpoint seq and last logged seq, or `nil` when it is not stored.
-    private func heads(of name: String) throws(SQLiteError) -> (checkpoint: UInt64, last: UInt64)? {
-        let select = try database.statement("SELECT checkpoint_seq, last_seq FROM sessions WHERE name = ?1")
-        defer { select.reset() }
-        try select.bind(1, name)
-        guard try select.step() else { return nil }
-        return (select.uint64(0), select.uint64(1))
-    }
 
     /// Every live event of `name` after `seq`, read by rowid through the index, decoded, checked
     /// to be the session's and consecutive.

@@ -36,6 +36,13 @@ struct SQLiteStoreTests {
         #expect(try wait { store.read(session: "plan", after: 3, completion: $0) }.get() == Array(all[3...]))
         #expect(try wait { store.read(session: "plan", after: 7, completion: $0) }.get() == [])
         #expect(try wait { store.load("other", completion: $0) }.get() == nil)
+        // Appends wrote journal rows only (the session's row still says 0); the log's head came
+        // from the journal: an event that does not follow it is refused, the next one goes on.
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        #expect(try raw.scalarInt("SELECT last_seq FROM sessions WHERE name = 'plan'") == 0)
+        raw.close()
+        #expect(wait { store.append(session: "plan", events: [all[6]], completion: $0) }.isConflict)
+        #expect(try wait { store.append(session: "plan", events: try script.events(1), completion: $0) }.get() == 8)
     }
 
     @Test func refusesADatabaseFromANewerSchema() throws {
