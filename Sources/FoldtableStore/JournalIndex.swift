@@ -28,91 +28,99 @@ struct JournalIndex {
         var last: UInt64
     }
 
-    private(set) var runs: [String: Run] = [:]
-    /// Every stored session's head, live events or not.
-    private(set) var heads: [String: Head] = [:]
+    /// One stored session: its head and its live rows (none: an empty run after `last`). One
+    /// entry per session, so an append costs one lookup of the name.
+    private struct SessionLog {
+        var head: Head
+        var run: Run
+
+        /// Adds event `seq` at `row`; returns how many live rows it dropped (a `seq` that does
+        /// not follow the run starts a new one: the log checks order, this only records it).
+        mutating func append(seq: UInt64, row: Int64) -> Int {
+            head.last = seq
+            if run.endSeq == seq {
+                run.rows.append(row)
+                return 0
+            }
+            let dropped = run.rows.count
+            run = Run(firstSeq: seq, rows: [row])
+            return dropped
+        }
+    }
+
+    private var logs: [String: SessionLog] = [:]
     /// Live events over every session.
     private(set) var liveCount = 0
     /// The smallest rowid any session still needs, recomputed only when it may have moved.
     private var cachedLowest: Int64?
     private var lowestIsStale = false
 
+    /// The session's head, `nil` when it is not stored.
+    func head(of session: String) -> Head? { logs[session]?.head }
+
     /// The smallest live rowid, `nil` when no session has live events.
     mutating func lowestLiveRow() -> Int64? {
         if lowestIsStale {
-            cachedLowest = runs.values.compactMap(\.rows.first).min()
+            cachedLowest = logs.values.compactMap(\.run.rows.first).min()
             lowestIsStale = false
         }
         return cachedLowest
     }
 
-    /// Notes that event `seq` of `session` was written at `row`. Events come in seq order; one
-    /// that does not follow the session's run starts a new run (the log checks order itself).
-    /// Notes a new session (or one replaced under its name) at `seq`, with no events.
+    /// Notes a new session (or one replaced under its name, after ``remove(_:)``) at `seq`.
     mutating func created(_ session: String, at seq: UInt64) {
-        heads[session] = Head(checkpoint: seq, last: seq)
+        liveCount -= logs[session]?.run.rows.count ?? 0
+        logs[session] = SessionLog(head: Head(checkpoint: seq, last: seq), run: Run(firstSeq: seq + 1, rows: []))
+        lowestIsStale = true
     }
 
     /// Notes a checkpoint at `seq`; events at or before `pruneThrough` are no longer live.
     mutating func checkpointed(_ session: String, at seq: UInt64, pruneThrough: UInt64?) {
-        heads[session]?.checkpoint = seq
-        if let pruneThrough { prune(session, through: pruneThrough) }
-    }
-
-    mutating func appended(_ session: String, seq: UInt64, row: Int64) {
-        heads[session]?.last = seq
-        if var run = runs[session], run.endSeq == seq {
-            // Taken out and put back so the array is not copied on write.
-            runs[session] = nil
-            run.rows.append(row)
-            runs[session] = run
-        } else {
-            liveCount -= runs[session]?.rows.count ?? 0
-            runs[session] = Run(firstSeq: seq, rows: [row])
+        guard var log = logs.removeValue(forKey: session) else { return }
+        log.head.checkpoint = seq
+        if let pruneThrough, pruneThrough >= log.run.firstSeq {
+            let drop = Int(min(UInt64(log.run.rows.count), pruneThrough - log.run.firstSeq + 1))
+            log.run.rows.removeFirst(drop)
+            log.run.firstSeq += UInt64(drop)
+            liveCount -= drop
             lowestIsStale = true
         }
-        liveCount += 1
-        if cachedLowest == nil { lowestIsStale = true }
+        logs[session] = log
     }
 
-    /// Forgets the events of `session` at or before `seq` (a checkpoint made them unneeded).
-    private mutating func prune(_ session: String, through seq: UInt64) {
-        guard var run = runs[session], seq >= run.firstSeq else { return }
-        runs[session] = nil
-        let drop = Int(min(UInt64(run.rows.count), seq - run.firstSeq + 1))
-        run.rows.removeFirst(drop)
-        run.firstSeq += UInt64(drop)
-        liveCount -= drop
-        runs[session] = run
-        lowestIsStale = true
+    /// Notes that event `seq` of `session` was written at `row`.
+    mutating func appended(_ session: String, seq: UInt64, row: Int64) {
+        // In place through the dictionary's subscript: one lookup, no copy of the rows.
+        guard let dropped = logs[session]?.append(seq: seq, row: row) else { return }
+        liveCount += 1 - dropped
+        if dropped > 0 || cachedLowest == nil { lowestIsStale = true }
     }
 
     /// Forgets `session` and every event of it; returns their rows, for deleting.
     mutating func remove(_ session: String) -> [Int64] {
-        heads[session] = nil
-        guard let run = runs.removeValue(forKey: session) else { return [] }
-        liveCount -= run.rows.count
+        guard let log = logs.removeValue(forKey: session) else { return [] }
+        liveCount -= log.run.rows.count
         lowestIsStale = true
-        return run.rows
+        return log.run.rows
     }
 
     /// Notes that `session`'s run now lives at `rows` (relocated, same seqs, same order).
     mutating func moved(_ session: String, to rows: [Int64]) {
-        guard let run = runs[session], run.rows.count == rows.count else { return }
-        runs[session] = Run(firstSeq: run.firstSeq, rows: rows)
+        guard logs[session]?.run.rows.count == rows.count else { return }
+        logs[session]?.run.rows = rows
         lowestIsStale = true
     }
 
     /// The rows of `session`'s events after `seq`, oldest first, with the seq of the first.
     func rows(of session: String, after seq: UInt64) -> (firstSeq: UInt64, rows: ArraySlice<Int64>) {
-        guard let run = runs[session] else { return (seq + 1, []) }
+        guard let run = logs[session]?.run else { return (seq + 1, []) }
         let skip = seq >= run.firstSeq ? Int(min(UInt64(run.rows.count), seq - run.firstSeq + 1)) : 0
         return (run.firstSeq + UInt64(skip), run.rows[skip...])
     }
 
     /// Sessions whose oldest live row is below `row`: the ones holding the journal's tail.
     func sessions(withRowsBelow row: Int64) -> [String] {
-        runs.compactMap { name, run in (run.rows.first ?? .max) < row ? name : nil }.sorted()
+        logs.compactMap { name, log in (log.run.rows.first ?? .max) < row ? name : nil }.sorted()
     }
 
     /// A session as its row in `sessions` says.
@@ -148,13 +156,13 @@ struct JournalIndex {
             }
         }
         for (session, stored) in sessions {
-            var head = Head(checkpoint: stored.checkpoint, last: stored.last)
+            var log = SessionLog(head: Head(checkpoint: stored.checkpoint, last: stored.last), run: Run(firstSeq: stored.last + 1, rows: []))
             if let run = building[session], !run.rows.isEmpty {
-                head.last = max(head.last, run.endSeq - 1)
-                runs[session] = run
+                log.head.last = max(log.head.last, run.endSeq - 1)
+                log.run = run
                 liveCount += run.rows.count
             }
-            heads[session] = head
+            logs[session] = log
         }
         lowestIsStale = true
     }

@@ -143,7 +143,7 @@ final class SessionTables {
     /// touching 1,000 sessions writes their events and nothing per session.
     func append(session: String, events: [LoggedEvent]) throws(SQLiteError) -> Result<UInt64, StoreError> {
         try ensureIndex()
-        guard let head = index.heads[session] else {
+        guard let head = index.head(of: session) else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
         }
         guard let first = events.first else { return .success(head.last) }
@@ -191,7 +191,7 @@ final class SessionTables {
 
     func saveCheckpoint(_ name: String, table: Table) throws(SQLiteError) -> Result<Void, StoreError> {
         try ensureIndex()
-        guard let head = index.heads[name] else {
+        guard let head = index.head(of: name) else {
             return .failure(.conflict("session \"\(name)\" is not stored"))
         }
         guard table.seq <= head.last else {
@@ -300,7 +300,7 @@ final class SessionTables {
         let checkpointSeq = select.uint64(2)
         select.reset()
         // The index's head: `last_seq` in the row is only as of the last checkpoint.
-        let lastSeq = index.heads[name]?.last ?? checkpointSeq
+        let lastSeq = index.head(of: name)?.last ?? checkpointSeq
 
         let checkpoint: Table
         do {
@@ -330,7 +330,7 @@ final class SessionTables {
 
     func read(session: String, after seq: UInt64) throws(SQLiteError) -> Result<[LoggedEvent]?, StoreError> {
         try ensureIndex()
-        guard let head = index.heads[session] else {
+        guard let head = index.head(of: session) else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
         }
         if seq == head.last { return .success([]) }
