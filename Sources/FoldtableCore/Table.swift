@@ -120,9 +120,11 @@ public struct Table: Sendable {
     /// Applies an event that this table's own sequencer produced on another copy of it (the
     /// committed replica catching up with the head). In place, unlike ``replay(_:)``, which
     /// copies to stay unchanged on failure: the caller holds the head, so a mismatch means a bug,
-    /// never bad input. `request` is the change as its author sent it, kept for the id window.
+    /// never bad input.
     ///
     /// - Parameters:
+    ///   - event: the event the head produced, next in sequence.
+    ///   - request: the change as its author sent it, when it came with a change id.
     ///   - requestDigest: the id window's digest of the request when the caller has it already
     ///     (the head computed it: ``rememberedDigest(of:)``); `nil` computes it.
     ///   - verify: compare the event this replica produces with `event` (a whole-event comparison).

@@ -79,7 +79,7 @@ public enum TableCheckpoint {
         return out.bytes
     }
 
-    /// Decodes ``encodeEntry(_:request:)``; the request is the event's change when none was stored.
+    /// Decodes ``encodeEntry(_:request:encodedEvent:)``; the request is the event's change when none was stored.
     public static func decodeEntry(_ bytes: some Collection<UInt8>, limits: TableLimits) throws(ProtocolError) -> (
         event: TableEvent, request: Change?
     ) {

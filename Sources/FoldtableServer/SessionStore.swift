@@ -6,7 +6,7 @@ public struct LoggedEvent: Equatable, Sendable {
     /// The change as its author sent it, when the author gave a change id (the id window must
     /// tell a retry from a different change that reuses the id). `nil` otherwise.
     public var request: Change?
-    /// The event as members receive it (``ServerMessage/event(_:)``), when it was encoded
+    /// The event as members receive it (`ServerMessage.event(_:)`), when it was encoded
     /// already: a log stores these bytes instead of encoding the event a second time. Only a
     /// cache of `event`, so equality ignores it.
     public var encoded: [UInt8]?

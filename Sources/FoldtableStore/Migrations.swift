@@ -13,7 +13,7 @@ enum Migrations {
     /// - `sessions`: one row per session: its epoch, the newest checkpoint (``TableCheckpoint``
     ///   bytes) and the seq it is at, and the seq of the last logged event (the log's head, which
     ///   appends must follow).
-    /// - `events`: the log, one ``TableCheckpoint/encodeEntry(_:request:)`` per event, clustered
+    /// - `events`: the log, one ``TableCheckpoint/encodeEntry(_:request:encodedEvent:)`` per event, clustered
     ///   by (session, seq) so a session's events are read in one range scan.
     ///
     /// STRICT makes SQLite refuse a value of the wrong type instead of storing it silently.
