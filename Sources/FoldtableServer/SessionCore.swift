@@ -158,6 +158,9 @@ public struct SessionCore {
     /// Takes one input; returns what to do, in order.
     public mutating func handle(_ input: SessionInput, now: UInt64) -> [SessionEffect] {
         var effects: [SessionEffect] = []
+        // A change makes two (accepted, persist), its commit two or more (broadcast, ack):
+        // one allocation instead of growing from one.
+        effects.reserveCapacity(4)
         switch input {
         case .join(let connection, let request, let role): join(connection, request, role: role, now: now, into: &effects)
         case .leave(let connection): leave(connection, into: &effects)
@@ -432,12 +435,14 @@ public struct SessionCore {
             // Its rows were replaced: nobody holds them any more.
             for connection in connections { members[connection.id]?.held.remove(key) }
         }
-        remember(event.seq, message, expanded: event.sectionsNeedingRows)
+        // Computed once: a getter that builds an array.
+        let needingRows = event.sectionsNeedingRows
+        remember(event.seq, message, expanded: needingRows)
         if let author = entry.author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
         for retry in waitingAcks.removeValue(forKey: event.seq) ?? [] {
             acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
         }
-        for key in event.sectionsNeedingRows {
+        for key in needingRows {
             // An empty section needs no rows: every client's row count for it is already 0.
             guard let section = committed.section(key), !section.collapsed, !section.rows.isEmpty else { continue }
             // Only members that lack the rows get them; the others already show them.
