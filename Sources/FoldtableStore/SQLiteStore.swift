@@ -102,6 +102,11 @@ public final class SQLiteStore: SessionStore, EventLog {
         } catch {
             throw StoreError.unavailable("cannot give the sessions of the restored database \(path) new epochs: \(error)")
         }
+        do {
+            try tables.loadIndex()
+        } catch {
+            throw StoreError.unavailable("cannot read the journal of \(path): \(error)")
+        }
         writer = StoreWriter(tables: tables, post: post)
         writer.start()
     }
@@ -230,13 +235,18 @@ public final class SQLiteStore: SessionStore, EventLog {
     }
 
     private func handOver() {
-        let operations = outbox.withLock { outbox in
+        let writer = self.writer
+        // Queued while the outbox is still locked: a `flush()` on another thread that finds the
+        // outbox empty then also finds these operations at the writer, instead of returning
+        // between the taking and the queueing. (The writer never takes this lock: no lock order
+        // to break.)
+        let refused = outbox.withLock { outbox -> [StoreOperation] in
+            guard !outbox.isEmpty else { return [] }
             let taken = outbox
             outbox.removeAll(keepingCapacity: true)
-            return taken
+            return writer.enqueue(contentsOf: taken) ? [] : taken
         }
-        guard !operations.isEmpty, !writer.enqueue(contentsOf: operations) else { return }
-        for operation in operations {
+        for operation in refused {
             if let delivery = operation.failure(closedError) { post(delivery) }
         }
     }
