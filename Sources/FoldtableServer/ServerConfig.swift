@@ -18,8 +18,8 @@ public struct ServerConfig: Sendable, Equatable {
     public var tlsKeyPath: String?
     /// Accept RFC 7692 permessage-deflate from clients that offer it (browsers and most client
     /// libraries do). Default off: a compressing connection costs CPU for every message sent and
-    /// holds a zlib context (about 300 KB resident once it has been sent anything), against
-    /// several times fewer bytes on the wire for row data (README, Benchmarks). Worth it on slow
+    /// holds a zlib context (about 150 KB resident once it has been sent anything), against
+    /// about 7 times fewer bytes on the wire for row data (README, Benchmarks). Worth it on slow
     /// or metered networks with big sections; on a LAN or with thousands of idle members, not.
     public var permessageDeflate = false
     /// Origins (e.g. `https://tables.example.com`) allowed to open WebSockets besides same-origin
@@ -168,7 +168,7 @@ public struct ServerConfig: Sendable, Equatable {
         .path("tls-key", .network, \.tlsKeyPath, "PEM private key of --tls-cert"),
         .switch(
             "permessage-deflate", .network, \.permessageDeflate,
-            "compress messages for clients that offer permessage-deflate: fewer bytes on the wire, but CPU per message and a zlib context (~300 KB) per such connection"
+            "compress messages for clients that offer permessage-deflate: fewer bytes on the wire, but CPU per message and a zlib context (~150 KB) per such connection"
         ),
 
         .list(

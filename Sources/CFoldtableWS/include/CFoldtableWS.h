@@ -125,7 +125,7 @@ typedef struct ftws_config {
     int send_stall_secs;           /* a queue that makes no progress this long closes the connection */
     int echo_mode;                 /* test only (Autobahn): echo every message (text and binary) */
     int permessage_deflate;        /* 1 = accept RFC 7692 permessage-deflate when a client offers
-                                      it (each such connection then holds zlib state: ~300 KB
+                                      it (each such connection then holds zlib state: ~150 KB
                                       once it has been sent something); 0 = never negotiate it */
     size_t max_http_body_bytes;    /* largest body of a claimed HTTP request (413 beyond, before
                                       any of it is read); 0 = claimed requests take no body */
