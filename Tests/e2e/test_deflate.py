@@ -140,3 +140,29 @@ def test_with_the_setting_off_nothing_is_negotiated_and_rows_arrive_plain(plain_
         assert metric(plain_server, "foldtable_written_bytes_total") > metric(
             plain_server, "foldtable_written_payload_bytes_total")
     run(scenario())
+
+
+def test_the_wrapper_echoes_big_compressed_messages_and_batches_intact(echo_server_factory):
+    """The C wrapper alone (foldtable-echo): messages larger than lws's inflate and deflate
+    buffers arrive in pieces and leave in several fragments, while later writes reuse nothing
+    lws still reads; queued echoes are batched into one compressed frame."""
+    echo = echo_server_factory("--permessage-deflate", "--max-message-bytes", "4194304")
+
+    async def scenario():
+        async with connect(echo.ws_url, max_size=None, compression="deflate") as ws:
+            assert negotiated(Client(ws)).startswith("permessage-deflate")
+            for size in (0, 1, 1_000, 70_000, 300_000, 3_000_000):
+                text = "".join(f"{i % 997},row {i};" for i in range(size // 10 + 1))[:size]
+                await ws.send(text)
+                assert await ws.recv() == text
+            blob = bytes(range(256)) * 400
+            await ws.send(blob)
+            assert await ws.recv() == blob
+            lines = [f"message {i} " + "x" * (i % 500) for i in range(3_000)]
+            for line in lines:
+                await ws.send(line)
+            got = []
+            while len(got) < len(lines):
+                got += (await ws.recv()).split("\n")
+            assert got == lines
+    run(scenario())
