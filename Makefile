@@ -124,6 +124,8 @@ bench: deps-run
 	taskset -c 0 .build/release/foldtable-bench core
 	bash Tests/bench/fanout.sh
 	bash Tests/bench/acks.sh
+	$(MAKE) venv
+	$(PY) Tests/bench/deflate.py
 
 clean:
 	rm -rf .build $(VENV)

@@ -79,6 +79,7 @@ ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi)
     c->wsi = wsi;
     c->id = ++s->next_conn_id;
     c->last_valid_us = c->last_progress_us = lws_now_usecs();
+    c->deflate = s->cfg.permessage_deflate && ftws__deflate_setup(wsi);
     ftws__peer_ip(wsi, c->peer, sizeof(c->peer));
     int fwd = lws_hdr_total_length(wsi, WSI_TOKEN_X_FORWARDED_FOR);
     if (fwd <= 0 || fwd >= (int)sizeof(c->forwarded) ||
@@ -111,6 +112,7 @@ void ftws__conn_unlink(ftws_conn *c)
 void ftws__conn_free(ftws_conn *c)
 {
     ftws__queue_free(&c->q);
+    ftws_frame_release(c->in_flight);
     free(c->rx);
     free(c);
 }

@@ -2,9 +2,10 @@
  * Refcounted frames: one encoded message, shared by every connection it is queued to.
  *
  * Why sharing is safe: lws_write writes the WebSocket header into the LWS_PRE headroom in
- * front of the payload. A server never masks and we negotiate no extensions, so for a given
- * payload that header is the same bytes for every connection, and everything happens on the
- * one service thread. So a broadcast to N clients is N pointer pushes, not N copies.
+ * front of the payload. A server never masks, so for a given payload that header is the same
+ * bytes for every connection, and everything happens on the one service thread. (A connection
+ * with permessage-deflate gets its header in lws's deflate buffer and leaves the headroom
+ * alone.) So a broadcast to N clients is N pointer pushes, not N copies.
  */
 #include "ftws_internal.h"
 
@@ -21,7 +22,7 @@ ftws_frame *ftws__frame_create(const uint8_t *data, size_t len, bool binary)
     f->refs = 1;
     f->len = len;
     f->binary = binary;
-    if (len)
+    if (len && data)
         memcpy(f->buf + LWS_PRE, data, len);
     return f;
 }

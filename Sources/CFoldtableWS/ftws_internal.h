@@ -14,6 +14,7 @@
  *   ftws_queue.c    a connection's outbound side: send, broadcast, WRITEABLE
  *   ftws_conn.c     a connection's state: its frame ring, close decisions, accessors
  *   ftws_timer.c    owner timers
+ *   ftws_deflate.c  the permessage-deflate extension table, wire-byte counting
  *   ftws_frame.c    refcounted frames
  *   CFoldtableWSCommon (own target): buffer growth, UTF-8-safe truncation
  */
@@ -78,6 +79,12 @@ struct ftws_conn {
     size_t rx_len, rx_cap;
     bool rx_binary;
 
+    /* permessage-deflate is active: lws compresses what we write, and reads the rest of a big
+     * message from our buffer after lws_write returns (see ftws_deflate.c). */
+    bool deflate;
+    ftws_frame *in_flight;         /* deflate only: the last frame written, kept until the next
+                                      WRITEABLE (by then lws has finished with it) or the end */
+
     bool writable_requested;       /* lws_callback_on_writable already asked for */
     bool closing;                  /* a close is decided: no more sends, input ignored */
     bool close_pending;            /* send a close frame once the queue is empty */
@@ -117,6 +124,15 @@ void ftws__conn_kill(ftws_conn *c, int intent_code);
 size_t ftws__copy_reason(char *dst, const char *reason);
 /* lws_get_peer_simple, with IPv4-mapped IPv6 addresses shown as plain IPv4. */
 void ftws__peer_ip(struct lws *wsi, char *buf, size_t len);
+
+/* ---- permessage-deflate (ftws_deflate.c) ----------------------------------------------------- */
+
+/* The extension table for lws_context_creation_info.extensions (static, lives forever). */
+const struct lws_extension *ftws__deflate_extensions(void);
+/* At ESTABLISHED: true when the client negotiated permessage-deflate (and tunes it). */
+bool ftws__deflate_setup(struct lws *wsi);
+/* Header bytes of an uncompressed server data frame with this payload length. */
+size_t ftws__ws_header_len(size_t payload_len);
 
 /* ---- outbound (ftws_queue.c) ---------------------------------------------------------------- */
 

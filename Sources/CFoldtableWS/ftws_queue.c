@@ -8,6 +8,11 @@
  * into one shared scratch buffer and written as a single frame. lws copies whatever the
  * kernel did not take into its own per-connection buffer, so the scratch buffer and the
  * frames are free to reuse as soon as lws_write returns.
+ *
+ * Except with permessage-deflate (ftws_deflate.c): zlib may still be reading a big message from
+ * the buffer handed to lws_write while lws sends its later fragments. Such a connection batches
+ * into a frame of its own instead of the shared buffer, and keeps the frame it wrote (in_flight)
+ * until its next WRITEABLE, which lws only delivers once the whole message is out.
  */
 #include "ftws_internal.h"
 
@@ -100,6 +105,9 @@ int ftws__conn_writeable(ftws_conn *c)
     struct lws *wsi = c->wsi;
 
     c->writable_requested = false;
+    /* lws is done with the previous message: it calls us again only after its last fragment. */
+    ftws_frame_release(c->in_flight);
+    c->in_flight = NULL;
 
     if (q->count == 0) {
         if (c->close_pending) {
@@ -117,6 +125,7 @@ int ftws__conn_writeable(ftws_conn *c)
     ftws_frame *f0 = ftws__queue_at(q, 0);
     size_t batch = s->cfg.max_batch_bytes;
     size_t used;
+    size_t payload;
     int n;
 
     bool single = q->count == 1 || batch == 0 || f0->binary;
@@ -127,28 +136,49 @@ int ftws__conn_writeable(ftws_conn *c)
 
     if (single) {
         /* Straight from the shared frame: its headroom takes the header. */
+        used = 1;
+        payload = f0->len;
+        if (c->deflate) {
+            ftws_frame_retain(f0);
+            c->in_flight = f0;
+        }
         n = lws_write(wsi, ftws__frame_payload(f0), f0->len,
                       f0->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
-        used = 1;
-        s->written.bytes += f0->len;
     } else {
-        uint8_t *out = s->scratch + LWS_PRE;
-        size_t total = 0;
+        /* How many frames fit, and their joined length. */
+        payload = 0;
         for (used = 0; used < q->count; used++) {
             ftws_frame *f = ftws__queue_at(q, used);
             size_t need = f->len + (used ? 1 : 0);
-            if (f->binary || need > batch - total)
+            if (f->binary || need > batch - payload)
                 break;
-            if (used)
+            payload += need;
+        }
+        uint8_t *out;
+        if (c->deflate) {
+            c->in_flight = ftws__frame_create(NULL, payload, false);
+            if (!c->in_flight)
+                return -1; /* out of memory: drop this connection, not the server */
+            out = ftws__frame_payload(c->in_flight);
+        } else {
+            out = s->scratch + LWS_PRE;
+        }
+        size_t total = 0;
+        for (size_t i = 0; i < used; i++) {
+            ftws_frame *f = ftws__queue_at(q, i);
+            if (i)
                 out[total++] = '\n';
             memcpy(out + total, ftws__frame_payload(f), f->len);
             total += f->len;
         }
         n = lws_write(wsi, out, total, LWS_WRITE_TEXT);
-        s->written.bytes += total;
     }
     s->written.frames += 1;
     s->written.messages += used;
+    s->written.payload_bytes += payload;
+    /* Compressed frames are counted as they reach the socket (ftws_deflate.c). */
+    if (!c->deflate)
+        s->written.bytes += ftws__ws_header_len(payload) + payload;
 
     ftws__queue_drop_front(q, used);
     if (n < 0)

@@ -407,6 +407,9 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
     info.server_string = "foldtable";
     info.retry_and_idle_policy = &s->retry;
     info.count_threads = 1;
+    /* Negotiated per connection, only when the client offers it (ftws_deflate.c). */
+    if (cfg->permessage_deflate)
+        info.extensions = ftws__deflate_extensions();
     if (tls) {
         info.ssl_cert_filepath = s->tls_cert;
         info.ssl_private_key_filepath = s->tls_key;
@@ -453,7 +456,7 @@ int ftws_server_port(const ftws_server *server)
 /* Service thread: plain integers, written by the same thread in ftws__queue_write. */
 ftws_write_stats ftws_server_write_stats(const ftws_server *server)
 {
-    ftws_write_stats none = {0, 0, 0};
+    ftws_write_stats none = {0, 0, 0, 0};
     return server ? server->written : none;
 }
 

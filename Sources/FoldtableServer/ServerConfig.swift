@@ -16,6 +16,12 @@ public struct ServerConfig: Sendable, Equatable {
     /// PEM certificate and key; both set = HTTPS/WSS on the same port. Default none.
     public var tlsCertPath: String?
     public var tlsKeyPath: String?
+    /// Accept RFC 7692 permessage-deflate from clients that offer it (browsers and most client
+    /// libraries do). Default off: a compressing connection costs CPU for every message sent and
+    /// holds a zlib context (about 150 KB resident once it has been sent anything), against
+    /// about 7 times fewer bytes on the wire for row data (README, Benchmarks). Worth it on slow
+    /// or metered networks with big sections; on a LAN or with thousands of idle members, not.
+    public var permessageDeflate = false
     /// Origins (e.g. `https://tables.example.com`) allowed to open WebSockets besides same-origin
     /// pages and clients that send no Origin. Default none (Centrifugo's rule; RFC 6455 §10.2).
     public var allowedOrigins: [String] = []
@@ -160,6 +166,10 @@ public struct ServerConfig: Sendable, Equatable {
             "tls-cert", .network, \.tlsCertPath,
             "PEM certificate: the same port speaks HTTPS/WSS; needs --tls-key, and an unreadable file stops start-up"),
         .path("tls-key", .network, \.tlsKeyPath, "PEM private key of --tls-cert"),
+        .switch(
+            "permessage-deflate", .network, \.permessageDeflate,
+            "compress messages for clients that offer permessage-deflate: fewer bytes on the wire, but CPU per message and a zlib context (~150 KB) per such connection"
+        ),
 
         .list(
             "allowed-origins", .access, \.allowedOrigins,

@@ -63,6 +63,7 @@ public final class LWSTransport: Transport {
         info.hangup_secs = Int32(config.hangupSecs)
         info.send_stall_secs = Int32(config.sendStallSecs)
         info.echo_mode = echo ? 1 : 0
+        info.permessage_deflate = config.permessageDeflate ? 1 : 0
         info.max_http_body_bytes = config.maxHTTPBodyBytes
         ftws_set_log_level(config.logLevel >= .info ? 1 : 0)
 
@@ -125,12 +126,14 @@ public final class LWSTransport: Transport {
     /// The bound port (the real one when configured as 0).
     public var port: Int { server.map { Int(ftws_server_port($0)) } ?? 0 }
 
-    /// WebSocket frames written, the messages they carried (batching puts several in one frame)
-    /// and their bytes, since the start. Service thread (read by `/metrics`).
-    public var written: (frames: UInt64, messages: UInt64, bytes: UInt64) {
-        guard let server else { return (0, 0, 0) }
+    /// WebSocket frames written, the messages they carried (batching puts several in one frame),
+    /// their bytes as made (`payloadBytes`, before compression) and the bytes that went to the
+    /// sockets for them (`bytes`: frame headers and payload after permessage-deflate, what the
+    /// network carries), since the start. Service thread (read by `/metrics`).
+    public var written: (frames: UInt64, messages: UInt64, payloadBytes: UInt64, bytes: UInt64) {
+        guard let server else { return (0, 0, 0, 0) }
         let stats = ftws_server_write_stats(server)
-        return (stats.frames, stats.messages, stats.bytes)
+        return (stats.frames, stats.messages, stats.payload_bytes, stats.bytes)
     }
 
     public var stopHandle: StopHandle { StopHandle(server: server!) }

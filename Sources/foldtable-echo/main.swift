@@ -5,6 +5,9 @@
 // text from Swift through on_message + ftws_frame_create + ftws_conn_send (binary then closes
 // 1003), which exercises the callback path the real server uses.
 //
+// --permessage-deflate accepts RFC 7692 compression from clients that offer it (Autobahn 12.*
+// and 13.*), as foldtabled's setting of the same name does.
+//
 // --http-prefix P claims every HTTP path under P and answers it from Swift (the HTTP seam):
 //   P.../echo     the request body back, with X-Method and X-Body-Length
 //   P.../big      ?bytes=N bytes of text (answers larger than one write)
@@ -50,6 +53,7 @@ struct Options {
     var sendStall = 30
     var graceMs = 2000
     var swiftEcho = false
+    var permessageDeflate = false
     var logCloses = false
     var logLevel = 0
     var httpPrefix: String?
@@ -89,6 +93,7 @@ func parseOptions(_ args: [String]) -> Options {
         case "--send-stall": o.sendStall = int(a)
         case "--grace-ms": o.graceMs = int(a)
         case "--swift-echo": o.swiftEcho = true
+        case "--permessage-deflate": o.permessageDeflate = true
         case "--log-closes": o.logCloses = true
         case "--log-level": o.logLevel = int(a)
         case "--http-prefix": o.httpPrefix = value(a)
@@ -288,6 +293,7 @@ config.ping_interval_secs = Int32(options.pingInterval)
 config.hangup_secs = Int32(options.hangup)
 config.send_stall_secs = Int32(options.sendStall)
 config.echo_mode = options.swiftEcho ? 0 : 1
+config.permessage_deflate = options.permessageDeflate ? 1 : 0
 config.max_http_body_bytes = options.maxHTTPBodyBytes
 config.http_answer_ms = Int32(options.httpAnswerMs)
 

@@ -88,7 +88,13 @@ hub.metrics.counter("foldtable_frames_coalesced_total", "Messages that shared a 
     let written = transport.written
     return Double(written.messages - written.frames)
 }
-hub.metrics.counter("foldtable_written_bytes_total", "WebSocket payload bytes written to clients.") { Double(transport.written.bytes) }
+hub.metrics.counter(
+    "foldtable_written_bytes_total",
+    "Bytes of WebSocket frames written to clients: headers and payload after permessage-deflate, what the network carries (TLS aside)."
+) { Double(transport.written.bytes) }
+hub.metrics.counter("foldtable_written_payload_bytes_total", "Bytes of the messages written to clients, before compression.") {
+    Double(transport.written.payloadBytes)
+}
 SessionLoader.loadDemo(into: hub, config: config)
 do {
     try SessionLoader.loadFiles(into: hub, config: config)

@@ -46,7 +46,7 @@ def check_server(expected, agent, index_path, log_path):
         cases = index[agent]
     except (OSError, ValueError, KeyError) as e:
         print(f"{agent}: no usable report at {index_path} ({e}); wstest failed or timed out")
-        return 0, expected["caseCount"]
+        return 0, expected["caseCount"][agent]
 
     listed = {}
     for group in expected["groups"]:
@@ -98,9 +98,9 @@ def check_server(expected, agent, index_path, log_path):
     for case_id in sorted(set(listed) - set(cases)):
         failed += 1
         print(f"  {agent} FAIL {case_id}: listed in expected.json but not run")
-    if len(cases) != expected["caseCount"]:
+    if len(cases) != expected["caseCount"][agent]:
         failed += 1
-        print(f"  {agent} FAIL: {len(cases)} cases ran, expected {expected['caseCount']}")
+        print(f"  {agent} FAIL: {len(cases)} cases ran, expected {expected['caseCount'][agent]}")
 
     closes_1003 = sum(1 for code in server_codes.values() if code == 1003)
     print(f"{agent}: {len(cases)} cases, {passed - as_listed - late_drop} pass, {late_drop} pass "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # RFC 6455 conformance: the Autobahn TestSuite fuzzingclient against foldtable-echo, once in C echo
 # mode (the C wrapper echoes everything) and once with --swift-echo (text through the Swift
-# callback path, binary closes 1003). Exclusions and expected differences: README.md here.
+# callback path, binary closes 1003); then the permessage-deflate cases (12.*, 13.*, RFC 7692)
+# against C echo mode with --permessage-deflate. Exclusions and expected differences: README.md.
 # Needs .build/release/foldtable-echo (`make test-autobahn` builds it). Everything it writes goes
 # under .build/autobahn/ (tool install, reports, server logs), never into the source tree.
 set -euo pipefail
@@ -12,8 +13,10 @@ ECHO_BIN=.build/release/foldtable-echo
 # Pinned so a new PyPI release cannot change the case list or grading under us; it pins its own
 # dependencies (Twisted 19.10, autobahn 0.10.9, ...).
 SUITE_VERSION=25.10.1
-# One fuzzingclient run takes ~20 s here; the bound only catches a hung server or client.
+# A fuzzingclient run takes ~20 s here, a deflate one (12.* or 13.*) 8-10 min on a busy 2-core
+# machine (README.md); the bounds only catch a hung server or client.
 RUN_TIMEOUT=${AUTOBAHN_TIMEOUT:-300}
+DEFLATE_RUN_TIMEOUT=${AUTOBAHN_DEFLATE_TIMEOUT:-2400}
 
 # autobahntestsuite is Python 2 only: it runs on pyenv's 2.7.18. pyenv may be installed but not on
 # PATH in a non-interactive shell (CI), so also look in its usual root.
@@ -52,27 +55,31 @@ sys.argv[0] = "wstest"
 wstest.run()
 EOF
 
-server_pid=""
+# Each run writes its echo server's pid to $W/AGENT.pid (runs may go in parallel, in subshells);
+# whatever is still running when this script ends is stopped by pid.
 cleanup() {
-    if [ -n "$server_pid" ]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    local f
+    for f in "$W"/*.pid; do
+        [ -e "$f" ] || continue
+        kill "$(cat "$f")" 2>/dev/null || true
+        rm -f "$f"
+    done
 }
 trap cleanup EXIT
 
-# run_suite AGENT [echo options...]: start the echo on a free port (port 0; it prints
-# "listening on http://127.0.0.1:PORT" first), run the whole fuzzingclient spec against it, stop
+# run_suite AGENT SPEC [echo options...]: start the echo on a free port (port 0; it prints
+# "listening on http://127.0.0.1:PORT" first), run the fuzzingclient spec SPEC against it, stop
 # it. --max-message-bytes is spelled out because 9.1.6/9.2.6 send exactly 16 MiB; --log-closes
 # writes "close ID CODE" lines that check.py counts.
 run_suite() {
-    local agent=$1
-    shift
+    local agent=$1 spec=$2
+    shift 2
     local out="$W/$agent.stdout" log="$W/$agent.stderr" reports="$W/reports/$agent"
     rm -rf "$reports"
     mkdir -p "$reports"
     "$ECHO_BIN" --port 0 --max-message-bytes 16777216 --log-closes "$@" >"$out" 2>"$log" &
-    server_pid=$!
+    local server_pid=$!
+    echo "$server_pid" >"$W/$agent.pid"
     local url="" i
     for i in $(seq 100); do
         url=$(sed -n 's|^listening on http://\(.*\)$|ws://\1/ws|p' "$out")
@@ -86,7 +93,7 @@ run_suite() {
     fi
     # The spec in the repo holds the case list and exclusions; only url, agent and outdir are
     # filled in per run.
-    python3 - "$HERE/fuzzingclient.json" "$W/$agent.json" "$agent" "$url" "$PWD/$reports" <<'EOF'
+    python3 - "$HERE/$spec" "$W/$agent.json" "$agent" "$url" "$PWD/$reports" <<'EOF'
 import json, sys
 src, dst, agent, url, outdir = sys.argv[1:]
 spec = json.load(open(src))
@@ -99,15 +106,25 @@ EOF
         >"$W/$agent.wstest.log" 2>&1 || rc=$?
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
-    server_pid=""
+    rm -f "$W/$agent.pid"
     echo "autobahn: $agent: wstest exit $rc in $((SECONDS - start)) s (log $W/$agent.wstest.log, report $reports/index.html)"
 }
 
 # A failed run leaves no index.json; check.py then reports that server as failed, so both
 # servers always run and the summary is always printed.
-run_suite c-echo || true
-run_suite swift-echo --swift-echo || true
+run_suite c-echo fuzzingclient.json || true
+run_suite swift-echo fuzzingclient.json --swift-echo || true
+# permessage-deflate: 216 cases of 1,000 messages each, where the Python 2 client is the
+# bottleneck (most of a core; the echo about a quarter). Two clients in parallel, 12.* and 13.*
+# against an echo each, use both cores of a CI machine. Keepalive off (--ping-interval 0): a
+# starved client that answers a ping more than 10 s late is hung up (README.md), and keepalive
+# is not what these cases test.
+RUN_TIMEOUT=$DEFLATE_RUN_TIMEOUT run_suite deflate-12 fuzzingclient-deflate-12.json --permessage-deflate --ping-interval 0 &
+RUN_TIMEOUT=$DEFLATE_RUN_TIMEOUT run_suite deflate-13 fuzzingclient-deflate-13.json --permessage-deflate --ping-interval 0 &
+wait
 
 python3 "$HERE/check.py" "$HERE/expected.json" \
     c-echo "$W/reports/c-echo/index.json" "$W/c-echo.stderr" \
-    swift-echo "$W/reports/swift-echo/index.json" "$W/swift-echo.stderr"
+    swift-echo "$W/reports/swift-echo/index.json" "$W/swift-echo.stderr" \
+    deflate-12 "$W/reports/deflate-12/index.json" "$W/deflate-12.stderr" \
+    deflate-13 "$W/reports/deflate-13/index.json" "$W/deflate-13.stderr"

@@ -124,6 +124,9 @@ typedef struct ftws_config {
     int hangup_secs;               /* idle seconds (no valid traffic/pong) before hanging up */
     int send_stall_secs;           /* a queue that makes no progress this long closes the connection */
     int echo_mode;                 /* test only (Autobahn): echo every message (text and binary) */
+    int permessage_deflate;        /* 1 = accept RFC 7692 permessage-deflate when a client offers
+                                      it (each such connection then holds zlib state: ~150 KB
+                                      once it has been sent something); 0 = never negotiate it */
     size_t max_http_body_bytes;    /* largest body of a claimed HTTP request (413 beyond, before
                                       any of it is read); 0 = claimed requests take no body */
     int http_answer_ms;            /* an unanswered claimed request gets 503 after this; 0 = 30000 */
@@ -137,11 +140,18 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
 /* The bound TCP port (real port when config.port was 0). Any thread. */
 int ftws_server_port(const ftws_server *server);
 
-/* What the server wrote to WebSockets since it started: frames, the messages they carried (a
- * batched frame carries several, newline-separated) and their payload bytes. Service thread. */
+/* What the server wrote to WebSockets since it started. Service thread.
+ *   frames:        our lws_write calls (a compressed message that lws sends as several
+ *                  fragments still counts once)
+ *   messages:      the messages they carried (a batched frame carries several, newline-separated)
+ *   payload_bytes: those messages' bytes as the owner made them, before any compression
+ *   bytes:         what went to the sockets for them: WebSocket frame headers plus payload after
+ *                  permessage-deflate (TLS records and control frames aside), i.e. what the
+ *                  network carries; equal to payload_bytes plus headers without compression */
 typedef struct ftws_write_stats {
     uint64_t frames;
     uint64_t messages;
+    uint64_t payload_bytes;
     uint64_t bytes;
 } ftws_write_stats;
 ftws_write_stats ftws_server_write_stats(const ftws_server *server);
