@@ -334,6 +334,7 @@ struct FanoutLoad {
     var expandDone = 0
     var expandLastDone: UInt64 = 0
     var expandMessagesDelivered = 0
+    var expandBytesDelivered = 0
     var expandFirstClientMessages = 0
     var expandFirstClientBytes = 0
     let expandPrefix: [UInt8]
@@ -538,7 +539,9 @@ struct FanoutLoad {
     @inline(__always)
     private mutating func onPeerMessage(_ index: Int, _ payload: UnsafeMutablePointer<UInt8>, _ count: Int, now: UInt64) {
         if expanding {
-            expandMessagesDelivered += 1
+            // Counted in whole messages of the author's size: the mirror relays a large message
+            // in pieces of its receive buffer, each one a message of its own.
+            expandBytesDelivered += count
             if index == 0 {
                 expandFirstClientMessages += 1
                 expandFirstClientBytes += count
@@ -920,6 +923,7 @@ extension FanoutLoad {
         let elapsed = Double(end - expandStart) / 1e9
         let serverCPU = serverCPUSeconds().flatMap { now in serverCPUStart.map { now - $0 } }
         let ownCPU = ownCPUSeconds() - ownCPUStart
+        if options.kind != .foldtable { expandMessagesDelivered = expandBytesDelivered / max(1, expandMessageBytes) }
         var line = "expand \(kind): clients=\(clients) complete=\(expandDone)/\(clients)"
         line += complete ? " all_s=\(fixed(elapsed, 3))" : " all_s=timeout(\(fixed(options.expandTimeout, 0))s)"
         line += " deliveries/s=\(Int((Double(expandMessagesDelivered) / elapsed).rounded()))"
