@@ -868,6 +868,11 @@ struct FanoutLoad {
             line += " server_cpu_s=\(fixed(serverCPU, 2)) server_cpu=\(Int((100 * serverCPU / seconds).rounded()))%"
         }
         if let memory = options.serverPID.flatMap(residentKiB) { line += " server_peak_rss_mb=\(fixed(Double(memory.peak) / 1024, 1))" }
+        if let start = serverSchedulerStart, let end = serverSchedulerEnd {
+            // Runnable but off its CPU: another process had it (a shared machine), so the
+            // figure is low for a reason that is not the server's.
+            line += " server_waiting=\(Int((100 * (end.wait - start.wait) / seconds).rounded()))%"
+        }
         line += " gen_cpu_s=\(fixed(ownCPU, 2)) gen_cpu=\(Int((100 * ownCPU / seconds).rounded()))%"
         if let serverCPU, serverCPU > 0 {
             // Robust on a shared machine: what one second of server CPU delivers.
@@ -900,6 +905,7 @@ extension FanoutLoad {
         let kind = options.kind.rawValue
         pollUntil(timeout: 0.2) { _ in false }  // let the welcomes and presence settle
         let serverCPUStart = serverCPUSeconds()
+        let serverWaitStart = options.serverPID.flatMap(schedulerSeconds)?.wait
         let ownCPUStart = ownCPUSeconds()
         expandStart = monotonicNanos()
         if let section = options.expandSection {
@@ -930,6 +936,9 @@ extension FanoutLoad {
         line += " p50=\(fixed(histogram.percentileMilliseconds(0.5), 1))ms p99=\(fixed(histogram.percentileMilliseconds(0.99), 1))ms"
         if let serverCPU { line += " server_cpu_s=\(fixed(serverCPU, 2))" }
         if let memory = options.serverPID.flatMap(residentKiB) { line += " server_peak_rss_mb=\(fixed(Double(memory.peak) / 1024, 1))" }
+        if let start = serverWaitStart, let end = options.serverPID.flatMap(schedulerSeconds)?.wait {
+            line += " server_waiting=\(Int((100 * (end - start) / elapsed).rounded()))%"
+        }
         line += " gen_cpu_s=\(fixed(ownCPU, 2)) gen_cpu=\(Int((100 * ownCPU / elapsed).rounded()))%"
         emit(line)
         var detail = "expand \(kind): detail: messages_to_client0=\(expandFirstClientMessages) bytes_to_client0=\(expandFirstClientBytes)"

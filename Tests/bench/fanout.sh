@@ -162,13 +162,14 @@ value() {
 table() {
     local scenario=$1
     shift
-    echo "| $scenario | deliveries/s | p50 | p99 | server CPU s | server peak RSS MB | generator CPU s (share) |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| $scenario | deliveries/s | p50 | p99 | server CPU s | server peak RSS MB | generator CPU s (share) | server waiting for its CPU |"
+    echo "|---|---|---|---|---|---|---|---|"
     for server in "$@"; do
         local tag="$scenario $server" line="deliveries/s="
-        printf '| %s | %s | %s | %s | %s | %s | %s (%s) |\n' "$server" "$(value "$tag" "$line" deliveries/s)" \
+        printf '| %s | %s | %s | %s | %s | %s | %s (%s) | %s |\n' "$server" "$(value "$tag" "$line" deliveries/s)" \
             "$(value "$tag" "$line" p50)" "$(value "$tag" "$line" p99)" "$(value "$tag" "$line" server_cpu_s)" \
-            "$(value "$tag" "$line" server_peak_rss_mb)" "$(value "$tag" "$line" gen_cpu_s)" "$(value "$tag" "$line" gen_cpu)"
+            "$(value "$tag" "$line" server_peak_rss_mb)" "$(value "$tag" "$line" gen_cpu_s)" "$(value "$tag" "$line" gen_cpu)" \
+            "$(value "$tag" "$line" server_waiting)"
     done
 }
 
@@ -254,13 +255,13 @@ for scenario in $scenarios; do
             }' ;;
         5)
             for clients in 100 1000; do
-                echo "| s5, $clients clients | every client holds every row (s) | deliveries/s | p50 | p99 | server CPU s | server peak RSS MB | generator CPU s |"
-                echo "|---|---|---|---|---|---|---|---|"
+                echo "| s5, $clients clients | every client holds every row (s) | deliveries/s | p50 | p99 | server CPU s | server peak RSS MB | generator CPU s | server waiting for its CPU |"
+                echo "|---|---|---|---|---|---|---|---|---|"
                 for server in foldtabled-memory $peers; do
                     tag="s5-$clients $server"
-                    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$server" "$(value "$tag" all_s= all_s)" "$(value "$tag" all_s= deliveries/s)" \
+                    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$server" "$(value "$tag" all_s= all_s)" "$(value "$tag" all_s= deliveries/s)" \
                         "$(value "$tag" all_s= p50)" "$(value "$tag" all_s= p99)" "$(value "$tag" all_s= server_cpu_s)" \
-                        "$(value "$tag" all_s= server_peak_rss_mb)" "$(value "$tag" all_s= gen_cpu_s)"
+                        "$(value "$tag" all_s= server_peak_rss_mb)" "$(value "$tag" all_s= gen_cpu_s)" "$(value "$tag" all_s= server_waiting)"
                 done
             done
             awk -v t="$(value "s5-100 foldtabled-memory" all_s= all_s)" 'BEGIN {
