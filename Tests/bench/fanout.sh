@@ -234,6 +234,9 @@ for scenario in $scenarios; do
                 if [[ $scenario == 1 ]]; then
                     factor=$([[ $peer == websockets ]] && echo 15 || echo 10)
                     target "s1 foldtabled(memory)/$peer deliveries" "$ours" "$theirs" "$factor" higher
+                    # Per second of server CPU: the same comparison with a busy machine factored out.
+                    target "s1 foldtabled(memory)/$peer deliveries per server CPU-second" \
+                        "$(value "s1 foldtabled-memory" deliveries/s= deliveries/server_cpu_s)" "$(value "s1 $peer" deliveries/s= deliveries/server_cpu_s)" "$factor" higher
                 elif [[ $peer == mirror ]]; then
                     target "s2 foldtabled(memory)/mirror p99" "$(value "s2 foldtabled-memory" deliveries/s= p99)" "$(value "s2 mirror" deliveries/s= p99)" 0.5 lower
                 fi
