@@ -1,17 +1,29 @@
-// foldtable-bench fanout: one session of N WebSocket clients, one author keeping K changes in
-// flight; counts deliveries at every client and the latency from the author's send to each
-// receipt. Runs against foldtabled (`--kind foldtable`) or against libwebsockets-test-server's
-// broadcast lws-mirror-protocol (`--kind mirror`), the reference measured in the same run.
+// foldtable-bench fanout: S sessions (rooms) of WebSocket clients, N in all, one author in
+// each keeping K changes in flight; counts deliveries at every client and the latency from the
+// author's send to each receipt. Runs against foldtabled (`--kind foldtable`), against
+// libwebsockets-test-server's broadcast lws-mirror-protocol (`--kind mirror`), or against a
+// plain broadcast server (`--kind broadcast`: Tests/bench/peers, Node `ws` and Python
+// `websockets`): the peers measured in the same run.
 //
-//   foldtable-bench fanout --url ws://127.0.0.1:PORT/ws --kind foldtable|mirror [--clients 1000]
-//       [--in-flight 20] [--seconds 10] [--warmup 1] [--payload-bytes 140] [--server-pid PID]
+//   foldtable-bench fanout --url ws://127.0.0.1:PORT/ws --kind foldtable|mirror|broadcast
+//       [--clients 1000] [--sessions 1] [--in-flight 20] [--seconds 10] [--warmup 1]
+//       [--payload-bytes 140] [--server-pid PID]
 //
-// Client 0 is the author (and a member like every other). The author sends a new change each
-// time one of its own comes back to it, so exactly K are in flight; at the end it stops sending
-// and waits (bounded) for the last ones to reach everybody.
-//   foldtable: `{"type":"set","section":"s1","collapsed":true,"id":"<n>"}` on a collapsed section:
-//              every one is a real ordered event broadcast to all members.
-//   mirror:    `n:<n>` padded to --payload-bytes (the size of foldtabled's event), broadcast as is.
+// Client n is in session n % S; clients 0..<S are the authors (and members like every other).
+// An author sends a new change each time one of its own comes back to it, so exactly K are in
+// flight per author; at the end it stops sending and waits (bounded) for the last ones to reach
+// everybody. The session is `<session>-<s>` for foldtabled, the URL path `/<session>-<s>` for a
+// broadcast peer and `?mirror=<session>-<s>` for the mirror (at most 10 of them: its limit).
+//   foldtable: `{"type":"toggle","section":"s1","id":"<n>"}` on a section of two rows the
+//              author adds first: expand, collapse, expand, ...; every one a real ordered event
+//              broadcast to all members (who hold the rows already, so no rows follow).
+//   peers:     `n:<n>` padded to --payload-bytes (the size of foldtabled's event), broadcast as is.
+//
+// With `--expand SECTION` (foldtable) the load is a large expansion instead: once everyone has
+// joined, client 0 toggles SECTION (collapsed) and the run ends when every client holds the final
+// chunk of its rows; per-client completion times give p50/p99. A peer gets the same bytes
+// (`--expand-messages M --expand-bytes B`, B in all, as foldtabled sent them to one client) from
+// the author at once, and a client is done when B bytes have reached it.
 //
 // With `--every-client-authors` (foldtable only) the load is acknowledged changes instead of
 // fan-out: client n joins session `<session>-<n % S>` (`--sessions S`, default one per client),
@@ -24,6 +36,8 @@ import Glibc
 enum FanoutKind: String {
     case foldtable
     case mirror
+    /// A server that sends every message to every client of the room named by the URL path.
+    case broadcast
 }
 
 struct FanoutOptions {
@@ -43,14 +57,22 @@ struct FanoutOptions {
     /// (client n in session n % sessions; 0 = a session per client).
     var everyClientAuthors = false
     var sessions = 0
+    /// --expand: the section to expand (foldtable); the bytes and messages a peer relays instead.
+    var expandSection: String?
+    var expandBytes = 0
+    var expandMessages = 0
+    var expandTimeout = 60.0
 
     var subprotocol: String? { kind == .mirror ? "lws-mirror-protocol" : nil }
 
     static let usage = """
-        usage: foldtable-bench fanout --url ws://127.0.0.1:PORT/PATH --kind foldtable|mirror
+        usage: foldtable-bench fanout --url ws://127.0.0.1:PORT/PATH --kind foldtable|mirror|broadcast
                  [--clients N (1000)] [--in-flight K (20)] [--seconds S (10)] [--warmup S (1)]
-                 [--connect-batch N (100)] [--payload-bytes B (140, mirror)] [--server-pid PID]
-                 [--every-client-authors (foldtable: acks per second)] [--sessions N (one per client)]
+                 [--connect-batch N (100)] [--payload-bytes B (140, peers)] [--server-pid PID]
+                 [--sessions N (fan-out: 1, one author each; acks: one per client)]
+                 [--every-client-authors (foldtable: acks per second)]
+                 [--expand SECTION (foldtable) | --expand-bytes B --expand-messages M (peers)]
+                 [--expand-timeout S (60)]
         """
 
     static func parse(_ arguments: [String]) -> FanoutOptions {
@@ -77,7 +99,7 @@ struct FanoutOptions {
                 sawURL = true
             case "--kind":
                 let text = value()
-                guard let kind = FanoutKind(rawValue: text) else { fail("--kind must be foldtable or mirror, not \(text)") }
+                guard let kind = FanoutKind(rawValue: text) else { fail("--kind must be foldtable, mirror or broadcast, not \(text)") }
                 options.kind = kind
             case "--clients": options.clients = number(value())
             case "--in-flight": options.inFlight = number(value())
@@ -89,6 +111,10 @@ struct FanoutOptions {
             case "--session": options.session = value()
             case "--every-client-authors": options.everyClientAuthors = true
             case "--sessions": options.sessions = number(value())
+            case "--expand": options.expandSection = value()
+            case "--expand-bytes": options.expandBytes = number(value())
+            case "--expand-messages": options.expandMessages = number(value())
+            case "--expand-timeout": options.expandTimeout = seconds(value())
             default: fail("unknown argument \(arguments[index])\n\(usage)")
             }
             index += 1
@@ -96,6 +122,18 @@ struct FanoutOptions {
         if !sawURL { fail("--url is required\n\(usage)") }
         if options.seconds <= 0 { fail("--seconds must be more than 0") }
         if options.everyClientAuthors && options.kind != .foldtable { fail("--every-client-authors needs --kind foldtable") }
+        if !options.everyClientAuthors && options.sessions > 0 && options.clients % options.sessions != 0 {
+            fail("--clients must be a multiple of --sessions (every session the same size)")
+        }
+        if options.kind == .mirror && !options.everyClientAuthors && options.sessions > 10 {
+            fail("the mirror has at most 10 instances (MAX_MIRROR_INSTANCES): --sessions \(options.sessions) cannot run against it")
+        }
+        if options.kind == .foldtable ? options.expandBytes > 0 : options.expandSection != nil {
+            fail("--expand is for foldtable, --expand-bytes and --expand-messages for the peers")
+        }
+        if options.kind != .foldtable && (options.expandBytes > 0) != (options.expandMessages > 0) {
+            fail("--expand-bytes and --expand-messages go together")
+        }
         return options
     }
 
@@ -168,6 +206,27 @@ func processCPUSeconds(_ pid: Int32) -> Double? {
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
+/// Resident and peak resident memory of a process in KiB (VmRSS and VmHWM of
+/// /proc/PID/status); nil when the process is gone.
+func residentKiB(_ pid: Int32) -> (now: Int, peak: Int)? {
+    let fd = open("/proc/\(pid)/status", O_RDONLY)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 8192)
+    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    guard count > 0 else { return nil }
+    var now: Int?
+    var peak: Int?
+    for line in String(decoding: buffer[0..<count], as: UTF8.self).split(separator: "\n") {
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true).flatMap { $0.split(separator: "\t") }
+        guard fields.count >= 2, let value = Int(fields[1]) else { continue }
+        if fields[0] == "VmRSS:" { now = value }
+        if fields[0] == "VmHWM:" { peak = value }
+    }
+    guard let now, let peak else { return nil }
+    return (now, peak)
+}
+
 /// On-CPU and run-queue-wait seconds of every thread of a process, from
 /// /proc/PID/task/*/schedstat; nil where the kernel has no schedstat. The wait shows when the
 /// process was runnable but another one had its CPU (this machine may be shared).
@@ -237,11 +296,15 @@ struct FanoutLoad {
     var setupSeen = 0
     var serverErrors = 0
 
-    // The author's changes: send times indexed by change number.
+    // The authors' changes: send times indexed by change number (numbered across all authors),
+    // and per author (client a < S) a ring of the K numbers in flight, oldest first.
     let sendTimes: UnsafeMutablePointer<UInt64>
     let sendCapacity = 1 << 22
     var sent = 0
-    var nextExpected = 0
+    let inFlightRing: UnsafeMutablePointer<Int>
+    let ringHead: UnsafeMutablePointer<Int>
+    let ringCount: UnsafeMutablePointer<Int>
+    var outstanding = 0
     var lostChanges = 0
     var sending = false
     /// Scratch space for one change message.
@@ -266,6 +329,16 @@ struct FanoutLoad {
     var unexpected = 0
     var histogram = LatencyHistogram()
 
+    // --expand: when the author sent it, clients that hold every row, and what client 0 got.
+    var expandStart: UInt64 = 0
+    var expandDone = 0
+    var expandLastDone: UInt64 = 0
+    var expandMessagesDelivered = 0
+    var expandBytesDelivered = 0
+    var expandFirstClientMessages = 0
+    var expandFirstClientBytes = 0
+    let expandPrefix: [UInt8]
+
     init(options: FanoutOptions) {
         self.options = options
         Self.raiseFileLimit(to: options.clients + 256)
@@ -285,17 +358,48 @@ struct FanoutLoad {
             authorSent = Array(repeating: 0, count: options.clients)
             authorAcked = Array(repeating: 0, count: options.clients)
         }
+        let authors = options.everyClientAuthors ? 1 : max(1, min(options.sessions, options.clients))
+        inFlightRing = .allocate(capacity: authors * options.inFlight)
+        inFlightRing.initialize(repeating: 0, count: authors * options.inFlight)
+        ringHead = .allocate(capacity: authors)
+        ringHead.initialize(repeating: 0, count: authors)
+        ringCount = .allocate(capacity: authors)
+        ringCount.initialize(repeating: 0, count: authors)
+        expandPrefix = Array(#"{"type":"rows","section":"\#(options.expandSection ?? "")","#.utf8)
     }
 
     var clients: Int { options.clients }
-    var sessionCount: Int { options.sessions > 0 ? min(options.sessions, options.clients) : options.clients }
+    /// Sessions: acks, one per client unless --sessions; fan-out, 1 unless --sessions.
+    var sessionCount: Int {
+        if options.everyClientAuthors { return options.sessions > 0 ? min(options.sessions, options.clients) : options.clients }
+        return max(1, min(options.sessions, options.clients))
+    }
+    /// Members of each fan-out session (--clients is a multiple of --sessions).
+    var sessionSize: Int { clients / sessionCount }
+    var expanding: Bool { options.expandSection != nil || options.expandBytes > 0 }
+
+    /// The session (foldtable) or room (peers) of client `index`.
+    func sessionName(_ index: Int) -> String {
+        if options.everyClientAuthors || sessionCount > 1 { return "\(options.session)-\(index % sessionCount)" }
+        return options.session
+    }
+
+    /// The upgrade request's path: a peer's room is its path, a mirror instance its `mirror` argument.
+    func requestPath(_ index: Int) -> String {
+        guard sessionCount > 1 else { return options.path }
+        switch options.kind {
+        case .foldtable: return options.path
+        case .mirror: return options.path + (options.path.contains("?") ? "&" : "?") + "mirror=" + sessionName(index)
+        case .broadcast: return "/" + sessionName(index)
+        }
+    }
 
     // MARK: messages
 
     /// Called once a connection has completed its upgrade.
     mutating func didOpen(_ index: Int) {
         guard options.kind == .foldtable else { return }
-        let session = options.everyClientAuthors ? "\(options.session)-\(index % sessionCount)" : options.session
+        let session = sessionName(index)
         var join = Array(#"{"type":"join","session":"\#(session)","name":"c\#(index)"}"#.utf8)
         join.withUnsafeMutableBufferPointer { queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
         flush(index)
@@ -305,7 +409,7 @@ struct FanoutLoad {
     mutating func onMessage(_ index: Int, _ payload: UnsafeMutablePointer<UInt8>, _ count: Int, now: UInt64) {
         switch options.kind {
         case .foldtable: onFoldtableMessage(index, payload, count, now: now)
-        case .mirror: onMirrorMessage(index, payload, count, now: now)
+        case .mirror, .broadcast: onPeerMessage(index, payload, count, now: now)
         }
     }
 
@@ -339,10 +443,14 @@ struct FanoutLoad {
             case UInt8(ascii: "p"):
                 // {"type":"presence","count":N,...: one diff per interval, N = members now.
                 presenceSeen += 1
-                if length > 27, !connections[index].seesEveryone, digits(line + 27, length - 27, terminator: 0x2C) == clients {
+                if length > 27, !connections[index].seesEveryone, digits(line + 27, length - 27, terminator: 0x2C) == sessionSize {
                     connections[index].seesEveryone = true
                     seeingEveryone += 1
                 }
+            case UInt8(ascii: "r") where line[10] == UInt8(ascii: "o"):  // rows
+                if expanding { onExpandRows(index, line, length, now: now) } else { unexpected += 1 }
+            case UInt8(ascii: "b") where line[10] == UInt8(ascii: "u"):  // busy (a large expansion)
+                break
             case UInt8(ascii: "w"):
                 if !connections[index].welcomed {
                     connections[index].welcomed = true
@@ -403,9 +511,47 @@ struct FanoutLoad {
         return position > 0 && terminator == nil ? value : -1
     }
 
-    /// One mirror message: `n:<n>` then padding, or the setup message.
+    /// A `rows` message of the expanded section: done at its final chunk.
+    private mutating func onExpandRows(_ index: Int, _ line: UnsafeMutablePointer<UInt8>, _ length: Int, now: UInt64) {
+        guard length > expandPrefix.count, memcmp(line, expandPrefix, expandPrefix.count) == 0 else {
+            unexpected += 1
+            return
+        }
+        expandMessagesDelivered += 1
+        if index == 0 {
+            expandFirstClientMessages += 1
+            expandFirstClientBytes += length
+        }
+        let final = Array(#""final":true}"#.utf8)
+        if length > final.count, memcmp(line + length - final.count, final, final.count) == 0, !connections[index].expandComplete {
+            completeExpansion(index, now: now)
+        }
+    }
+
+    private mutating func completeExpansion(_ index: Int, now: UInt64) {
+        connections[index].expandComplete = true
+        expandDone += 1
+        expandLastDone = now
+        histogram.record(nanoseconds: now &- expandStart)
+    }
+
+    /// One peer message: `n:<n>` then padding, or the setup message; during --expand, bytes.
     @inline(__always)
-    private mutating func onMirrorMessage(_ index: Int, _ payload: UnsafeMutablePointer<UInt8>, _ count: Int, now: UInt64) {
+    private mutating func onPeerMessage(_ index: Int, _ payload: UnsafeMutablePointer<UInt8>, _ count: Int, now: UInt64) {
+        if expanding {
+            // Counted in whole messages of the author's size: the mirror relays a large message
+            // in pieces of its receive buffer, each one a message of its own.
+            expandBytesDelivered += count
+            if index == 0 {
+                expandFirstClientMessages += 1
+                expandFirstClientBytes += count
+            }
+            connections[index].expandReceived += count
+            if !connections[index].expandComplete && connections[index].expandReceived >= expandPeerTotalBytes {
+                completeExpansion(index, now: now)
+            }
+            return
+        }
         guard count > 2, payload[0] == UInt8(ascii: "n"), payload[1] == UInt8(ascii: ":") else {
             unexpected += 1
             return
@@ -425,14 +571,21 @@ struct FanoutLoad {
             if now <= windowEnd { windowDeliveries += 1 }
             histogram.record(nanoseconds: now &- sendTimes[number])
         }
-        if index == 0 {
-            // Both servers deliver in order: anything older still outstanding was lost.
-            if number >= nextExpected {
-                lostChanges += number - nextExpected
-                nextExpected = number + 1
+        if index < sessionCount {
+            // An author's own change came back: it is no longer in flight. Every server delivers
+            // in order, so any older one still in the ring was lost.
+            let ring = inFlightRing + index * options.inFlight
+            guard ringCount[index] > 0, ring[ringHead[index]] <= number else { return }
+            while ringCount[index] > 0 {
+                let oldest = ring[ringHead[index]]
+                ringHead[index] = (ringHead[index] + 1) % options.inFlight
+                ringCount[index] -= 1
+                outstanding -= 1
+                if oldest == number { break }
+                lostChanges += 1
             }
             if now >= windowStart && now <= windowEnd { windowChanges += 1 }
-            refill(now: now)
+            refill(index, now: now)
         }
     }
 
@@ -484,16 +637,20 @@ struct FanoutLoad {
         }
     }
 
-    /// Queues changes on the author until K are in flight (sent by the caller's flush).
-    private mutating func refill(now: UInt64) {
+    /// Queues changes on author `author` until K are in flight (sent by the caller's flush).
+    private mutating func refill(_ author: Int, now: UInt64) {
         guard sending, now < windowEnd else { return }
-        while sent - nextExpected < options.inFlight && sent < sendCapacity {
-            queueChange(sent)
+        let ring = inFlightRing + author * options.inFlight
+        while ringCount[author] < options.inFlight && sent < sendCapacity {
+            ring[(ringHead[author] + ringCount[author]) % options.inFlight] = sent
+            ringCount[author] += 1
+            outstanding += 1
+            queueChange(author, sent)
             sent += 1
         }
     }
 
-    private mutating func queueChange(_ number: Int) {
+    private mutating func queueChange(_ author: Int, _ number: Int) {
         var length = 0
         func put(_ text: StaticString) {
             memcpy(scratch + length, text.utf8Start, text.utf8CodeUnitCount)
@@ -515,10 +672,11 @@ struct FanoutLoad {
         }
         switch options.kind {
         case .foldtable:
-            put(#"{"type":"set","section":"s1","collapsed":true,"id":""#)
+            // A real toggle: the section is collapsed at first, so even numbers expand it.
+            put(#"{"type":"toggle","section":"s1","id":""#)
             putNumber(number)
             put(#""}"#)
-        case .mirror:
+        case .mirror, .broadcast:
             put("n:")
             putNumber(number)
             while length < options.payloadBytes {
@@ -527,7 +685,7 @@ struct FanoutLoad {
             }
         }
         sendTimes[number] = monotonicNanos()
-        queueFrame(0, opcode: 0x1, payload: scratch, count: length)
+        queueFrame(author, opcode: 0x1, payload: scratch, count: length)
     }
 
     // MARK: phases
@@ -579,32 +737,64 @@ struct FanoutLoad {
             }
             return
         }
-        switch options.kind {
-        case .foldtable:
-            var message = Array(#"{"type":"addSection","title":"Bench","key":"s1","collapsed":true,"id":"setup"}"#.utf8)
-            message.withUnsafeMutableBufferPointer { queueFrame(0, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
-        case .mirror:
-            var message = Array("n:setup".utf8)
-            message.withUnsafeMutableBufferPointer { queueFrame(0, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
+        // Each author's session gets a small collapsed section to toggle: every member is there
+        // when its rows are added, so members hold them and a toggle is one event to each.
+        let texts =
+            options.kind == .foldtable
+            ? [
+                #"{"type":"addSection","title":"Bench","key":"s1","collapsed":true,"id":"setup"}"#,
+                #"{"type":"addRow","section":"s1","row":{"label":"one","value":"1"},"id":"setupa"}"#,
+                #"{"type":"addRow","section":"s1","row":{"label":"two","value":"2"},"id":"setupb"}"#,
+            ] : ["n:setup"]
+        for author in 0..<sessionCount {
+            for text in texts {
+                var message = Array(text.utf8)
+                message.withUnsafeMutableBufferPointer { queueFrame(author, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
+            }
+            flush(author)
         }
-        flush(0)
+    }
+
+    /// Bytes of one message of a peer's expansion, and of all of them.
+    var expandMessageBytes: Int { (options.expandBytes + options.expandMessages - 1) / max(1, options.expandMessages) }
+    var expandPeerTotalBytes: Int { expandMessageBytes * options.expandMessages }
+
+    /// Server CPU seconds so far: schedstat (ns) where there is one, else /proc/PID/stat.
+    func serverCPUSeconds() -> Double? {
+        guard let pid = options.serverPID else { return nil }
+        return schedulerSeconds(pid)?.cpu ?? processCPUSeconds(pid)
     }
 
     mutating func run() -> Int32 {
         let kind = options.kind.rawValue
+        let memoryBefore = options.serverPID.flatMap(residentKiB)
+        let joinCPUStart = serverCPUSeconds()
+        let joinOwnCPUStart = ownCPUSeconds()
         let startedAt = monotonicNanos()
         connectAll()
         let connectSeconds = Double(monotonicNanos() - startedAt) / 1e9
         if options.kind == .foldtable && !options.everyClientAuthors {
             // Joins reach members as presence diffs (one per session per interval): the join
-            // phase is over when every client has heard that all of them are there.
+            // phase is over when every client has heard that all of its session is there.
             let everyone = clients
             if !pollUntil(timeout: 30, { $0.seeingEveryone >= everyone }) {
                 printError("presence incomplete: \(seeingEveryone) of \(clients) clients heard of everyone")
             }
         }
+        let presenceSeconds = Double(monotonicNanos() - startedAt) / 1e9
+        if !options.everyClientAuthors, let before = memoryBefore, let joined = options.serverPID.flatMap(residentKiB) {
+            // What the members cost the server: resident memory with everyone there, less before.
+            var line = "fanout \(kind): joins: clients=\(clients) sessions=\(sessionCount) welcomed_s=\(fixed(connectSeconds, 2))"
+            line += " presence_s=\(fixed(presenceSeconds, 2))"
+            if let start = joinCPUStart, let end = serverCPUSeconds() { line += " server_cpu_s=\(fixed(end - start, 2))" }
+            line += " gen_cpu_s=\(fixed(ownCPUSeconds() - joinOwnCPUStart, 2))"
+            line += " rss_before_mb=\(fixed(Double(before.now) / 1024, 1)) rss_joined_mb=\(fixed(Double(joined.now) / 1024, 1))"
+            line += " per_member_kib=\(fixed(Double(joined.now - before.now) / Double(clients), 1))"
+            emit(line)
+        }
+        if expanding { return runExpansion() }
         sendSetup()
-        let setupExpected = options.everyClientAuthors ? 3 * clients : clients
+        let setupExpected = options.everyClientAuthors || options.kind == .foldtable ? 3 * clients : clients
         if !pollUntil(timeout: 30, { $0.setupSeen >= setupExpected }) {
             fail("the setup messages reached \(setupSeen) of \(setupExpected)")
         }
@@ -622,8 +812,10 @@ struct FanoutLoad {
                 flush(index)
             }
         } else {
-            refill(now: begin)
-            flush(0)
+            for author in 0..<sessionCount {
+                refill(author, now: begin)
+                flush(author)
+            }
         }
         var startSampled = false
         var serverCPUStart: Double?
@@ -652,16 +844,16 @@ struct FanoutLoad {
         if options.everyClientAuthors { return reportAcks(serverSchedulerStart, serverCPUStart, ownCPUStart) }
 
         // Drain: the author's last changes to everybody, bounded.
-        let expectedAll = sent * clients
+        let expectedAll = sent * sessionSize
         let drained = pollUntil(timeout: 5, quiet: 1) {
-            $0.nextExpected >= $0.sent && $0.deliveries + $0.lostChanges * $0.clients >= expectedAll
+            $0.outstanding == 0 && $0.deliveries + $0.lostChanges * $0.sessionSize >= expectedAll
         }
 
         let seconds = options.seconds
         let changesPerSecond = Double(windowChanges) / seconds
         let deliveriesPerSecond = Double(windowDeliveries) / seconds
         let dropped = expectedAll - deliveries
-        var line = "fanout \(kind): clients=\(clients) in_flight=\(options.inFlight)"
+        var line = "fanout \(kind): clients=\(clients) sessions=\(sessionCount) in_flight=\(options.inFlight)"
         line += " changes/s=\(Int(changesPerSecond.rounded())) deliveries/s=\(Int(deliveriesPerSecond.rounded()))"
         line += " p50=\(fixed(histogram.percentileMilliseconds(0.5), 2))ms p99=\(fixed(histogram.percentileMilliseconds(0.99), 2))ms"
         line += " dropped=\(dropped)"
@@ -673,9 +865,15 @@ struct FanoutLoad {
             serverCPU = end - start
         }
         if let serverCPU {
-            line += " server_cpu=\(Int((100 * serverCPU / seconds).rounded()))%"
+            line += " server_cpu_s=\(fixed(serverCPU, 2)) server_cpu=\(Int((100 * serverCPU / seconds).rounded()))%"
         }
-        line += " gen_cpu=\(Int((100 * ownCPU / seconds).rounded()))%"
+        if let memory = options.serverPID.flatMap(residentKiB) { line += " server_peak_rss_mb=\(fixed(Double(memory.peak) / 1024, 1))" }
+        if let start = serverSchedulerStart, let end = serverSchedulerEnd {
+            // Runnable but off its CPU: another process had it (a shared machine), so the
+            // figure is low for a reason that is not the server's.
+            line += " server_waiting=\(Int((100 * (end.wait - start.wait) / seconds).rounded()))%"
+        }
+        line += " gen_cpu_s=\(fixed(ownCPU, 2)) gen_cpu=\(Int((100 * ownCPU / seconds).rounded()))%"
         if let serverCPU, serverCPU > 0 {
             // Robust on a shared machine: what one second of server CPU delivers.
             line += " deliveries/server_cpu_s=\(Int((Double(windowDeliveries) / serverCPU).rounded()))"
@@ -701,6 +899,54 @@ struct FanoutLoad {
 }
 
 extension FanoutLoad {
+    /// --expand: once everyone is there, one expansion of the large section (foldtable) or the
+    /// same bytes from the author (peers); waits (bounded) until every client has all of it.
+    fileprivate mutating func runExpansion() -> Int32 {
+        let kind = options.kind.rawValue
+        pollUntil(timeout: 0.2) { _ in false }  // let the welcomes and presence settle
+        let serverCPUStart = serverCPUSeconds()
+        let serverWaitStart = options.serverPID.flatMap(schedulerSeconds)?.wait
+        let ownCPUStart = ownCPUSeconds()
+        expandStart = monotonicNanos()
+        if let section = options.expandSection {
+            var message = Array(#"{"type":"toggle","section":"\#(section)","id":"expand"}"#.utf8)
+            message.withUnsafeMutableBufferPointer { queueFrame(0, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
+        } else {
+            let size = expandMessageBytes
+            let message = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
+            defer { message.deallocate() }
+            message.initialize(repeating: UInt8(ascii: " "), count: size)
+            for number in 0..<options.expandMessages {
+                var prefix = Array("n:\(number)".utf8)
+                prefix.withUnsafeMutableBufferPointer { _ = memcpy(message, $0.baseAddress!, min($0.count, size)) }
+                queueFrame(0, opcode: 0x1, payload: message, count: size)
+            }
+        }
+        flush(0)
+        let everyone = clients
+        let complete = pollUntil(timeout: options.expandTimeout) { $0.expandDone >= everyone }
+        let end = complete ? expandLastDone : monotonicNanos()
+        let elapsed = Double(end - expandStart) / 1e9
+        let serverCPU = serverCPUSeconds().flatMap { now in serverCPUStart.map { now - $0 } }
+        let ownCPU = ownCPUSeconds() - ownCPUStart
+        if options.kind != .foldtable { expandMessagesDelivered = expandBytesDelivered / max(1, expandMessageBytes) }
+        var line = "expand \(kind): clients=\(clients) complete=\(expandDone)/\(clients)"
+        line += complete ? " all_s=\(fixed(elapsed, 3))" : " all_s=timeout(\(fixed(options.expandTimeout, 0))s)"
+        line += " deliveries/s=\(Int((Double(expandMessagesDelivered) / elapsed).rounded()))"
+        line += " p50=\(fixed(histogram.percentileMilliseconds(0.5), 1))ms p99=\(fixed(histogram.percentileMilliseconds(0.99), 1))ms"
+        if let serverCPU { line += " server_cpu_s=\(fixed(serverCPU, 2))" }
+        if let memory = options.serverPID.flatMap(residentKiB) { line += " server_peak_rss_mb=\(fixed(Double(memory.peak) / 1024, 1))" }
+        if let start = serverWaitStart, let end = options.serverPID.flatMap(schedulerSeconds)?.wait {
+            line += " server_waiting=\(Int((100 * (end - start) / elapsed).rounded()))%"
+        }
+        line += " gen_cpu_s=\(fixed(ownCPU, 2)) gen_cpu=\(Int((100 * ownCPU / elapsed).rounded()))%"
+        emit(line)
+        var detail = "expand \(kind): detail: messages_to_client0=\(expandFirstClientMessages) bytes_to_client0=\(expandFirstClientBytes)"
+        detail += " deliveries=\(expandMessagesDelivered) closed=\(closedCount) server_errors=\(serverErrors) unexpected=\(unexpected)"
+        emit(detail)
+        return complete && closedCount == 0 && serverErrors == 0 ? 0 : 1
+    }
+
     /// The end of an --every-client-authors run: waits (bounded) for outstanding acks, prints.
     fileprivate mutating func reportAcks(
         _ serverSchedulerStart: (cpu: Double, wait: Double)?, _ serverCPUStart: Double?, _ ownCPUStart: Double

@@ -43,6 +43,9 @@ struct Connection {
     /// A presence diff told this client that every client of the run is in its session.
     var seesEveryone = false
     var closeCode = 0
+    /// --expand: bytes of the expansion received (peers), and whether all of it came.
+    var expandReceived = 0
+    var expandComplete = false
 
     init(inputCapacity: Int, outputCapacity: Int) {
         input = malloc(inputCapacity)!.assumingMemoryBound(to: UInt8.self)
@@ -105,7 +108,7 @@ extension FanoutLoad {
         guard problem == 0 else { fail("client \(index): connect failed: errno \(problem)") }
         let (key, accept) = makeHandshakeKey()
         expectedAccept[index] = accept
-        var request = "GET \(options.path) HTTP/1.1\r\nHost: \(options.host):\(options.port)\r\n"
+        var request = "GET \(requestPath(index)) HTTP/1.1\r\nHost: \(options.host):\(options.port)\r\n"
         request += "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         if let subprotocol = options.subprotocol { request += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
         request += "\r\n"
