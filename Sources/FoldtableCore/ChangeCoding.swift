@@ -100,6 +100,14 @@ extension Change {
         case forMembers
     }
 
+    /// Whether the form members receive is the whole change, so that an event encoded once for
+    /// members is also what the log stores. Not for an import that carries rows: members get
+    /// them in `rows` chunks, the log keeps them.
+    public var membersGetWholeForm: Bool {
+        if case .importRows(_, let imported) = self { return !imported.carriesRows }
+        return true
+    }
+
     /// Writes the change as a JSON object (`{"type":...,...}`), fields in a fixed order.
     public func encode(into out: inout JSONWriter, form: Form = .whole) {
         out.byte(UInt8(ascii: "{"))

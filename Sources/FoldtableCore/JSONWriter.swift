@@ -13,6 +13,9 @@ public struct JSONWriter {
         bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
+    /// Copies JSON that is already encoded (an event encoded once for members, into a log entry).
+    @inline(__always) public mutating func raw(_ encoded: [UInt8]) { bytes.append(contentsOf: encoded) }
+
     @inline(__always) public mutating func byte(_ value: UInt8) { bytes.append(value) }
 
     /// Writes `"name":` (names are trusted literals: no escaping).

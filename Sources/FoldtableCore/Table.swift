@@ -120,16 +120,33 @@ public struct Table: Sendable {
     /// Applies an event that this table's own sequencer produced on another copy of it (the
     /// committed replica catching up with the head). In place, unlike ``replay(_:)``, which
     /// copies to stay unchanged on failure: the caller holds the head, so a mismatch means a bug,
-    /// never bad input. `request` is the change as its author sent it, kept for the id window.
-    public mutating func applyCommitted(_ event: TableEvent, request: Change? = nil) throws(ProtocolError) {
+    /// never bad input.
+    ///
+    /// - Parameters:
+    ///   - event: the event the head produced, next in sequence.
+    ///   - request: the change as its author sent it, when it came with a change id.
+    ///   - requestDigest: the id window's digest of the request when the caller has it already
+    ///     (the head computed it: ``rememberedDigest(of:)``); `nil` computes it.
+    ///   - verify: compare the event this replica produces with `event` (a whole-event comparison).
+    ///     Events read back from a store are always verified; the committed replica of a running
+    ///     session skips it outside debug builds, since the head produced the event from the
+    ///     same state a moment before.
+    public mutating func applyCommitted(_ event: TableEvent, request: Change? = nil, requestDigest: UInt64? = nil, verify: Bool = true)
+        throws(ProtocolError)
+    {
         guard event.seq == seq + 1 else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
         }
-        let digest = event.changeId == nil ? nil : Self.digest(request ?? event.change)
+        let digest = event.changeId == nil ? nil : requestDigest ?? Self.digest(request ?? event.change)
         let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest)
-        guard case .applied(let produced) = outcome, produced == event else {
+        guard case .applied(let produced) = outcome, !verify || produced == event else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
         }
+    }
+
+    /// The digest the id window holds for `changeId`, if it holds the id.
+    public func rememberedDigest(of changeId: String) -> UInt64? {
+        changesById[changeId]?.digest
     }
 
     /// One remembered change id: the seq it was applied at, and a digest of what was asked.

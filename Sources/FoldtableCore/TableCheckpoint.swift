@@ -59,10 +59,18 @@ public enum TableCheckpoint {
 
     /// A log entry: the event, plus the request when its author gave a change id (the id window
     /// needs what was asked, which may name a section by title where the event names its key).
-    public static func encodeEntry(_ event: TableEvent, request: Change?) -> [UInt8] {
-        var out = JSONWriter(capacity: 200)
+    ///
+    /// `encodedEvent`: the event as ``ServerMessage/event(_:)`` already encoded it for members.
+    /// When that form is the whole event (``Change/membersGetWholeForm``) it is copied in as it
+    /// is rather than encoded a second time.
+    public static func encodeEntry(_ event: TableEvent, request: Change?, encodedEvent: [UInt8]? = nil) -> [UInt8] {
+        var out = JSONWriter(capacity: 24 + (encodedEvent?.count ?? 200))
         out.raw("{\"event\":")
-        ServerMessage.encode(event, into: &out, form: .whole)
+        if let encodedEvent, event.change.membersGetWholeForm {
+            out.raw(encodedEvent)
+        } else {
+            ServerMessage.encode(event, into: &out, form: .whole)
+        }
         if let request, event.changeId != nil, request != event.change {
             out.nextKey("request")
             request.encode(into: &out)
@@ -71,7 +79,7 @@ public enum TableCheckpoint {
         return out.bytes
     }
 
-    /// Decodes ``encodeEntry(_:request:)``; the request is the event's change when none was stored.
+    /// Decodes ``encodeEntry(_:request:encodedEvent:)``; the request is the event's change when none was stored.
     public static func decodeEntry(_ bytes: some Collection<UInt8>, limits: TableLimits) throws(ProtocolError) -> (
         event: TableEvent, request: Change?
     ) {

@@ -69,7 +69,8 @@ public final class MemoryStore: SessionStore, EventLog {
         }
         // Mutated in place through the dictionary's subscript, never copied out and back (a copy
         // would make every append copy the whole log).
-        sessions[name]?.events.append(contentsOf: events)
+        // Without the encoded bytes the caller may carry: a cache, not worth its memory here.
+        sessions[name]?.events.append(contentsOf: events.lazy.map { LoggedEvent(event: $0.event, request: $0.request) })
         // Bounded like the SQLite log: what the checkpoint covers beyond the resume window goes,
         // in steps of keepEvents so the front of the array moves rarely.
         let keepFrom = checkpointSeq > UInt64(keepEvents) ? checkpointSeq - UInt64(keepEvents) : 0

@@ -78,6 +78,9 @@ public struct SessionCore {
     /// A change applied to `head` and waiting for the log.
     private struct InFlight {
         var logged: LoggedEvent
+        /// The head's id-window digest of the request (`nil` without a change id): the committed
+        /// replica takes it instead of encoding the request again.
+        var requestDigest: UInt64?
         /// Who to answer when it commits or fails (`nil`: a member that has left).
         var author: Origin?
         /// Sections this event expands that are too large for one chunk: they will stream.
@@ -379,11 +382,13 @@ public struct SessionCore {
             }
         case .applied(let event):
             if case .member(let connection)? = origin { effects.append(.accepted(connection)) }
-            let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change)
+            // Encoded once, here: the same bytes go to the log and, once committed, to members.
+            let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change, encoded: ServerMessage.event(event))
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
             let streamed = event.sectionsNeedingRows.filter { key in head.section(key).map { !$0.collapsed && !fitsOneChunk($0) } ?? false }
-            inFlight.append(InFlight(logged: logged, author: origin, streams: streamed))
+            let digest = change.id.flatMap { head.rememberedDigest(of: $0) }
+            inFlight.append(InFlight(logged: logged, requestDigest: digest, author: origin, streams: streamed))
             unpersisted.append(logged)
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
         }
@@ -408,7 +413,7 @@ public struct SessionCore {
     private mutating func publish(_ entry: InFlight, now: UInt64, into effects: inout [SessionEffect]) {
         let event = entry.logged.event
         do {
-            try committed.applyCommitted(event, request: entry.logged.request)
+            try committed.applyCommitted(event, request: entry.logged.request, requestDigest: entry.requestDigest, verify: Self.verifiesReplica)
         } catch {
             // The head produced this event from the same state: a mismatch is a bug in the core.
             effects.append(.log(.error, "replica_mismatch", { [("seq", String(event.seq)), ("reason", error.message)] }))
@@ -417,7 +422,7 @@ public struct SessionCore {
             let left = (expandingInFlight[key] ?? 1) - 1
             expandingInFlight[key] = left > 0 ? left : nil
         }
-        let message = OutboundMessage(ServerMessage.event(event))
+        let message = OutboundMessage(entry.logged.encoded ?? ServerMessage.event(event))
         effects.append(.broadcast(message, to: connections))
         if case .addSection(let added) = event.change, let key = added.key {
             // Everyone now holds the new section whole: it has no rows yet.
@@ -613,6 +618,14 @@ public struct SessionCore {
             historyStart = (historyStart + 1) % history.count
         }
     }
+
+    /// Whether the committed replica compares each event it reproduces with the head's: in debug
+    /// builds (every test), not in release, where it cost about a tenth of a change's time.
+    #if DEBUG
+        static let verifiesReplica = true
+    #else
+        static let verifiesReplica = false
+    #endif
 
     /// The encoded committed events after `since` in order, or `nil` when history no longer reaches back.
     private func events(after since: UInt64) -> [(seq: UInt64, message: OutboundMessage, expanded: [String])]? {

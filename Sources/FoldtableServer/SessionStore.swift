@@ -6,10 +6,19 @@ public struct LoggedEvent: Equatable, Sendable {
     /// The change as its author sent it, when the author gave a change id (the id window must
     /// tell a retry from a different change that reuses the id). `nil` otherwise.
     public var request: Change?
+    /// The event as members receive it (`ServerMessage.event(_:)`), when it was encoded
+    /// already: a log stores these bytes instead of encoding the event a second time. Only a
+    /// cache of `event`, so equality ignores it.
+    public var encoded: [UInt8]?
 
-    public init(event: TableEvent, request: Change? = nil) {
+    public init(event: TableEvent, request: Change? = nil, encoded: [UInt8]? = nil) {
         self.event = event
         self.request = request
+        self.encoded = encoded
+    }
+
+    public static func == (lhs: LoggedEvent, rhs: LoggedEvent) -> Bool {
+        lhs.event == rhs.event && lhs.request == rhs.request
     }
 }
 

@@ -91,6 +91,12 @@ final class SQLiteDatabase {
         return sqlite3_get_autocommit(handle) != 0
     }
 
+    /// The rowid of the last row this connection inserted.
+    var lastInsertRowid: Int64 {
+        guard let handle else { return 0 }
+        return sqlite3_last_insert_rowid(handle)
+    }
+
     /// Rows changed since the connection opened.
     var totalChanges: Int {
         guard let handle else { return 0 }

@@ -102,6 +102,11 @@ public final class SQLiteStore: SessionStore, EventLog {
         } catch {
             throw StoreError.unavailable("cannot give the sessions of the restored database \(path) new epochs: \(error)")
         }
+        do {
+            try tables.loadIndex()
+        } catch {
+            throw StoreError.unavailable("cannot read the journal of \(path): \(error)")
+        }
         writer = StoreWriter(tables: tables, post: post)
         writer.start()
     }

@@ -1,19 +1,35 @@
 import FoldtableCore
 import FoldtableServer
 
-/// The SQL behind each store operation, on the writer's connection.
+/// The SQL behind each store operation, on the writer's connection, and the in-memory index of
+/// the journal (see ``JournalIndex``) that goes with it.
 ///
 /// Write operations run inside the batch's transaction opened by ``StoreWriter``. They return a
 /// `Result` for what concerns the operation alone (`.conflict`: nothing was written) and throw
 /// ``SQLiteError`` for what concerns the whole transaction (the batch is rolled back). Conflicts
-/// are checked against the database inside the transaction, so they see the batch's earlier
-/// writes, and a rollback undoes those automatically: no in-memory copy of `last_seq` can drift
-/// from the disk.
+/// are checked against each session's head in ``JournalIndex``, which takes every write at once
+/// (so a check sees the batch's earlier writes) and is rebuilt from the database after a
+/// rollback (so it never keeps what the disk does not have).
 final class SessionTables {
     let database: SQLiteDatabase
     /// How many events at or before a checkpoint the log keeps for resuming clients.
     let keepEvents: UInt64
     let limits: TableLimits
+
+    /// Where each session's live events sit in the journal (see ``JournalIndex``).
+    private var index = JournalIndex()
+    /// False until built, and after a rolled-back transaction (the index's updates are not undone
+    /// with it): the next operation rebuilds it from the database.
+    private var indexIsValid = false
+    /// The journal's smallest and largest rowids (the smallest may be below a hole). The newest
+    /// row is never deleted, so rowids only grow.
+    private var oldestRow: Int64 = 1
+    private var newestRow: Int64 = 0
+    /// Rows the journal may hold beyond twice the live events before sessions holding its tail
+    /// are moved to its head. A variable for tests.
+    var journalSlack: Int64 = 65_536
+    /// Dead rows at the journal's tail deleted together (one DELETE per this many appends at most).
+    var truncateStep: Int64 = 4_096
 
     init(database: SQLiteDatabase, keepEvents: Int, limits: TableLimits) {
         self.database = database
@@ -21,10 +37,113 @@ final class SessionTables {
         self.limits = limits
     }
 
+    // MARK: - The journal's index
+
+    /// Reads what every session still needs and scans the journal once (rowids, sessions and
+    /// seqs: the entries themselves stay on disk) to build ``JournalIndex``.
+    func loadIndex() throws(SQLiteError) {
+        var stored: [String: JournalIndex.Stored] = [:]
+        let sessions = try database.statement("SELECT name, checkpoint_seq, last_seq, first_row FROM sessions")
+        defer { sessions.reset() }
+        while try sessions.step() {
+            guard let name = sessions.text(0) else { continue }
+            let checkpoint = sessions.uint64(1)
+            stored[name] = JournalIndex.Stored(
+                checkpoint: checkpoint, last: sessions.uint64(2), keepFrom: keepFrom(checkpoint: checkpoint), afterRow: sessions.int64(3))
+        }
+        sessions.reset()
+        let scan = try database.statement("SELECT id, session, seq FROM journal ORDER BY id")
+        defer { scan.reset() }
+        let built = try JournalIndex(sessions: stored) { found throws(SQLiteError) in
+            while try scan.step() {
+                if let session = scan.text(1) { found(scan.int64(0), session, scan.uint64(2)) }
+            }
+        }
+        scan.reset()
+        // max() and min() of an empty table are NULL, read as 0.
+        newestRow = try database.scalarInt("SELECT max(id) FROM journal") ?? 0
+        oldestRow = newestRow == 0 ? 1 : (try database.scalarInt("SELECT min(id) FROM journal") ?? 1)
+        index = built
+        indexIsValid = true
+    }
+
+    /// Marks the index as out of step with the database (a transaction was rolled back).
+    func invalidateIndex() {
+        indexIsValid = false
+    }
+
+    private func ensureIndex() throws(SQLiteError) {
+        if !indexIsValid { try loadIndex() }
+    }
+
+    /// The first seq a session with its checkpoint at `checkpoint` still needs.
+    private func keepFrom(checkpoint: UInt64) -> UInt64 {
+        checkpoint > keepEvents ? checkpoint - keepEvents + 1 : 1
+    }
+
+    /// Keeps the journal bounded, inside the batch's transaction: deletes the rows below the
+    /// oldest live one; and when the journal spans more than twice the live events (plus
+    /// `journalSlack`), because sessions that stopped writing hold its tail, moves those
+    /// sessions' live rows to its head so the tail can go. Moving copies at most the live
+    /// events, and happens only after the journal grew by more than that, so each event is
+    /// written at most about twice on average.
+    func compactJournal() throws(SQLiteError) {
+        try ensureIndex()
+        try truncateJournal()
+        let span = newestRow - oldestRow + 1
+        guard span > 2 * Int64(index.liveCount) + journalSlack else { return }
+        let cut = oldestRow + span / 2
+        for session in index.sessions(withRowsBelow: cut) { try relocate(session) }
+        try truncateJournal()
+    }
+
+    private func truncateJournal() throws(SQLiteError) {
+        // Never the newest row: rowids must keep growing (SQLite gives a new row the largest
+        // rowid plus one), or a session's `first_row` could cover rows written after it.
+        let needed = min(index.lowestLiveRow() ?? newestRow, newestRow)
+        guard needed - oldestRow >= truncateStep else { return }
+        let truncate = try database.statement("DELETE FROM journal WHERE id < ?1")
+        defer { truncate.reset() }
+        try truncate.bind(1, needed)
+        try truncate.step()
+        oldestRow = needed
+    }
+
+    /// Copies every live row of `session` to the journal's head, in seq order, and deletes the
+    /// originals (so a scan never finds two rows of one seq).
+    private func relocate(_ session: String) throws(SQLiteError) {
+        let copy = try database.statement("INSERT INTO journal(session, seq, entry) SELECT session, seq, entry FROM journal WHERE id = ?1")
+        defer { copy.reset() }
+        let remove = try database.statement("DELETE FROM journal WHERE id = ?1")
+        defer { remove.reset() }
+        var moved: [Int64] = []
+        for row in index.rows(of: session, after: 0).rows {
+            copy.reset()
+            try copy.bind(1, row)
+            try copy.step()
+            let copied = database.lastInsertRowid
+            guard copied > newestRow else {
+                // The row was missing: leave it to `load`, which reports the gap as corrupt.
+                moved.append(row)
+                continue
+            }
+            newestRow = copied
+            moved.append(copied)
+            remove.reset()
+            try remove.bind(1, row)
+            try remove.step()
+        }
+        index.moved(session, to: moved)
+    }
+
     // MARK: - Writes (inside a transaction)
 
+    /// Writes only journal rows: the session's row in `sessions` is not touched (its head is in
+    /// the index, and the journal says where the log ends when the store opens), so a commit
+    /// touching 1,000 sessions writes their events and nothing per session.
     func append(session: String, events: [LoggedEvent]) throws(SQLiteError) -> Result<UInt64, StoreError> {
-        guard let head = try heads(of: session) else {
+        try ensureIndex()
+        guard let head = index.head(of: session) else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
         }
         guard let first = events.first else { return .success(head.last) }
@@ -34,44 +153,45 @@ final class SessionTables {
         for (offset, logged) in events.enumerated() where logged.event.seq != first.event.seq &+ UInt64(offset) {
             return .failure(.conflict("events of \"\(session)\" are not consecutive at \(logged.event.seq)"))
         }
-        // OR REPLACE: `last_seq` is the truth; a stray row past it (never written by this code)
-        // must not wedge the session with constraint errors forever.
-        let insert = try database.statement("INSERT OR REPLACE INTO events(session, seq, entry) VALUES (?1, ?2, ?3)")
+        let insert = try database.statement("INSERT INTO journal(session, seq, entry) VALUES (?1, ?2, ?3)")
         defer { insert.reset() }
         for logged in events {
             insert.reset()
             try insert.bind(1, session)
             try insert.bind(2, logged.event.seq)
-            try insert.bind(3, TableCheckpoint.encodeEntry(logged.event, request: logged.request))
+            try insert.bind(3, TableCheckpoint.encodeEntry(logged.event, request: logged.request, encodedEvent: logged.encoded))
             try insert.step()
+            let row = database.lastInsertRowid
+            newestRow = max(newestRow, row)
+            oldestRow = min(oldestRow, row)
+            index.appended(session, seq: logged.event.seq, row: row)
         }
-        let last = first.event.seq &+ UInt64(events.count - 1)
-        let update = try database.statement("UPDATE sessions SET last_seq = ?2 WHERE name = ?1")
-        defer { update.reset() }
-        try update.bind(1, session)
-        try update.bind(2, last)
-        try update.step()
-        return .success(last)
+        return .success(first.event.seq &+ UInt64(events.count - 1))
     }
 
     func create(_ session: StoredSession) throws(SQLiteError) -> Result<Void, StoreError> {
         guard session.events.isEmpty else {
             return .failure(.conflict("a new session \"\(session.name)\" must not carry events"))
         }
+        try ensureIndex()
         let seq = session.checkpoint.seq
-        let upsert = try database.statement("INSERT OR REPLACE INTO sessions(name, epoch, checkpoint_seq, last_seq) VALUES (?1, ?2, ?3, ?3)")
+        let upsert = try database.statement(
+            "INSERT OR REPLACE INTO sessions(name, epoch, checkpoint_seq, last_seq, first_row) VALUES (?1, ?2, ?3, ?3, ?4)")
         defer { upsert.reset() }
         try upsert.bind(1, session.name)
         try upsert.bind(2, session.epoch)
         try upsert.bind(3, seq)
+        try upsert.bind(4, newestRow)
         try upsert.step()
         try writeCheckpoint(session.name, session.checkpoint)
         try deleteEvents(of: session.name)
+        index.created(session.name, at: seq)
         return .success(())
     }
 
     func saveCheckpoint(_ name: String, table: Table) throws(SQLiteError) -> Result<Void, StoreError> {
-        guard let head = try heads(of: name) else {
+        try ensureIndex()
+        guard let head = index.head(of: name) else {
             return .failure(.conflict("session \"\(name)\" is not stored"))
         }
         guard table.seq <= head.last else {
@@ -81,26 +201,24 @@ final class SessionTables {
         guard table.seq >= head.checkpoint else {
             return .failure(.conflict("checkpoint \(table.seq) of \"\(name)\" is older than the stored \(head.checkpoint)"))
         }
-        let update = try database.statement("UPDATE sessions SET checkpoint_seq = ?2 WHERE name = ?1")
+        // `last_seq` is brought up to date here too: cheap, and it lets a reader of the file
+        // alone see roughly where each log is.
+        let update = try database.statement("UPDATE sessions SET checkpoint_seq = ?2, last_seq = ?3 WHERE name = ?1")
         defer { update.reset() }
         try update.bind(1, name)
         try update.bind(2, table.seq)
+        try update.bind(3, head.last)
         try update.step()
         try writeCheckpoint(name, table)
-        // Keep `keepEvents` events at or before the checkpoint for resume, and every one after it.
-        if table.seq > keepEvents {
-            let prune = try database.statement("DELETE FROM events WHERE session = ?1 AND seq <= ?2")
-            defer { prune.reset() }
-            try prune.bind(1, name)
-            try prune.bind(2, table.seq - keepEvents)
-            try prune.step()
-        }
+        // Keep `keepEvents` events at or before the checkpoint for resume, and every one after
+        // it. The rows stay in the journal until it is truncated behind every session's oldest.
+        index.checkpointed(name, at: table.seq, pruneThrough: table.seq > keepEvents ? table.seq - keepEvents : nil)
         return .success(())
     }
 
-    /// The checkpoint lives in a table of its own: a session's row is read and rewritten on
-    /// every append (`last_seq`), and SQLite rewrites a whole row, overflow pages and all, on
-    /// update; with the blob beside it every append would rewrite the whole table's checkpoint.
+    /// The checkpoint lives in a table of its own: SQLite rewrites a whole row, overflow pages
+    /// and all, on update, and a session's row is read on every load and rewritten on every
+    /// checkpoint.
     private func writeCheckpoint(_ name: String, _ table: Table) throws(SQLiteError) {
         let write = try database.statement("INSERT OR REPLACE INTO checkpoints(session, data) VALUES (?1, ?2)")
         defer { write.reset() }
@@ -171,16 +289,18 @@ final class SessionTables {
     }
 
     func load(_ name: String) throws(SQLiteError) -> Result<StoredSession?, StoreError> {
+        try ensureIndex()
         let select = try database.statement(
-            "SELECT s.epoch, c.data, s.checkpoint_seq, s.last_seq FROM sessions s LEFT JOIN checkpoints c ON c.session = s.name WHERE s.name = ?1")
+            "SELECT s.epoch, c.data, s.checkpoint_seq FROM sessions s LEFT JOIN checkpoints c ON c.session = s.name WHERE s.name = ?1")
         defer { select.reset() }
         try select.bind(1, name)
         guard try select.step() else { return .success(nil) }
         let epoch = select.text(0) ?? ""
         let bytes = select.blob(1)
         let checkpointSeq = select.uint64(2)
-        let lastSeq = select.uint64(3)
         select.reset()
+        // The index's head: `last_seq` in the row is only as of the last checkpoint.
+        let lastSeq = index.head(of: name)?.last ?? checkpointSeq
 
         let checkpoint: Table
         do {
@@ -209,7 +329,8 @@ final class SessionTables {
     }
 
     func read(session: String, after seq: UInt64) throws(SQLiteError) -> Result<[LoggedEvent]?, StoreError> {
-        guard let head = try heads(of: session) else {
+        try ensureIndex()
+        guard let head = index.head(of: session) else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
         }
         if seq == head.last { return .success([]) }
@@ -229,37 +350,37 @@ final class SessionTables {
 
     // MARK: - Helpers
 
-    /// The session's checkpoint seq and last logged seq, or `nil` when it is not stored.
-    private func heads(of name: String) throws(SQLiteError) -> (checkpoint: UInt64, last: UInt64)? {
-        let select = try database.statement("SELECT checkpoint_seq, last_seq FROM sessions WHERE name = ?1")
-        defer { select.reset() }
-        try select.bind(1, name)
-        guard try select.step() else { return nil }
-        return (select.uint64(0), select.uint64(1))
-    }
-
-    /// Every stored event of `name` after `seq`, decoded, checked to be consecutive.
+    /// Every live event of `name` after `seq`, read by rowid through the index, decoded, checked
+    /// to be the session's and consecutive.
     private func events(of name: String, after seq: UInt64) throws(SQLiteError) -> Result<[LoggedEvent], StoreError> {
-        let select = try database.statement("SELECT seq, entry FROM events WHERE session = ?1 AND seq > ?2 ORDER BY seq")
+        try ensureIndex()
+        let select = try database.statement("SELECT session, seq, entry FROM journal WHERE id = ?1")
         defer { select.reset() }
-        try select.bind(1, name)
-        try select.bind(2, seq)
+        let (firstSeq, rows) = index.rows(of: name, after: seq)
         var events: [LoggedEvent] = []
-        while try select.step() {
-            let stored = select.uint64(0)
+        events.reserveCapacity(rows.count)
+        var expected = firstSeq
+        for row in rows {
+            select.reset()
+            try select.bind(1, row)
+            guard try select.step(), select.text(0) == name else {
+                return .failure(.corrupt("event \(expected) of \"\(name)\" is missing from the journal"))
+            }
+            let stored = select.uint64(1)
+            guard stored == expected else {
+                return .failure(.corrupt("the log of \"\(name)\" skips from \(expected - 1) to \(stored)"))
+            }
             let entry: (event: TableEvent, request: Change?)
             do {
-                entry = try TableCheckpoint.decodeEntry(select.blob(1), limits: limits)
+                entry = try TableCheckpoint.decodeEntry(select.blob(2), limits: limits)
             } catch {
                 return .failure(.corrupt("event \(stored) of \"\(name)\": \(error.message)"))
             }
             guard entry.event.seq == stored else {
                 return .failure(.corrupt("event \(stored) of \"\(name)\" holds seq \(entry.event.seq)"))
             }
-            if let previous = events.last, previous.event.seq &+ 1 != stored {
-                return .failure(.corrupt("the log of \"\(name)\" skips from \(previous.event.seq) to \(stored)"))
-            }
             events.append(LoggedEvent(event: entry.event, request: entry.request))
+            expected += 1
         }
         return .success(events)
     }
@@ -274,10 +395,16 @@ final class SessionTables {
         return epochs
     }
 
+    /// Deletes the session's live rows by rowid (its dead ones go when the journal is truncated).
     private func deleteEvents(of name: String) throws(SQLiteError) {
-        let remove = try database.statement("DELETE FROM events WHERE session = ?1")
+        try ensureIndex()
+        let remove = try database.statement("DELETE FROM journal WHERE id = ?1")
         defer { remove.reset() }
-        try remove.bind(1, name)
-        try remove.step()
+        // Never the newest row, like truncation: rowids must keep growing for `first_row`.
+        for row in index.remove(name) where row != newestRow {
+            remove.reset()
+            try remove.bind(1, row)
+            try remove.step()
+        }
     }
 }

@@ -163,12 +163,15 @@ final class StoreWriter: @unchecked Sendable {
                     break
                 }
             }
+            try tables.compactJournal()
             try database.exec("COMMIT")
             return results
         } catch {
             // SQLite may already have rolled back (some I/O errors do); ROLLBACK only if a
             // transaction is still open, and ignore its own failure: the next BEGIN tells.
             if !database.isAutocommit { try? database.exec("ROLLBACK") }
+            // The journal's index took the batch's writes; the database no longer has them.
+            tables.invalidateIndex()
             let failure = error.storeError
             return writes.compactMap { $0.failure(failure) }
         }

@@ -443,14 +443,26 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         }
         #expect(summary == RowImport(count: 2, replace: false))
         #expect(!summary.carriesRows)
-        let entry = TableCheckpoint.encodeEntry(
-            event, request: .importRows(section: .key("a"), rows: RowImport(rows: rows("x", "y"), replace: false)))
+        let request = Change.importRows(section: .key("a"), rows: RowImport(rows: rows("x", "y"), replace: false))
+        let entry = TableCheckpoint.encodeEntry(event, request: request)
+        // Given the members' encoding to reuse, the entry still keeps the rows.
+        #expect(TableCheckpoint.encodeEntry(event, request: request, encodedEvent: ServerMessage.event(event)) == entry)
         let stored = try TableCheckpoint.decodeEntry(entry, limits: TableLimits())
         #expect(stored.event == event)
         // A replica given the stored event reproduces it, keys and all.
         var replica = try sampleTable()
         try replica.applyCommitted(stored.event, request: stored.request)
         #expect(replica.section("a")?.rows == table.section("a")?.rows)
+    }
+
+    @Test func aLogEntryMadeFromTheMembersEncodingIsTheOneEncodedWhole() throws {
+        var table = try sampleTable()
+        let toggle = try apply(&table, .toggle(section: .title("Alpha")), id: "t1")
+        let added = try apply(&table, .addSection(NewSection(title: "Gamma")))
+        for (event, request) in [(toggle, Change.toggle(section: .title("Alpha"))), (added, nil)] {
+            let reused = TableCheckpoint.encodeEntry(event, request: request, encodedEvent: ServerMessage.event(event))
+            #expect(reused == TableCheckpoint.encodeEntry(event, request: request))
+        }
     }
 
     @Test func aRequestGivingACountThatDisagreesWithItsRowsIsRefused() throws {

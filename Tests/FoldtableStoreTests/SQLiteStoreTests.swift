@@ -36,6 +36,13 @@ struct SQLiteStoreTests {
         #expect(try wait { store.read(session: "plan", after: 3, completion: $0) }.get() == Array(all[3...]))
         #expect(try wait { store.read(session: "plan", after: 7, completion: $0) }.get() == [])
         #expect(try wait { store.load("other", completion: $0) }.get() == nil)
+        // Appends wrote journal rows only (the session's row still says 0); the log's head came
+        // from the journal: an event that does not follow it is refused, the next one goes on.
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        #expect(try raw.scalarInt("SELECT last_seq FROM sessions WHERE name = 'plan'") == 0)
+        raw.close()
+        #expect(wait { store.append(session: "plan", events: [all[6]], completion: $0) }.isConflict)
+        #expect(try wait { store.append(session: "plan", events: try script.events(1), completion: $0) }.get() == 8)
     }
 
     @Test func refusesADatabaseFromANewerSchema() throws {
@@ -45,9 +52,147 @@ struct SQLiteStoreTests {
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
         try raw.exec("PRAGMA user_version = 3")
         raw.close()
-        #expect(throws: StoreError.unavailable("the database \(directory)/foldtable.db is from a newer foldtabled (schema 3, this build knows 1)")) {
+        #expect(throws: StoreError.unavailable("the database \(directory)/foldtable.db is from a newer foldtabled (schema 3, this build knows 2)")) {
             try openStore(directory, service: service)
         }
+    }
+
+    @Test func versionOneDatabaseIsUpgradedKeepingEverySessionEventAndChangeId() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        // A database as the build before the journal left it: schema 1, written by hand.
+        var planA = Script()
+        let earlyA = try planA.events(10)
+        let checkpointA = planA.table
+        let lateA = try planA.events(7)
+        var planB = Script()
+        let eventsB = try planB.events(4, ids: false)
+        do {
+            let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+            try raw.exec(Migrations.steps[0] + "PRAGMA user_version = 1;")
+            let session = try raw.prepareUncached("INSERT INTO sessions(name, epoch, checkpoint_seq, last_seq) VALUES (?1, ?2, ?3, ?4)")
+            let checkpoint = try raw.prepareUncached("INSERT INTO checkpoints(session, data) VALUES (?1, ?2)")
+            let event = try raw.prepareUncached("INSERT INTO events(session, seq, entry) VALUES (?1, ?2, ?3)")
+            defer {
+                for statement in [session, checkpoint, event] { statement.finalize() }
+            }
+            // "a" kept 5 events before its checkpoint at 10 for resume; "b" has no checkpoint
+            // since its start; "c" has no events. Inserted out of order, as pages would hold them.
+            for (name, table, last, logged) in [
+                ("b", Table(), UInt64(4), eventsB), ("a", checkpointA, UInt64(17), Array(earlyA[5...]) + lateA), ("c", Table(), UInt64(0), []),
+            ] {
+                session.reset()
+                try session.bind(1, name)
+                try session.bind(2, "e-\(name)")
+                try session.bind(3, table.seq)
+                try session.bind(4, last)
+                try session.step()
+                checkpoint.reset()
+                try checkpoint.bind(1, name)
+                try checkpoint.bind(2, TableCheckpoint.encode(table))
+                try checkpoint.step()
+                for entry in logged.reversed() {
+                    event.reset()
+                    try event.bind(1, name)
+                    try event.bind(2, entry.event.seq)
+                    try event.bind(3, TableCheckpoint.encodeEntry(entry.event, request: entry.request))
+                    try event.step()
+                }
+            }
+            raw.close()
+        }
+
+        let store = try openStore(directory, keepEvents: 5, service: service)
+        #expect(try store.sessionNames() == ["a", "b", "c"])
+        let a = try #require(try wait { store.load("a", completion: $0) }.get())
+        #expect(a.epoch == "e-a")
+        #expect(a.events == Array(earlyA[5...]) + lateA)
+        var table = a.checkpoint
+        for logged in a.events where logged.event.seq > table.seq { try table.applyCommitted(logged.event, request: logged.request) }
+        // The change-id window, rebuilt from checkpoint and log, is the one the session had.
+        #expect(table.rememberedChanges == planA.table.rememberedChanges)
+        #expect(table.rememberedChanges.count == 17)
+        #expect(TableCheckpoint.encode(table) == TableCheckpoint.encode(planA.table))
+        #expect(try wait { store.load("b", completion: $0) }.get()?.events == eventsB)
+        #expect(try wait { store.load("c", completion: $0) }.get()?.events == [])
+        #expect(try wait { store.read(session: "a", after: 12, completion: $0) }.get() == Array(lateA[2...]))
+        // The log goes on where it was.
+        #expect(try wait { store.append(session: "a", events: try planA.events(1), completion: $0) }.get() == 18)
+        store.close()
+
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        defer { raw.close() }
+        #expect(try raw.scalarInt("PRAGMA user_version") == 2)
+        #expect(try raw.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'events'") == 0)
+        #expect(try raw.scalarInt("SELECT count(*) FROM journal") == 12 + 4 + 1)
+    }
+
+    @Test func journalStaysBoundedWhileASessionStopsWriting() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        var idle = Script()
+        let idleEvents = try idle.events(5)
+        var busy = Script()
+        var busyEvents: [LoggedEvent] = []
+        do {
+            let store = try openStore(directory, keepEvents: 2, service: service)
+            store.runOnWriter { tables in
+                tables.journalSlack = 16
+                tables.truncateStep = 1
+            }
+            for name in ["idle", "busy"] {
+                try wait { store.create(StoredSession(name: name, epoch: "e", checkpoint: Table()), completion: $0) }.get()
+            }
+            _ = try wait { store.append(session: "idle", events: idleEvents, completion: $0) }.get()
+            var idleAt3 = Script()
+            _ = try idleAt3.events(3)
+            try wait { store.saveCheckpoint("idle", table: idleAt3.table, completion: $0) }.get()
+            // "busy" writes on and checkpoints every 10 events; "idle" still needs its events 2...5.
+            for _ in 0..<30 {
+                let events = try busy.events(10)
+                busyEvents += events
+                _ = try wait { store.append(session: "busy", events: events, completion: $0) }.get()
+                try wait { store.saveCheckpoint("busy", table: busy.table, completion: $0) }.get()
+            }
+            store.close()
+            let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+            defer { raw.close() }
+            // 300 events were written; the journal holds about what is live (4 + 2) plus the slack.
+            let rows = try #require(try raw.scalarInt("SELECT count(*) FROM journal"))
+            #expect(rows <= 2 * 6 + 16 + 10)
+        }
+        // Everything each session needs is still there, in order, after a reopen (a fresh index).
+        let store = try openStore(directory, keepEvents: 2, service: service)
+        #expect(try wait { store.load("idle", completion: $0) }.get()?.events == Array(idleEvents[1...]))
+        #expect(try wait { store.load("busy", completion: $0) }.get()?.events == Array(busyEvents.suffix(2)))
+        #expect(try wait { store.append(session: "idle", events: try idle.events(1), completion: $0) }.get() == 6)
+    }
+
+    @Test func sessionCreatedAgainUnderItsNameNeverSeesTheOldOnesEvents() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        var fresh = Script()
+        _ = try fresh.events(3)
+        let start = fresh.table
+        let freshEvents = try fresh.events(2)
+        do {
+            let store = try openStore(directory, keepEvents: 5, service: service)
+            var old = Script()
+            try wait { store.create(StoredSession(name: "s", epoch: "old", checkpoint: Table()), completion: $0) }.get()
+            _ = try wait { store.append(session: "s", events: try old.events(8), completion: $0) }.get()
+            // Events 1...3 of the old session are no longer live but stay in the journal a while.
+            try wait { store.saveCheckpoint("s", table: old.table, completion: $0) }.get()
+            _ = try wait { store.append(session: "s", events: try old.events(2), completion: $0) }.get()
+            try wait { store.create(StoredSession(name: "s", epoch: "new", checkpoint: start), completion: $0) }.get()
+            _ = try wait { store.append(session: "s", events: freshEvents, completion: $0) }.get()
+            #expect(try wait { store.load("s", completion: $0) }.get()?.events == freshEvents)
+            store.close()
+        }
+        let store = try openStore(directory, keepEvents: 5, service: service)
+        let loaded = try #require(try wait { store.load("s", completion: $0) }.get())
+        #expect(loaded.epoch == "new")
+        #expect(loaded.events == freshEvents)
+        #expect(try wait { store.read(session: "s", after: 2, completion: $0) }.get() == nil)
     }
 
     @Test func appendNotFollowingTheLogIsAConflict() throws {
@@ -353,7 +498,7 @@ struct SQLiteStoreTests {
         store.flush()
 
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
-        try raw.exec("UPDATE events SET entry = x'7b226576656e74223a' WHERE session = 's' AND seq = 2")
+        try raw.exec("UPDATE journal SET entry = x'7b226576656e74223a' WHERE session = 's' AND seq = 2")
         try raw.exec("UPDATE checkpoints SET data = x'00ff' WHERE session = 't'")
         raw.close()
         for result in [wait { store.load("s", completion: $0) }, wait { store.load("t", completion: $0) }] {
