@@ -1,0 +1,107 @@
+import FoldtableCore
+
+/// The ``Broker`` port in one process: each session's stream is an array in memory, shared by
+/// every hub given the same broker. What the tests run several hubs over (the Redis broker's
+/// behaviour without Redis); not durable, so a single-node deployment keeps its sessions
+/// sequenced by their own cores with the SQLite log instead.
+///
+/// Service thread only. `post` defers completions and deliveries to a later turn of the
+/// service thread (a transport's ``Transport/post(_:)``), as a broker with I/O would.
+public final class LocalBroker: Broker {
+    private struct Stream {
+        var epoch: String
+        var snapshot: Table
+        /// Position of the snapshot: the number of entries it covers.
+        var snapshotPosition: Int
+        /// Every entry ever appended; `position` is index + 1.
+        var entries: [SequencedRequest] = []
+    }
+    private struct Follower {
+        let token: UInt64
+        var after: Int
+        let deliver: ([SequencedRequest]) -> Void
+        let caughtUp: () -> Void
+    }
+    private var streams: [String: Stream] = [:]
+    private var followers: [String: [Follower]] = [:]
+    private var nextToken: UInt64 = 0
+    private let post: (@escaping @Sendable () -> Void) -> Void
+    private var deliveryPosted = false
+
+    public init(post: @escaping (@escaping @Sendable () -> Void) -> Void) {
+        self.post = post
+    }
+
+    /// Runs `work` on a later turn of the service thread.
+    private func later(_ work: @escaping () -> Void) {
+        let carried = ServiceThreadOnly(work)
+        post { carried.value() }
+    }
+
+    public func append(session: String, request: SequencedRequest, completion: @escaping (Result<Void, BrokerError>) -> Void) {
+        guard streams[session] != nil else {
+            return later { completion(.failure(BrokerError("no stream for session \(session)"))) }
+        }
+        var entry = request
+        entry.position = String(streams[session]!.entries.count + 1)
+        streams[session]!.entries.append(entry)
+        later { completion(.success(())) }
+        deliverSoon()
+    }
+
+    public func open(session: String, create: BrokeredSession?, completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void) {
+        var created = false
+        if streams[session] == nil, let create {
+            streams[session] = Stream(epoch: create.epoch, snapshot: create.table, snapshotPosition: 0)
+            created = true
+        }
+        var opened = streams[session].map { stream in
+            BrokeredSession(
+                epoch: stream.epoch, table: stream.snapshot, position: stream.snapshotPosition == 0 ? "" : String(stream.snapshotPosition),
+                requests: Array(stream.entries[stream.snapshotPosition...]))
+        }
+        opened?.created = created
+        later { completion(.success(opened)) }
+    }
+
+    public func follow(
+        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping () -> Void
+    ) {
+        nextToken += 1
+        followers[session, default: []].append(Follower(token: nextToken, after: Int(position) ?? 0, deliver: deliver, caughtUp: caughtUp))
+        deliverSoon()
+    }
+
+    public func unfollow(session: String) {
+        followers[session] = nil
+    }
+
+    public func saveSnapshot(session: String, epoch: String, table: Table, position: String, keep: Int) {
+        guard let covered = Int(position), let stream = streams[session], covered > stream.snapshotPosition else { return }
+        streams[session]?.snapshot = table
+        streams[session]?.snapshotPosition = covered
+    }
+
+    /// One delivery turn for everything appended meanwhile, like a reader's next read.
+    private func deliverSoon() {
+        guard !deliveryPosted else { return }
+        deliveryPosted = true
+        later { [self] in
+            deliveryPosted = false
+            for (session, list) in followers {
+                for follower in list {
+                    guard let entries = streams[session]?.entries else { continue }
+                    let fresh = Array(entries[min(follower.after, entries.count)...])
+                    setAfter(session, token: follower.token, entries.count)
+                    if !fresh.isEmpty { follower.deliver(fresh) }
+                    follower.caughtUp()
+                }
+            }
+        }
+    }
+
+    private func setAfter(_ session: String, token: UInt64, _ after: Int) {
+        guard let index = followers[session]?.firstIndex(where: { $0.token == token }) else { return }
+        followers[session]?[index].after = after
+    }
+}
