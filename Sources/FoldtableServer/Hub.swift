@@ -37,6 +37,10 @@ public final class Hub: TransportDelegate {
     private var timers: [UInt64: TimerAction] = [:]
     private var nextTimerToken: UInt64 = 1
     private let makeEpoch: () -> String
+    /// Shared sessions opened so far, and this process's random name: request origins of a
+    /// shared session's core are made unique from them.
+    private var sharedOpens: UInt64 = 0
+    private let incarnation = Hub.randomEpoch()
     /// The HTTP endpoints the hub answers (health checks now, the API later).
     public let http: HTTPRouter
 
@@ -671,6 +675,13 @@ public final class Hub: TransportDelegate {
 // MARK: - Sessions shared with other nodes
 
 extension Hub {
+    /// A request origin no earlier open of a session on this node (in this process or an
+    /// earlier one with the same node id) used: `<node>/<process incarnation>-<open number>`.
+    private func nextSharedOrigin(_ cluster: Cluster) -> String {
+        sharedOpens += 1
+        return "\(cluster.node)/\(incarnation)-\(sharedOpens)"
+    }
+
     /// Opens session `name` from the broker (creating it holding `create` when nobody has),
     /// applies the requests after its snapshot, and follows its stream while it is resident.
     fileprivate func openShared(
@@ -706,7 +717,8 @@ extension Hub {
     /// A resident session for `opened`, brought up to the stream's end as read, then following it.
     private func follow(_ opened: BrokeredSession, name: String, _ cluster: Cluster) -> TableSession {
         let core = SessionCore(
-            name: name, epoch: opened.epoch, table: opened.table, settings: sessionSettings, sequencing: .stream(node: cluster.node))
+            name: name, epoch: opened.epoch, table: opened.table, settings: sessionSettings,
+            sequencing: .stream(node: cluster.node, origin: nextSharedOrigin(cluster)))
         let session = TableSession(core: core, hub: self)
         session.createdHere = opened.created
         sessions[name] = session

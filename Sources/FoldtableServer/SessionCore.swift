@@ -52,8 +52,10 @@ public struct SessionCore {
         /// The session's stream, shared by several nodes (a ``Broker``): a change is appended as
         /// a request, and every node applies the requests it reads in stream order to
         /// `committed`, so all produce the same events, refusals and seqs. `node` names this
-        /// node in authors (`<node>.c<connection>`) and request origins.
-        case stream(node: String)
+        /// node in authors (`<node>.c<connection>`); `origin` (default: `node`) in request
+        /// origins, where it must be unique to this core: request numbers start at 1 with each
+        /// core, and a late entry of an earlier core must not be taken for one of this core's.
+        case stream(node: String, origin: String? = nil)
     }
 
     public let name: String
@@ -340,7 +342,7 @@ public struct SessionCore {
     // MARK: - Changes
 
     private mutating func submit(_ change: Pending, into effects: inout [SessionEffect]) {
-        if case .stream(let node) = sequencing { return appendRequest(change, node: node, into: &effects) }
+        if case .stream(let node, let origin) = sequencing { return appendRequest(change, node: origin ?? node, into: &effects) }
         guard pending.count - pendingStart < settings.maxPendingChanges else {
             refuse(
                 change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
@@ -688,7 +690,7 @@ extension SessionCore {
     /// The client id members are known by: node-qualified when several nodes share the session,
     /// or two nodes' `c5` would be one author.
     private func clientID(of connection: Connection) -> String {
-        if case .stream(let node) = sequencing { return "\(node).c\(connection.id)" }
+        if case .stream(let node, _) = sequencing { return "\(node).c\(connection.id)" }
         return "c\(connection.id)"
     }
 
@@ -780,7 +782,7 @@ extension SessionCore {
     /// node answers the author.
     private mutating func applySequenced(_ request: SequencedRequest, into effects: inout [SessionEffect]) {
         var waiting: (origin: Origin, id: String?)?
-        if case .stream(let node) = sequencing, request.origin.node == node {
+        if case .stream(let node, let origin) = sequencing, request.origin.node == origin ?? node {
             waiting = awaiting.removeValue(forKey: request.origin.number)
             uncertain[request.origin.number] = nil
         }

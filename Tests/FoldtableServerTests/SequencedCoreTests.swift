@@ -181,6 +181,24 @@ import Testing
         #expect(a.isQuiet)
     }
 
+    @Test func anEntryOfAnEarlierCoreOnTheSameNodeIsNotTakenForThisCoresRequestOfTheSameNumber() throws {
+        let table = try Table(options: TableOptions(), sections: [Section(key: "t", title: "T", collapsed: true)], seq: 0)
+        var earlier = SessionCore(
+            name: "x", epoch: "e1", table: table, settings: SessionCore.Settings(), sequencing: .stream(node: "a", origin: "a/p-1"))
+        var later = SessionCore(
+            name: "x", epoch: "e1", table: table, settings: SessionCore.Settings(), sequencing: .stream(node: "a", origin: "a/p-2"))
+        _ = earlier.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
+        _ = later.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
+        let old = try #require(appended(earlier.handle(.change(.toggle(section: .key("t")), id: "old", from: ana), now: 0)).first)
+        let new = try #require(appended(later.handle(.change(.toggle(section: .key("t")), id: "new", from: ana), now: 0)).first)
+        #expect(old.origin.number == new.origin.number)
+        #expect(new.author.client == "a.c1" && new.origin.node == "a/p-2")
+        var effects = later.handle(.sequenced(positioned([old])), now: 0)
+        #expect(seqs(effects) == [1] && acks(effects).isEmpty)
+        effects = later.handle(.sequenced(positioned([new], from: 2)), now: 0)
+        #expect(acks(effects).map { "\($0.1)@\($0.2)" } == ["new@2"])
+    }
+
     @Test func aRequestTouchingAStreamingSectionWaitsAndKeepsTheStreamOrder() throws {
         var settings = SessionCore.Settings()
         settings.chunkRows = 1
