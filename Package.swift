@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "FoldtableRedis", dependencies: ["CHiredis", "FoldtableCore", "FoldtableServer"]),
         .executableTarget(
             name: "foldtabled",
-            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth"]
+            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth", "FoldtableRedis"]
         ),
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
         .target(name: "FoldtableClient", dependencies: ["CFoldtableWSClient", "FoldtableCore"]),

@@ -45,7 +45,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     private var followers: [String: Follower] = [:]
     private var nextToken: UInt64 = 0
     /// Reports entries that do not decode (dropped on every node alike) and read failures.
-    private let report: @Sendable (String) -> Void
+    private let report: @Sendable (_ event: String, _ fields: [(String, String)]) -> Void
 
     private struct Follower {
         let token: UInt64
@@ -61,7 +61,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     public init(
         _ options: RedisClient.Options, limits: TableLimits, reading: Reading = Reading(), post: @escaping Post,
-        report: @escaping @Sendable (String) -> Void = { _ in }, stateChanged: @escaping @Sendable (RedisClient.State) -> Void = { _ in }
+        report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void = { _, _ in },
+        stateChanged: @escaping @Sendable (RedisClient.State) -> Void = { _ in }
     ) {
         var commandOptions = options
         commandOptions.clientName = options.clientName.map { $0 + "-commands" }
@@ -181,7 +182,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             Self.snapshotScript, keys: [Self.snapshotKey(session), Self.streamKey(session)],
             arguments: [covered.milliseconds, covered.sequence, epoch, TableCheckpoint.encode(table), max(0, keep)]
         ) { result in
-            if case .failure(let error) = result { report("snapshot_failed session=\(session) reason=\(error)") }
+            if case .failure(let error) = result { report("snapshot_failed", [("session", session), ("reason", error.description)]) }
         }
     }
 
@@ -229,7 +230,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         switch result {
         case .failure(let error):
             if case .closed = error { return }
-            report("read_failed reason=\(error)")
+            report("read_failed", [("reason", error.description)])
             usleep(UInt32(min(reading.retryMs, 10_000) * 1_000))
         case .success(let batches):
             let byKey = Dictionary(batches.map { ($0.key, $0.entries) }, uniquingKeysWith: { $1 })
@@ -241,7 +242,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                     do {
                         requests.append(try Self.decode(entry, limits: limits))
                     } catch {
-                        report("entry_dropped session=\(stream.session) id=\(entry.id) reason=\(error.message)")
+                        report("entry_dropped", [("session", stream.session), ("id", entry.id.description), ("reason", error.message)])
                     }
                 }
                 if let last = entries.last?.id {
