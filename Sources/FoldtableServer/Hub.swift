@@ -737,6 +737,8 @@ extension Hub {
                 session.handle(.caughtUp)
             })
         log(.info, "session_loaded", ["session": name, "seq": String(core.committed.seq), "requests": String(opened.requests.count)])
+        // Opened for nobody yet (the demo at start, an API call): its idle clock starts now.
+        sessionSettled(session)
         return session
     }
 }

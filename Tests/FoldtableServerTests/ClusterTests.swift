@@ -3,15 +3,17 @@ import Testing
 
 @testable import FoldtableServer
 
-/// Hubs standing for nodes, sharing sessions through one in-process ``LocalBroker``.
+/// Hubs standing for nodes, sharing sessions through in-process ``LocalBroker``s over one set of streams.
 final class LocalCluster {
     /// What the broker posts (its completions and deliveries), run when the test settles.
     let brokerQueue = ServiceQueue(wake: {})
-    lazy var broker = LocalBroker(post: { [brokerQueue] work in brokerQueue.post(work) })
+    let streams = LocalBroker.Streams()
     var nodes: [Harness] = []
 
+    /// A hub with a broker of its own over the shared streams, as each node has its own Redis broker.
     @discardableResult
     func start(_ node: String) -> Harness {
+        let broker = LocalBroker(streams: streams, post: { [brokerQueue] work in brokerQueue.post(work) })
         let harness = Harness(cluster: Cluster(node: node, broker: broker))
         nodes.append(harness)
         settle()
@@ -113,6 +115,11 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
         let cluster = LocalCluster()
         let a = cluster.start("a")
         let b = cluster.start("b")
+        // The demo, opened at start for nobody, is quiet: it leaves memory when its idle time is up.
+        #expect(a.hub.residentSessions == ["demo"])
+        a.transport.fireTimers()
+        cluster.settle()
+        #expect(a.hub.residentSessions.isEmpty)
         b.join(1, name: "bo")
         cluster.settle()
         b.say(1, #"{"type":"toggle","section":"mac"}"#)
@@ -123,6 +130,7 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
         cluster.settle()
         #expect(b.hub.residentSessions.isEmpty)
         a.join(2, name: "ana")
+        cluster.settle()
         a.say(2, #"{"type":"toggle","section":"mac"}"#)
         cluster.settle()
         b.join(3, name: "bo")
