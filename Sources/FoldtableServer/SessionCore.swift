@@ -386,7 +386,7 @@ public struct SessionCore {
     /// Applies waiting changes to `head` in order until one must wait, then hands the new events
     /// to the log in one append.
     private mutating func drainPending(into effects: inout [SessionEffect]) {
-        if sequencing != .local { return drainSequenced(into: &effects) }
+        if case .stream = sequencing { return drainSequenced(into: &effects) }
         while pendingStart < pending.count {
             let next = pending[pendingStart]
             if mustWait(next.change) { break }
