@@ -65,10 +65,10 @@ let package = Package(
         .target(name: "FoldtableStore", dependencies: ["CSQLite", "FoldtableCore", "FoldtableServer"]),
         // A Redis client on threads of its own (hiredis): streams, snapshots, presence. Not wired
         // into foldtabled yet; see the "More than one machine" article.
-        .target(name: "FoldtableRedis", dependencies: ["CHiredis"]),
+        .target(name: "FoldtableRedis", dependencies: ["CHiredis", "FoldtableCore", "FoldtableServer"]),
         .executableTarget(
             name: "foldtabled",
-            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth"]
+            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth", "FoldtableRedis"]
         ),
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
         .target(name: "FoldtableClient", dependencies: ["CFoldtableWSClient", "FoldtableCore"]),
@@ -88,7 +88,7 @@ let package = Package(
         .testTarget(name: "FoldtableStoreTests", dependencies: ["FoldtableStore", "FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableClientTests", dependencies: ["FoldtableClient", "FoldtableCore"]),
         .testTarget(name: "FoldtableAuthTests", dependencies: ["FoldtableAuth", "FoldtableServer"]),
-        .testTarget(name: "FoldtableRedisTests", dependencies: ["FoldtableRedis"]),
+        .testTarget(name: "FoldtableRedisTests", dependencies: ["FoldtableRedis", "FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableTransportTests", dependencies: ["FoldtableTransport", "FoldtableServer"]),
     ]
 )

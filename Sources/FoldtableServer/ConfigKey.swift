@@ -183,6 +183,24 @@ extension ConfigKey {
             read: { config in choices.first { $0.value == config[keyPath: keyPath] }?.name ?? "" })
     }
 
+    /// A Redis URL, or none. Only its scheme is checked here (foldtabled reads the whole URL at
+    /// start, with the Redis client's parser). Shown with its user and password left out.
+    static func redisURL(_ name: String, _ group: Group, _ keyPath: WritableKeyPath<ServerConfig, String> & Sendable, _ help: String) -> ConfigKey {
+        ConfigKey(
+            name, group, placeholder: "URL", accepts: "redis://[[user]:password@]host[:port][/db] (empty: none)", help: help,
+            apply: { config, text throws(BadValue) in
+                guard text.isEmpty || text.hasPrefix("redis://") else {
+                    throw BadValue("must be a redis:// URL (rediss:// is not supported: hiredis 0.14 has no TLS)")
+                }
+                config[keyPath: keyPath] = text
+            },
+            read: { config in
+                let url = config[keyPath: keyPath]
+                guard let at = url.lastIndex(of: "@") else { return url }
+                return "redis://***" + url[at...]
+            })
+    }
+
     /// A secret, taken only from `sources` (never echoed back, not even in an error).
     static func secret(
         _ name: String, _ group: Group, _ keyPath: WritableKeyPath<ServerConfig, String?> & Sendable, sources: Sources, refusal: String,

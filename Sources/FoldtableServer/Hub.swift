@@ -13,6 +13,9 @@ public final class Hub: TransportDelegate {
     let transport: Transport
     let store: SessionStore
     let eventLog: EventLog
+    /// The order of sessions shared with other nodes; `nil`: every session is this node's own.
+    var broker: Broker? { cluster?.broker }
+    let cluster: Cluster?
     let logger: Log
     /// Checks tokens; `nil` = open mode (no tokens, everyone edits).
     let verifier: TokenVerifier?
@@ -34,6 +37,10 @@ public final class Hub: TransportDelegate {
     private var timers: [UInt64: TimerAction] = [:]
     private var nextTimerToken: UInt64 = 1
     private let makeEpoch: () -> String
+    /// Shared sessions opened so far, and this process's random name: request origins of a
+    /// shared session's core are made unique from them.
+    private var sharedOpens: UInt64 = 0
+    private let incarnation = Hub.randomEpoch()
     /// The HTTP endpoints the hub answers (health checks now, the API later).
     public let http: HTTPRouter
 
@@ -54,8 +61,9 @@ public final class Hub: TransportDelegate {
     public init(
         config: ServerConfig, transport: Transport, store: SessionStore, eventLog: EventLog, storedNames: [String], log: Log,
         verifier: TokenVerifier? = nil, clock: @escaping () -> UInt64 = Hub.wallClock, makeEpoch: @escaping () -> String = Hub.randomEpoch,
-        ready: @escaping () -> Bool = { true }, residentBytes: @escaping () -> Int = { 0 }
+        ready: @escaping () -> Bool = { true }, residentBytes: @escaping () -> Int = { 0 }, cluster: Cluster? = nil
     ) {
+        self.cluster = cluster
         self.residentBytes = residentBytes
         self.verifier = verifier
         self.clock = clock
@@ -138,6 +146,11 @@ public final class Hub: TransportDelegate {
     /// tables loaded from files at start-up). Returns false when one exists already.
     @discardableResult
     public func createSessionIfAbsent(_ name: String, table: Table) -> Bool {
+        if let cluster {
+            // Whichever node writes it first makes it; the others open that one.
+            openShared(name, create: table, cluster) { _ in }
+            return true
+        }
         guard !storedNames.contains(name), sessions[name] == nil else { return false }
         _ = createSession(name, table: table)
         return true
@@ -246,6 +259,18 @@ public final class Hub: TransportDelegate {
     private func evict(_ session: TableSession) {
         guard session.core.isQuiet, sessions[session.name] === session else { return }
         if let timer = session.evictionTimer { cancelTimer(timer) }
+        if let broker {
+            // The stream holds everything; a snapshot only makes the next open read less.
+            if session.core.eventsSinceCheckpoint > 0 {
+                broker.saveSnapshot(
+                    session: session.name, epoch: session.epoch, table: session.core.committed, position: session.core.appliedPosition,
+                    keep: config.historyEvents)
+            }
+            broker.unfollow(session: session.name)
+            sessions[session.name] = nil
+            log(.info, "session_evicted", ["session": session.name])
+            return
+        }
         if session.core.eventsSinceCheckpoint > 0 {
             store.saveCheckpoint(session.name, table: session.core.committed) { [self, name = session.name] result in
                 if case .failure(let error) = result { log(.warning, "checkpoint_failed", ["session": name, "reason": error.description]) }
@@ -292,6 +317,7 @@ public final class Hub: TransportDelegate {
     /// exists nowhere. `body` runs at once or when the load is done, on the service thread.
     func withSession(_ name: String, create: Bool, _ body: @escaping (Result<TableSession, ProtocolError>) -> Void) {
         if let session = sessions[name] { return body(.success(session)) }
+        if let cluster { return openShared(name, create: create ? newTable : nil, cluster, body) }
         guard create || storedNames.contains(name) else {
             return body(.failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session")))
         }
@@ -563,6 +589,9 @@ public final class Hub: TransportDelegate {
     /// Deletes `session` and its history; once the store has, every member is closed with 4501.
     /// `by` names who asked, for the log.
     func deleteSession(_ session: TableSession, by: String, completion: @escaping (Result<Void, ProtocolError>) -> Void) {
+        guard cluster == nil else {
+            return completion(.failure(ProtocolError(.invalidValue, "a session shared with other nodes cannot be deleted yet")))
+        }
         store.delete(session.name) { [self] result in
             switch result {
             case .failure(let error):
@@ -591,6 +620,15 @@ public final class Hub: TransportDelegate {
         guard !overMemoryBudget() else { return completion(.failure(memoryBudgetRefusal)) }
         guard makeRoom() else {
             return completion(.failure(ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "name")))
+        }
+        if let cluster {
+            return openShared(name, create: table, cluster) { result in
+                switch result {
+                case .success(let session) where session.createdHere: completion(.success(()))
+                case .success: completion(.failure(ProtocolError(.duplicateKey, "a session named \"\(name)\" exists", field: "name")))
+                case .failure(let error): completion(.failure(error))
+                }
+            }
         }
         var created: TableSession?
         created = createSession(name, table: table) { [self] result in
@@ -631,5 +669,76 @@ public final class Hub: TransportDelegate {
             log(.info, "close", ["client": client.clientId, "code": String(CloseCode.tooManyErrors), "reason": "too many errors"])
             transport.close(connection, code: CloseCode.tooManyErrors, reason: "too many refused messages")
         }
+    }
+}
+
+// MARK: - Sessions shared with other nodes
+
+extension Hub {
+    /// A request origin no earlier open of a session on this node (in this process or an
+    /// earlier one with the same node id) used: `<node>/<process incarnation>-<open number>`.
+    private func nextSharedOrigin(_ cluster: Cluster) -> String {
+        sharedOpens += 1
+        return "\(cluster.node)/\(incarnation)-\(sharedOpens)"
+    }
+
+    /// Opens session `name` from the broker (creating it holding `create` when nobody has),
+    /// applies the requests after its snapshot, and follows its stream while it is resident.
+    fileprivate func openShared(
+        _ name: String, create: Table?, _ cluster: Cluster, _ body: @escaping (Result<TableSession, ProtocolError>) -> Void
+    ) {
+        if let session = sessions[name] { return body(.success(session)) }
+        if loading[name] != nil {
+            loading[name]?.append(body)
+            return
+        }
+        guard makeRoom() else {
+            return body(.failure(ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "session")))
+        }
+        loading[name] = [body]
+        let epoch = makeEpoch()
+        let fresh = create.map { BrokeredSession(epoch: epoch, table: $0, position: "", requests: []) }
+        cluster.broker.open(session: name, create: fresh) { [self] result in
+            let waiting = loading.removeValue(forKey: name) ?? []
+            let outcome: Result<TableSession, ProtocolError>
+            switch result {
+            case .success(let opened?):
+                outcome = .success(sessions[name] ?? follow(opened, name: name, cluster))
+            case .success(nil):
+                outcome = .failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session"))
+            case .failure(let error):
+                log(.error, "session_load_failed", ["session": name, "reason": error.description])
+                outcome = .failure(ProtocolError(.storageUnavailable, "the session could not be loaded; retry later"))
+            }
+            for waiter in waiting { waiter(outcome) }
+        }
+    }
+
+    /// A resident session for `opened`, brought up to the stream's end as read, then following it.
+    private func follow(_ opened: BrokeredSession, name: String, _ cluster: Cluster) -> TableSession {
+        let core = SessionCore(
+            name: name, epoch: opened.epoch, table: opened.table, settings: sessionSettings,
+            sequencing: .stream(node: cluster.node, origin: nextSharedOrigin(cluster)))
+        let session = TableSession(core: core, hub: self)
+        session.createdHere = opened.created
+        sessions[name] = session
+        storedNames.insert(name)
+        sortedNames = nil
+        if !opened.requests.isEmpty { session.handle(.sequenced(opened.requests)) }
+        let after = opened.requests.last?.position ?? opened.position
+        cluster.broker.follow(
+            session: name, after: after,
+            deliver: { [weak self, weak session] requests in
+                guard let self, let session, isResident(session) else { return }
+                session.handle(.sequenced(requests))
+            },
+            caughtUp: { [weak self, weak session] in
+                guard let self, let session, isResident(session) else { return }
+                session.handle(.caughtUp)
+            })
+        log(.info, "session_loaded", ["session": name, "seq": String(core.committed.seq), "requests": String(opened.requests.count)])
+        // Opened for nobody yet (the demo at start, an API call): its idle clock starts now.
+        sessionSettled(session)
+        return session
     }
 }

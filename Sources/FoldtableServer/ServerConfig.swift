@@ -67,6 +67,14 @@ public struct ServerConfig: Sendable, Equatable {
     /// Where the SQLite database (`foldtable.db` and its WAL) lives. Default `data`, relative to
     /// the working directory; created when its parent exists.
     public var dataDirectory = "data"
+    /// The Redis through which this node shares its sessions with other nodes
+    /// (`redis://[[user]:password@]host[:port][/db]`): each session is a stream of change
+    /// requests and a snapshot there, and SQLite is not used for sessions. Default empty: every
+    /// session is this node's own, in SQLite (or memory).
+    public var redis = ""
+    /// This node's id among the nodes sharing ``redis``: it qualifies authors
+    /// (`<node>.c<connection>`) and says which node answers a request. Default empty: the host name.
+    public var nodeID = ""
     /// SQLite's `synchronous` setting. Default `full`: every commit is synced to disk before its
     /// changes are acknowledged, so an acknowledged change survives a power loss. `normal` syncs
     /// only at checkpoints of the WAL: it survives a crash of the process (kill -9) but may lose
@@ -236,6 +244,13 @@ public struct ServerConfig: Sendable, Equatable {
             "synchronous", .storage, "MODE", \.synchronous, [("full", .full), ("normal", .normal)],
             "full: every commit is synced to disk before its changes are acknowledged (survives power loss); normal: survives a crash of the process, may lose the last acknowledged changes on power loss"
         ),
+        .redisURL(
+            "redis", .storage, \.redis,
+            "share sessions with other foldtabled nodes through this Redis: one stream of changes and one snapshot per session, every node applies them in the same order (see README, More than one machine); empty = sessions are this node's own"
+        ),
+        .text(
+            "node-id", .storage, "ID", \.nodeID, accepts: "1 to 64 letters, digits, _ or -", mayBeEmpty: true,
+            "this node's id among the nodes sharing --redis, unique among them (clients see authors as ID.cN); empty = the host name"),
         .number(
             "checkpoint-events", .storage, \.checkpointEvents, 1...1_000_000,
             "committed events between two checkpoints of a session's table (bounds replay at load)"),
@@ -337,6 +352,12 @@ public struct ServerConfig: Sendable, Equatable {
             if parts.count != 2 || !JoinRequest.isValidSessionName(parts[0]) || parts[1].isEmpty {
                 found.append("--load \(item) must be NAME=PATH with NAME of 1 to 64 letters, digits, _ or -")
             }
+        }
+        if !nodeID.isEmpty && !JoinRequest.isValidSessionName(nodeID) {
+            found.append("--node-id \(nodeID) must be 1 to 64 letters, digits, _ or -")
+        }
+        if !redis.isEmpty && memoryOnly {
+            found.append("--redis and --memory exclude each other: with --redis, sessions live in Redis")
         }
         for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
             found.append("--public-url \(url) must look like https://tables.example.com")

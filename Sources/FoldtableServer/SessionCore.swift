@@ -45,10 +45,25 @@ public struct SessionCore {
         public init() {}
     }
 
+    /// Who orders a session's changes.
+    public enum Sequencing: Sendable, Equatable {
+        /// This core (one node): changes are applied to `head` at once and the log confirms.
+        case local
+        /// The session's stream, shared by several nodes (a ``Broker``): a change is appended as
+        /// a request, and every node applies the requests it reads in stream order to
+        /// `committed`, so all produce the same events, refusals and seqs. `node` names this
+        /// node in authors (`<node>.c<connection>`); `origin` (default: `node`) in request
+        /// origins, where it must be unique to this core: request numbers start at 1 with each
+        /// core, and a late entry of an earlier core must not be taken for one of this core's.
+        case stream(node: String, origin: String? = nil)
+    }
+
     public let name: String
     public let epoch: String
     public let settings: Settings
+    public let sequencing: Sequencing
     /// The table with every change applied, committed or not: what new changes are checked against.
+    /// Unused by a stream-ordered session (empty there): the stream is its sequencer.
     public private(set) var head: Table
     /// The table as the log has made it durable: what members see.
     public private(set) var committed: Table
@@ -135,13 +150,33 @@ public struct SessionCore {
     /// or a welcome listed only part of it, until a diff sends the whole list again.
     private var presenceListExact = true
 
+    /// Stream-ordered sessions only (see ``Sequencing``): this node's requests appended (or
+    /// being appended) and not applied yet, by origin number, with who to answer.
+    private var awaiting: [UInt64: (origin: Origin, id: String?)] = [:]
+    /// Requests whose append failed with an unknown outcome, with how many more reads to the
+    /// stream's end they wait for their entry before their author is told it failed.
+    private var uncertain: [UInt64: Int] = [:]
+    private var requestsMade: UInt64 = 0
+    /// Requests read from the stream, waiting in stream order (behind busy sections).
+    private var sequencedPending: [SequencedRequest] = []
+    private var sequencedStart = 0
+    /// The stream position of the last request applied ("" before any).
+    public private(set) var appliedPosition = ""
+    /// The `now` of the input being handled, for work started by a drain.
+    private var now: UInt64 = 0
+
     /// A session holding `table`, fully committed, with `recent` (committed events up to
     /// `table.seq`, oldest first) available for resume.
-    public init(name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], checkpointSeq: UInt64? = nil, settings: Settings) {
+    public init(
+        name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], checkpointSeq: UInt64? = nil, settings: Settings,
+        sequencing: Sequencing = .local
+    ) {
         self.name = name
         self.epoch = epoch
         self.settings = settings
-        self.head = table
+        self.sequencing = sequencing
+        // A stream-ordered session applies to `committed` only; an empty head holds no copy.
+        self.head = sequencing == .local ? table : Table(options: table.options, limits: table.limits)
         self.committed = table
         self.checkpointSeq = checkpointSeq ?? table.seq
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
@@ -151,7 +186,9 @@ public struct SessionCore {
 
     public var memberCount: Int { members.count }
     /// True when nothing is waiting, in flight or streaming: the session may be put away.
-    public var isQuiet: Bool { members.isEmpty && inFlight.isEmpty && unpersisted.isEmpty && pending.count == pendingStart && streams.isEmpty }
+    public var isQuiet: Bool {
+        members.isEmpty && inFlight.isEmpty && unpersisted.isEmpty && pending.count == pendingStart && streams.isEmpty && streamQuiet
+    }
     /// Committed events not yet covered by a checkpoint.
     public var eventsSinceCheckpoint: UInt64 { committed.seq - checkpointSeq }
 
@@ -161,6 +198,7 @@ public struct SessionCore {
         // A change makes two (accepted, persist), its commit two or more (broadcast, ack):
         // one allocation instead of growing from one.
         effects.reserveCapacity(4)
+        self.now = now
         switch input {
         case .join(let connection, let request, let role): join(connection, request, role: role, now: now, into: &effects)
         case .leave(let connection): leave(connection, into: &effects)
@@ -179,6 +217,9 @@ public struct SessionCore {
             guard members[connection.id] != nil else { break }
             let (matches, truncated) = RowSearch(query).run(in: committed, limit: limit)
             effects.append(.send(OutboundMessage(ServerMessage.found(id: id, query: query, matches: matches, truncated: truncated)), to: connection))
+        case .sequenced(let requests): receive(requests, into: &effects)
+        case .appendFailed(let number, let error): appendFailed(number, error, into: &effects)
+        case .caughtUp: caughtUp(into: &effects)
         }
         return effects
     }
@@ -190,7 +231,7 @@ public struct SessionCore {
 
     private mutating func join(_ connection: Connection, _ request: JoinRequest, role: String?, now: UInt64, into effects: inout [SessionEffect]) {
         guard members[connection.id] == nil else { return }
-        let author = Author(client: "c\(connection.id)", name: request.name)
+        let author = Author(client: clientID(of: connection), name: request.name)
         members[connection.id] = Member(connection: connection, author: author)
         connections.append(connection)
         let presence = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
@@ -304,6 +345,7 @@ public struct SessionCore {
     // MARK: - Changes
 
     private mutating func submit(_ change: Pending, into effects: inout [SessionEffect]) {
+        if case .stream(let node, let origin) = sequencing { return appendRequest(change, node: origin ?? node, into: &effects) }
         guard pending.count - pendingStart < settings.maxPendingChanges else {
             refuse(
                 change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
@@ -347,6 +389,7 @@ public struct SessionCore {
     /// Applies waiting changes to `head` in order until one must wait, then hands the new events
     /// to the log in one append.
     private mutating func drainPending(into effects: inout [SessionEffect]) {
+        if case .stream = sequencing { return drainSequenced(into: &effects) }
         while pendingStart < pending.count {
             let next = pending[pendingStart]
             if mustWait(next.change) { break }
@@ -640,5 +683,155 @@ public struct SessionCore {
         guard missing <= history.count else { return nil }
         let ordered = history[historyStart...] + history[..<historyStart]
         return Array(ordered.suffix(missing))
+    }
+}
+
+// MARK: - Stream-ordered sessions
+
+extension SessionCore {
+    /// Nothing appended and unapplied, nothing read and waiting.
+    private var streamQuiet: Bool { awaiting.isEmpty && sequencedStart == sequencedPending.count }
+
+    /// The client id members are known by: node-qualified when several nodes share the session,
+    /// or two nodes' `c5` would be one author.
+    private func clientID(of connection: Connection) -> String {
+        if case .stream(let node, _) = sequencing { return "\(node).c\(connection.id)" }
+        return "c\(connection.id)"
+    }
+
+    /// A change becomes a request for the stream; only the order decides what it meets, so
+    /// nothing is checked against the table here.
+    private mutating func appendRequest(_ change: Pending, node: String, into effects: inout [SessionEffect]) {
+        guard awaiting.count < settings.maxPendingChanges else {
+            refuse(
+                change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
+            return
+        }
+        requestsMade += 1
+        awaiting[requestsMade] = (change.origin, change.id)
+        let origin = RequestOrigin(node: node, number: requestsMade)
+        effects.append(.append(SequencedRequest(change: change.change, id: change.id, author: change.author, origin: origin)))
+    }
+
+    private mutating func appendFailed(_ number: UInt64, _ error: BrokerError, into effects: inout [SessionEffect]) {
+        guard let waiting = awaiting[number] else { return }
+        if error.mayHaveRun {
+            // Its entry may still come; two reads to the stream's end, the second begun after
+            // this report, settle whether it landed.
+            uncertain[number] = 2
+            effects.append(.log(.warning, "append_uncertain", { [("reason", error.reason)] }))
+            return
+        }
+        awaiting[number] = nil
+        refuse(waiting.origin, Self.notAppended, id: waiting.id, into: &effects)
+        effects.append(.log(.warning, "append_failed", { [("reason", error.reason)] }))
+    }
+
+    private static var notAppended: ProtocolError {
+        ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
+    }
+
+    /// A read reached the stream's end: requests of unknown outcome not seen by now did not land
+    /// (a retry with the same change id is acknowledged with the original seq if one did after all).
+    private mutating func caughtUp(into effects: inout [SessionEffect]) {
+        guard !uncertain.isEmpty else { return }
+        for number in uncertain.keys.sorted() {
+            let left = uncertain[number, default: 1] - 1
+            if left > 0 {
+                uncertain[number] = left
+                continue
+            }
+            uncertain[number] = nil
+            guard let waiting = awaiting.removeValue(forKey: number) else { continue }
+            refuse(waiting.origin, Self.notAppended, id: waiting.id, into: &effects)
+        }
+    }
+
+    private mutating func receive(_ requests: [SequencedRequest], into effects: inout [SessionEffect]) {
+        sequencedPending.append(contentsOf: requests)
+        drainSequenced(into: &effects)
+    }
+
+    /// Whether a request must wait: it touches a section whose rows are streaming.
+    private func sequencedMustWait(_ change: Change) -> Bool {
+        guard !streams.isEmpty else { return false }
+        switch committed.scope(of: change) {
+        case .table: return true
+        case .sections(let keys): return keys.contains { streams[$0] != nil }
+        }
+    }
+
+    /// Applies waiting requests in stream order until one must wait.
+    private mutating func drainSequenced(into effects: inout [SessionEffect]) {
+        let before = committed.seq
+        while sequencedStart < sequencedPending.count {
+            let next = sequencedPending[sequencedStart]
+            if sequencedMustWait(next.change) { break }
+            sequencedStart += 1
+            applySequenced(next, into: &effects)
+        }
+        if sequencedStart == sequencedPending.count {
+            sequencedPending.removeAll(keepingCapacity: true)
+            sequencedStart = 0
+        } else if sequencedStart > 1_024 && sequencedStart * 2 > sequencedPending.count {
+            sequencedPending.removeFirst(sequencedStart)
+            sequencedStart = 0
+        }
+        if committed.seq > before && committed.seq - checkpointSeq >= UInt64(max(1, settings.checkpointEvents)) {
+            checkpointSeq = committed.seq
+            effects.append(.snapshot(committed, position: appliedPosition))
+        }
+    }
+
+    /// One request in stream order: the same event or refusal on every node; only its origin
+    /// node answers the author.
+    private mutating func applySequenced(_ request: SequencedRequest, into effects: inout [SessionEffect]) {
+        var waiting: (origin: Origin, id: String?)?
+        if case .stream(let node, let origin) = sequencing, request.origin.node == origin ?? node {
+            waiting = awaiting.removeValue(forKey: request.origin.number)
+            uncertain[request.origin.number] = nil
+        }
+        appliedPosition = request.position
+        let outcome: ApplyOutcome
+        do {
+            outcome = try committed.apply(request.change, by: request.author, changeId: request.id)
+        } catch {
+            if let waiting { refuse(waiting.origin, error, id: request.id, into: &effects) }
+            return
+        }
+        switch outcome {
+        case .duplicate(let seq):
+            if let waiting { acknowledge(waiting.origin, id: request.id, seq: seq, into: &effects) }
+        case .applied(let event):
+            if case .member(let connection)? = waiting.flatMap({ present($0.origin) }) { effects.append(.accepted(connection)) }
+            publishSequenced(event, author: waiting?.origin, into: &effects)
+        }
+    }
+
+    /// What ``publish(_:now:into:)`` does after the committed table took the event.
+    private mutating func publishSequenced(_ event: TableEvent, author: Origin?, into effects: inout [SessionEffect]) {
+        let message = OutboundMessage(ServerMessage.event(event))
+        effects.append(.broadcast(message, to: connections))
+        if case .addSection(let added) = event.change, let key = added.key {
+            for connection in connections { members[connection.id]?.held.insert(key) }
+        }
+        for key in event.reloadedSections {
+            for connection in connections { members[connection.id]?.held.remove(key) }
+        }
+        remember(event.seq, message, expanded: event.sectionsNeedingRows)
+        if let author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
+        for key in event.sectionsNeedingRows {
+            guard let section = committed.section(key), !section.collapsed, !section.rows.isEmpty else { continue }
+            let lacking = connections.filter { members[$0.id]?.held.contains(key) == false }
+            guard !lacking.isEmpty else { continue }
+            if !fitsOneChunk(section) {
+                startStream(section, seq: event.seq, to: lacking, now: now, into: &effects)
+            } else {
+                let rows = ServerMessage.rows(
+                    section: key, seq: event.seq, from: 0, total: section.rows.count, rows: section.rows[...], final: true)
+                effects.append(.broadcast(OutboundMessage(rows), to: lacking))
+                for connection in lacking { members[connection.id]?.held.insert(key) }
+            }
+        }
     }
 }

@@ -24,6 +24,14 @@ public enum SessionInput {
     case timer(SessionTimer)
     /// A member looks for rows by text (see `RowSearch` in FoldtableCore).
     case find(query: String, limit: Int, id: String?, from: Connection)
+    /// A stream-ordered session (``SessionCore/Sequencing/stream(node:origin:)``): requests read from
+    /// its stream, in stream order, from every node.
+    case sequenced([SequencedRequest])
+    /// The append of this node's request `number` failed; with `mayHaveRun` its entry may still
+    /// show up in the stream.
+    case appendFailed(number: UInt64, BrokerError)
+    /// The node's reader read to the end of the session's stream.
+    case caughtUp
 }
 
 /// What the core asks its driver to do, in order.
@@ -44,6 +52,13 @@ public enum SessionEffect {
     case persist([LoggedEvent], generation: UInt64)
     /// Save this table (the committed one) as the session's checkpoint.
     case checkpoint(Table)
+    /// A stream-ordered session: append this request to the session's stream; report a failure
+    /// with ``SessionInput/appendFailed(number:_:)``. Success needs no report: the entry comes
+    /// back through ``SessionInput/sequenced(_:)``.
+    case append(SequencedRequest)
+    /// A stream-ordered session: save this table (the committed one) as the snapshot covering
+    /// the stream up to `position`.
+    case snapshot(Table, position: String)
     /// Stream the rows of `section` (as committed at `seq`) to these members.
     case startStream(Section, seq: UInt64, to: [Connection])
     /// Add a member to the running stream of `section` started at `seq`.

@@ -19,6 +19,8 @@ final class TableSession {
     private var handling = false
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
+    /// A shared session this node wrote to the broker first (rather than opened another's).
+    var createdHere = false
 
     init(core: SessionCore, hub: Hub) {
         self.name = core.name
@@ -107,6 +109,14 @@ final class TableSession {
                     hub.log(.warning, "checkpoint_failed", ["session": name, "reason": error.description])
                 }
             }
+        case .append(let request):
+            // Only stream-ordered sessions ask, and the hub makes those only with a broker.
+            guard let broker = hub.broker else { return }
+            broker.append(session: name, request: request) { [self] result in
+                if case .failure(let error) = result { handle(.appendFailed(number: request.origin.number, error)) }
+            }
+        case .snapshot(let table, let position):
+            hub.broker?.saveSnapshot(session: name, epoch: core.epoch, table: table, position: position, keep: hub.config.historyEvents)
         case .startStream(let section, let seq, let connections):
             let stream = RowStream(
                 section: section, seq: seq, chunkRows: hub.config.rowChunkRows,

@@ -1,3 +1,4 @@
+import FoldtableRedis
 import FoldtableServer
 import Foundation
 
@@ -28,6 +29,13 @@ enum ConfigCheck {
             _ = try TokenSetup.secret(config)
         } catch {
             found.append(error.description)
+        }
+        if !config.redis.isEmpty {
+            do {
+                _ = try RedisURL(parsing: config.redis)
+            } catch {
+                found.append("--redis: \(error.message)")
+            }
         }
         if storage && !config.memoryOnly, let problem = dataDirectoryProblem(config.dataDirectory) { found.append(problem) }
         return found

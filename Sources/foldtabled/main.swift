@@ -79,9 +79,12 @@ do {
 }
 // Between the hub and the store: notes the store's failures, so /readyz can say so.
 let monitor = StoreMonitor(store: storage.store, log: storage.log, clock: { transport.nowMilliseconds() })
+// With --redis, sessions are shared through Redis: opened, ordered and snapshotted there.
+let cluster = ClusterSetup.cluster(config, transport: transport)
 let hub = Hub(
-    config: config, transport: transport, store: monitor, eventLog: monitor, storedNames: storage.names,
-    log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable }, residentBytes: ResidentMemory.bytes)
+    config: config, transport: transport, store: monitor, eventLog: monitor, storedNames: cluster == nil ? storage.names : [],
+    log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable }, residentBytes: ResidentMemory.bytes,
+    cluster: cluster)
 transport.delegate = hub
 hub.metrics.counter("foldtable_frames_written_total", "WebSocket frames written to clients.") { Double(transport.written.frames) }
 hub.metrics.counter("foldtable_frames_coalesced_total", "Messages that shared a frame with an earlier one (batching's saving).") {
@@ -113,7 +116,8 @@ FileHandle.standardOutput.write(Data("listening on \(scheme)://\(shownHost):\(tr
 Log(level: config.logLevel)(
     .info, "start",
     [
-        "port": String(transport.port), "storage": config.memoryOnly ? "memory" : config.dataDirectory, "web_root": config.webRoot,
+        "port": String(transport.port), "storage": cluster != nil ? "redis" : config.memoryOnly ? "memory" : config.dataDirectory,
+        "node": cluster?.node ?? "", "web_root": config.webRoot,
         "tokens": verifier == nil ? "off" : "on", "open_files": String(fileLimit),
     ])
 

@@ -286,6 +286,7 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
                 case "N": "\(Self.someNumber(key))"
                 case "MODE": "normal"
                 case "LEVEL": "debug"
+                case "URL": "redis://x.example:6380/2"
                 default: "x.example"
                 }
             try key.set(other, in: &config)

@@ -1,0 +1,101 @@
+import FoldtableCore
+
+/// Where a change request was made: the node and that node's number for it (see
+/// ``SessionCore/Sequencing``). Only the named node answers the request's author.
+public struct RequestOrigin: Hashable, Sendable {
+    /// The node id (unique among the nodes sharing a broker).
+    public var node: String
+    /// Counted by the session's core on that node, from 1.
+    public var number: UInt64
+
+    public init(node: String, number: UInt64) {
+        self.node = node
+        self.number = number
+    }
+}
+
+/// A change request as a session's stream holds it: what the author sent, not the event it
+/// becomes. Every node applies it to its table in stream order and gets the same event or the
+/// same refusal.
+public struct SequencedRequest: Equatable, Sendable {
+    public var change: Change
+    /// The author's change id, if it gave one.
+    public var id: String?
+    /// The node-qualified author (`<node>.c<connection>` for members).
+    public var author: Author
+    public var origin: RequestOrigin
+    /// The entry's place in the stream (its Redis stream ID), set by the broker when the entry
+    /// is read: what a snapshot records as covered. Empty before the append.
+    public var position: String
+
+    public init(change: Change, id: String?, author: Author, origin: RequestOrigin, position: String = "") {
+        self.change = change
+        self.id = id
+        self.author = author
+        self.origin = origin
+        self.position = position
+    }
+}
+
+/// A session as a broker holds it: a snapshot and the requests after it.
+public struct BrokeredSession: Sendable {
+    public var epoch: String
+    /// The newest snapshot, change-id window included.
+    public var table: Table
+    /// The stream position the snapshot covers ("" when it covers nothing: a new session).
+    public var position: String
+    /// Every request after `position`, in stream order.
+    public var requests: [SequencedRequest]
+    /// Whether this open wrote the session (it did not exist); set by the broker.
+    public var created = false
+
+    public init(epoch: String, table: Table, position: String, requests: [SequencedRequest]) {
+        self.epoch = epoch
+        self.table = table
+        self.position = position
+        self.requests = requests
+    }
+}
+
+/// Why a broker call failed.
+public struct BrokerError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var reason: String
+    /// Whether the request may have been appended anyway (the connection broke or timed out
+    /// after it was sent): its entry may still show up in the stream.
+    public var mayHaveRun: Bool
+
+    public init(_ reason: String, mayHaveRun: Bool = false) {
+        self.reason = reason
+        self.mayHaveRun = mayHaveRun
+    }
+
+    public var description: String { reason }
+}
+
+/// The order of the sessions shared by several nodes: one stream of requests per session, which
+/// every node with members in it reads and applies in the same order (see the article "More
+/// than one machine").
+///
+/// Like ``SessionStore``, every method is called on the service thread and returns at once;
+/// completions and deliveries run later on the service thread, never inside the call.
+public protocol Broker: AnyObject {
+    /// Appends `request` to the stream of `session`. Success says it is in the order, not that
+    /// it was applied: the author is answered when its entry is read back and applied.
+    func append(session: String, request: SequencedRequest, completion: @escaping (Result<Void, BrokerError>) -> Void)
+    /// The session's snapshot and the requests after it; with `create` and no such session, a
+    /// new one holding `create` (written only when nobody wrote one first: then theirs is
+    /// returned). `nil`: the broker holds no such session and `create` was `nil`.
+    func open(
+        session: String, create: BrokeredSession?, completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void)
+    /// Delivers every request appended to the stream of `session` after `position`, in stream
+    /// order, batch by batch, until ``unfollow(session:)``. `caughtUp` runs after each read that
+    /// found the stream's end (a request whose append failed and is not delivered by then was
+    /// not appended before that read began).
+    func follow(
+        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping () -> Void)
+    func unfollow(session: String)
+    /// Saves `table` as the snapshot covering the stream up to `position`, unless a snapshot of a
+    /// later position is there already; then lets the stream forget entries older than `keep`
+    /// entries before `position` (the resume window).
+    func saveSnapshot(session: String, epoch: String, table: Table, position: String, keep: Int)
+}

@@ -1,0 +1,123 @@
+import FoldtableCore
+
+/// The ``Broker`` port in one process: each session's stream is an array in memory
+/// (``Streams``), shared by the brokers of several hubs, one broker per hub as one Redis broker
+/// per node. What the tests run several hubs over (the Redis broker's behaviour without
+/// Redis); not durable, so a single-node deployment keeps its sessions sequenced by their own
+/// cores with the SQLite log instead.
+///
+/// Service thread only. `post` defers completions and deliveries to a later turn of the
+/// service thread (a transport's ``Transport/post(_:)``), as a broker with I/O would.
+public final class LocalBroker: Broker {
+    /// The streams themselves, shared by the brokers given them.
+    public final class Streams {
+        struct Stream {
+            var epoch: String
+            var snapshot: Table
+            /// Position of the snapshot: the number of entries it covers.
+            var snapshotPosition: Int
+            /// Every entry ever appended; `position` is index + 1.
+            var entries: [SequencedRequest] = []
+        }
+        var streams: [String: Stream] = [:]
+        /// Every broker over these streams, told of each append.
+        var brokers: [Weak] = []
+
+        struct Weak {
+            weak var broker: LocalBroker?
+        }
+
+        public init() {}
+    }
+
+    private struct Follower {
+        let token: UInt64
+        var after: Int
+        let deliver: ([SequencedRequest]) -> Void
+        let caughtUp: () -> Void
+    }
+    private let shared: Streams
+    private var followers: [String: [Follower]] = [:]
+    private var nextToken: UInt64 = 0
+    private let post: (@escaping @Sendable () -> Void) -> Void
+    private var deliveryPosted = false
+
+    public init(streams: Streams, post: @escaping (@escaping @Sendable () -> Void) -> Void) {
+        self.shared = streams
+        self.post = post
+        streams.brokers.append(Streams.Weak(broker: self))
+    }
+
+    /// Runs `work` on a later turn of the service thread.
+    private func later(_ work: @escaping () -> Void) {
+        let carried = ServiceThreadOnly(work)
+        post { carried.value() }
+    }
+
+    public func append(session: String, request: SequencedRequest, completion: @escaping (Result<Void, BrokerError>) -> Void) {
+        guard shared.streams[session] != nil else {
+            return later { completion(.failure(BrokerError("no stream for session \(session)"))) }
+        }
+        var entry = request
+        entry.position = String(shared.streams[session]!.entries.count + 1)
+        shared.streams[session]!.entries.append(entry)
+        later { completion(.success(())) }
+        for other in shared.brokers { other.broker?.deliverSoon() }
+    }
+
+    public func open(session: String, create: BrokeredSession?, completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void) {
+        var created = false
+        if shared.streams[session] == nil, let create {
+            shared.streams[session] = Streams.Stream(epoch: create.epoch, snapshot: create.table, snapshotPosition: 0)
+            created = true
+        }
+        var opened = shared.streams[session].map { stream in
+            BrokeredSession(
+                epoch: stream.epoch, table: stream.snapshot, position: stream.snapshotPosition == 0 ? "" : String(stream.snapshotPosition),
+                requests: Array(stream.entries[stream.snapshotPosition...]))
+        }
+        opened?.created = created
+        later { completion(.success(opened)) }
+    }
+
+    public func follow(
+        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping () -> Void
+    ) {
+        nextToken += 1
+        followers[session, default: []].append(Follower(token: nextToken, after: Int(position) ?? 0, deliver: deliver, caughtUp: caughtUp))
+        deliverSoon()
+    }
+
+    public func unfollow(session: String) {
+        followers[session] = nil
+    }
+
+    public func saveSnapshot(session: String, epoch: String, table: Table, position: String, keep: Int) {
+        guard let covered = Int(position), let stream = shared.streams[session], covered > stream.snapshotPosition else { return }
+        shared.streams[session]?.snapshot = table
+        shared.streams[session]?.snapshotPosition = covered
+    }
+
+    /// One delivery turn for everything appended meanwhile, like a reader's next read.
+    private func deliverSoon() {
+        guard !deliveryPosted else { return }
+        deliveryPosted = true
+        later { [self] in
+            deliveryPosted = false
+            for (session, list) in followers {
+                for follower in list {
+                    guard let entries = shared.streams[session]?.entries else { continue }
+                    let fresh = Array(entries[min(follower.after, entries.count)...])
+                    setAfter(session, token: follower.token, entries.count)
+                    if !fresh.isEmpty { follower.deliver(fresh) }
+                    follower.caughtUp()
+                }
+            }
+        }
+    }
+
+    private func setAfter(_ session: String, token: UInt64, _ after: Int) {
+        guard let index = followers[session]?.firstIndex(where: { $0.token == token }) else { return }
+        followers[session]?[index].after = after
+    }
+}

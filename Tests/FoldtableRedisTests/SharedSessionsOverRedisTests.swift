@@ -1,0 +1,214 @@
+import FoldtableCore
+import FoldtableServer
+import Glibc
+import Testing
+
+@testable import FoldtableRedis
+
+/// One node: a hub over a recording transport, sharing sessions through a ``RedisBroker``.
+/// The test's thread plays the service thread: it drains the transport's queue, where the
+/// broker posts its completions and what its reader reads.
+final class RedisNode: Transport {
+    let serviceQueue = ServiceQueue(wake: {})
+    var sent: [UInt64: [String]] = [:]
+    private(set) var hub: Hub!
+    let broker: RedisBroker
+
+    init(_ node: String, redis: RedisURL, configure: (inout ServerConfig) -> Void = { _ in }) {
+        var options = RedisClient.Options(url: redis)
+        options.connectTimeoutMs = 1_000
+        options.commandTimeoutMs = 2_000
+        var reading = RedisBroker.Reading()
+        reading.blockMs = 100
+        let queue = serviceQueue
+        broker = RedisBroker(options, limits: TableLimits(), reading: reading, post: { queue.post($0) })
+        var config = ServerConfig()
+        config.changeRatePerSec = 1_000_000
+        config.changeBurst = 1_000_000
+        config.presenceIntervalMs = 0
+        configure(&config)
+        let store = MemoryStore(keepEvents: config.historyEvents, queue: serviceQueue)
+        hub = Hub(
+            config: config, transport: self, store: store, eventLog: store, storedNames: [], log: Log(level: .error),
+            cluster: Cluster(node: node, broker: broker))
+    }
+
+    func close() { broker.close() }
+
+    // Transport
+    func broadcast(_ message: OutboundMessage, to connections: [Connection]) {
+        for connection in connections { send(message, to: connection) }
+    }
+    func send(_ message: OutboundMessage, to connection: Connection) {
+        sent[connection.id, default: []].append(String(decoding: message.bytes, as: UTF8.self))
+    }
+    func close(_ connection: Connection, code: Int, reason: String) {}
+    func queuedBytes(_ connection: Connection) -> Int { 0 }
+    func requestDrain(_ connection: Connection, lowMark: Int) {}
+    func armTimer(token: UInt64, milliseconds: UInt64) {}
+    func cancelTimer(token: UInt64) {}
+    func nowMilliseconds() -> UInt64 { 0 }
+    func respond(to id: UInt64, with response: HTTPResponse) -> Bool { true }
+
+    func say(_ id: UInt64, _ text: String) {
+        Array(text.utf8).withUnsafeBytes { hub.connectionReceived(Connection(id: id), message: $0) }
+    }
+
+    func join(_ id: UInt64, session: String = "plan", name: String) {
+        hub.connectionOpened(Connection(id: id), peer: "127.0.0.1")
+        say(id, #"{"type":"join","session":"\#(session)","name":"\#(name)"}"#)
+    }
+
+    func messages(_ id: UInt64, type: String) -> [JSONValue] {
+        (sent[id] ?? []).compactMap { try? JSONParser.parse($0) }.filter { $0["type"] == .string(type) }
+    }
+
+    /// The events a connection received, as `seq:type:author` in order.
+    func events(_ id: UInt64) -> [String] {
+        messages(id, type: "event").map { event in
+            let seq: Int64 = if case .integer(let value)? = event["seq"] { value } else { -1 }
+            let type = if case .string(let value)? = event["change"]?["type"] { value } else { "?" }
+            let by = if case .string(let value)? = event["by"]?["client"] { value } else { "?" }
+            return "\(seq):\(type):\(by)"
+        }
+    }
+}
+
+/// Drains every node's service queue until `done` holds (or 10 s pass: then the test fails).
+func settle(_ nodes: [RedisNode], until done: () -> Bool) {
+    for _ in 0..<2_000 {
+        for node in nodes { node.serviceQueue.drain() }
+        if done() { return }
+        usleep(5_000)
+    }
+    Issue.record("the nodes did not settle in 10 s")
+}
+
+@Suite(.serialized, .enabled(if: RedisServer.shouldRun, "redis-server is not on PATH (install redis-server); under CI=true these tests fail instead"))
+struct SharedSessionsOverRedis {
+    let table: Table = {
+        let sections = ["a", "b", "c"].map { key in
+            Section(key: key, title: key.uppercased(), collapsed: true, rows: (0..<3).map { Row(key: "\(key)\($0)", label: "row \($0)", value: "") })
+        }
+        return try! Table(options: TableOptions(), sections: sections, seq: 0)
+    }()
+
+    @Test func membersOnTwoHubsSeeTheSameEventsInTheSameOrder() throws {
+        let server = try RedisServer()
+        let a = RedisNode("a", redis: server.url)
+        let b = RedisNode("b", redis: server.url)
+        defer {
+            a.close()
+            b.close()
+        }
+        a.hub.createSessionIfAbsent("plan", table: table)
+        b.hub.createSessionIfAbsent("plan", table: table)
+        a.join(1, name: "ana")
+        b.join(1, name: "bo")
+        settle([a, b]) { !a.messages(1, type: "welcome").isEmpty && !b.messages(1, type: "welcome").isEmpty }
+        #expect(a.messages(1, type: "welcome").first?["client"] == .string("a.c1"))
+        #expect(a.messages(1, type: "welcome").first?["epoch"] == b.messages(1, type: "welcome").first?["epoch"])
+        for round in 0..<10 {
+            a.say(1, #"{"type":"toggle","section":"a","id":"a\#(round)"}"#)
+            b.say(1, #"{"type":"toggle","section":"\#(round % 2 == 0 ? "b" : "c")","id":"b\#(round)"}"#)
+            if round % 3 == 0 { settle([a, b]) { true } }
+        }
+        b.say(1, #"{"type":"toggle","section":"nope","id":"bad"}"#)
+        settle([a, b]) { a.events(1).count == 20 && b.events(1).count == 20 && b.messages(1, type: "error").count == 1 }
+        #expect(a.events(1) == b.events(1))
+        #expect(a.events(1).map { $0.split(separator: ":")[0] } == (1...20).map { "\($0)" })
+        #expect(a.messages(1, type: "ack").count == 10 && b.messages(1, type: "ack").count == 10)
+        #expect(a.messages(1, type: "error").isEmpty)
+    }
+
+    @Test func anAPIChangeOnOneHubReachesMembersOfTheOther() throws {
+        let server = try RedisServer()
+        let a = RedisNode("a", redis: server.url)
+        let b = RedisNode("b", redis: server.url)
+        defer {
+            a.close()
+            b.close()
+        }
+        b.hub.createSessionIfAbsent("plan", table: table)
+        b.join(1, name: "bo")
+        settle([a, b]) { !b.messages(1, type: "welcome").isEmpty }
+        var answer: Result<UInt64, ProtocolError>?
+        a.hub.submitAPIChange(
+            .setCollapsed(section: .key("b"), collapsed: false), id: "api:k1", author: Author(client: "api", name: "cron"), session: "plan"
+        ) { answer = $0 }
+        settle([a, b]) { answer != nil && b.events(1).count == 1 }
+        #expect(try answer?.get() == 1)
+        #expect(b.events(1) == ["1:set:api"])
+        // A session no node made is not found, not made by an API call.
+        var missing: Result<UInt64, ProtocolError>?
+        a.hub.submitAPIChange(.setAll(collapsed: true), id: nil, author: Author(client: "api", name: "cron"), session: "nope") { missing = $0 }
+        settle([a]) { missing != nil }
+        if case .failure(let error)? = missing { #expect(error.code == .sessionNotFound) } else { Issue.record("no refusal") }
+    }
+
+    @Test func aHubStartedLateLoadsTheFullTableFromTheSnapshotAndTheStream() throws {
+        let server = try RedisServer()
+        // A snapshot every 10 events, 4 entries kept behind it: the stream is trimmed.
+        let a = RedisNode("a", redis: server.url) {
+            $0.checkpointEvents = 10
+            $0.historyEvents = 4
+        }
+        defer { a.close() }
+        a.hub.createSessionIfAbsent("plan", table: table)
+        a.join(1, name: "ana")
+        settle([a]) { !a.messages(1, type: "welcome").isEmpty }
+        for n in 0..<25 {
+            a.say(1, #"{"type":"addSection","title":"Added \#(n)","id":"n\#(n)"}"#)
+        }
+        settle([a]) { a.events(1).count == 25 }
+        let redis = RedisClient(RedisClient.Options(url: server.url))
+        defer { redis.close() }
+        // The snapshot is asked for after the read that passes 10 events since the last, so
+        // where it falls depends on how reads batched the entries; the trim follows it exactly.
+        let covered = try wait { redis.send(RedisCommand("HGET", RedisBroker.snapshotKey("plan"), "table"), completion: $0) }.get()
+        let snapshot = try TableCheckpoint.decode(covered.string.map { Array($0.utf8) } ?? [], limits: TableLimits())
+        #expect(snapshot.seq >= 10 && snapshot.seq <= 25)
+        let length = try wait { redis.xlen(RedisBroker.streamKey("plan"), completion: $0) }.get()
+        #expect(length == 25 - Int(snapshot.seq) + 5)
+
+        let late = RedisNode("late", redis: server.url)
+        defer { late.close() }
+        late.join(9, name: "cy")
+        settle([a, late]) { !late.messages(9, type: "welcome").isEmpty }
+        let welcome = try #require(late.messages(9, type: "welcome").first)
+        #expect(welcome["seq"] == .integer(25))
+        guard case .array(let sections)? = welcome["table"]?["sections"] else {
+            Issue.record("no sections")
+            return
+        }
+        #expect(sections.count == 28)
+        // And it follows the stream from there.
+        a.say(1, #"{"type":"toggle","section":"a"}"#)
+        settle([a, late]) { late.events(9).count == 1 }
+        #expect(late.events(9) == ["26:toggle:a.c1"])
+    }
+}
+
+@Suite struct RequestsInTheStream {
+    @Test func aRequestReadsBackAsItWasWrittenWithItsPosition() throws {
+        let requests = [
+            SequencedRequest(
+                change: .addSection(NewSection(title: "Ünïcode \"quoted\"", detail: "d", collapsed: false, index: 2)), id: "x-1",
+                author: Author(client: "a.c7", name: "Ana"), origin: RequestOrigin(node: "a", number: 41)),
+            SequencedRequest(
+                change: .toggle(section: .title("Mac")), id: nil, author: Author(client: "api", name: "cron"),
+                origin: RequestOrigin(node: "node-2", number: 1)),
+        ]
+        for request in requests {
+            var expected = request
+            expected.position = "1700000000000-3"
+            #expect(try RequestCoding.decode(RequestCoding.encode(request), position: "1700000000000-3", limits: TableLimits()) == expected)
+        }
+    }
+
+    @Test func anEntryThatIsNotARequestIsRefusedWithAReason() {
+        for bytes in ["{}", #"{"change":{"type":"toggle","section":"s"},"by":{"client":"a","name":"n"},"node":"a","n":0}"#, "not json"] {
+            #expect(throws: ProtocolError.self) { try RequestCoding.decode(Array(bytes.utf8), position: "1-0", limits: TableLimits()) }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import FoldtableCore
+import Testing
+
+@testable import FoldtableServer
+
+/// Hubs standing for nodes, sharing sessions through in-process ``LocalBroker``s over one set of streams.
+final class LocalCluster {
+    /// What the broker posts (its completions and deliveries), run when the test settles.
+    let brokerQueue = ServiceQueue(wake: {})
+    let streams = LocalBroker.Streams()
+    var nodes: [Harness] = []
+
+    /// A hub with a broker of its own over the shared streams, as each node has its own Redis broker.
+    @discardableResult
+    func start(_ node: String) -> Harness {
+        let broker = LocalBroker(streams: streams, post: { [brokerQueue] work in brokerQueue.post(work) })
+        let harness = Harness(cluster: Cluster(node: node, broker: broker))
+        nodes.append(harness)
+        settle()
+        return harness
+    }
+
+    /// Runs everything posted anywhere until nothing is left.
+    func settle() {
+        while !brokerQueue.isEmpty || nodes.contains(where: { !$0.transport.serviceQueue.isEmpty }) {
+            brokerQueue.drain()
+            for node in nodes { node.transport.settle() }
+        }
+    }
+}
+
+/// The events a connection received, as `seq:type` in order.
+func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
+    harness.transport.messages(id, type: "event").map { event in
+        let seq: Int64 = if case .integer(let value)? = event["seq"] { value } else { -1 }
+        let type = if case .string(let value)? = event["change"]?["type"] { value } else { "?" }
+        let by = if case .string(let value)? = event["by"]?["client"] { value } else { "?" }
+        return "\(seq):\(type):\(by)"
+    }
+}
+
+@Suite struct SharedSessions {
+    @Test func membersOnTwoHubsSeeTheSameEventsInTheSameOrderAndEachAuthorIsAcknowledgedByItsOwnHub() throws {
+        let cluster = LocalCluster()
+        let a = cluster.start("a")
+        let b = cluster.start("b")
+        a.join(1, name: "ana")
+        b.join(1, name: "bo")
+        cluster.settle()
+        #expect(a.transport.messages(1, type: "welcome").first?["client"] == .string("a.c1"))
+        #expect(b.transport.messages(1, type: "welcome").first?["client"] == .string("b.c1"))
+        for round in 0..<5 {
+            a.say(1, #"{"type":"toggle","section":"mac","id":"a\#(round)"}"#)
+            b.say(1, #"{"type":"toggle","section":"ipad","id":"b\#(round)"}"#)
+            if round % 2 == 0 { cluster.settle() }
+        }
+        // A change refused on both nodes alike, answered on its author's only.
+        b.say(1, #"{"type":"toggle","section":"nope","id":"bad"}"#)
+        cluster.settle()
+        let onA = eventLine(a, 1)
+        #expect(onA.count == 10)
+        #expect(onA == eventLine(b, 1))
+        #expect(onA.map { $0.split(separator: ":")[0] } == (1...10).map { "\($0)" })
+        #expect(a.transport.messages(1, type: "ack").count == 5)
+        #expect(b.transport.messages(1, type: "ack").count == 5)
+        #expect(b.transport.messages(1, type: "error").count == 1)
+        #expect(a.transport.messages(1, type: "error").isEmpty)
+    }
+
+    @Test func anAPIChangeOnOneHubReachesMembersOfTheOther() throws {
+        let cluster = LocalCluster()
+        let a = cluster.start("a")
+        let b = cluster.start("b")
+        b.join(1, name: "bo")
+        cluster.settle()
+        var answers: [Result<UInt64, ProtocolError>] = []
+        a.hub.submitAPIChange(
+            .setCollapsed(section: .key("mac"), collapsed: false), id: "api:k1", author: Author(client: "api", name: "cron"), session: "demo"
+        ) { answers.append($0) }
+        cluster.settle()
+        #expect(try answers.first?.get() == 1)
+        #expect(eventLine(b, 1) == ["1:set:api"])
+    }
+
+    @Test func aHubStartedLateOpensTheFullTable() throws {
+        let cluster = LocalCluster()
+        let a = cluster.start("a")
+        a.join(1, name: "ana")
+        cluster.settle()
+        for section in ["mac", "ipad", "mac"] {
+            a.say(1, #"{"type":"toggle","section":"\#(section)"}"#)
+        }
+        a.say(1, #"{"type":"addSection","title":"Late news"}"#)
+        cluster.settle()
+        let late = cluster.start("c")
+        late.join(7, name: "cy")
+        cluster.settle()
+        let welcome = try #require(late.transport.messages(7, type: "welcome").first)
+        let reference = try #require(a.transport.messages(1, type: "welcome").first)
+        #expect(welcome["seq"] == .integer(4))
+        #expect(welcome["epoch"] == reference["epoch"])
+        guard case .array(let sections)? = welcome["table"]?["sections"] else {
+            Issue.record("no sections")
+            return
+        }
+        #expect(sections.contains { $0["title"] == .string("Late news") })
+        #expect(late.hub.residentSessions == ["demo"])
+        // And it follows the stream from there.
+        a.say(1, #"{"type":"toggle","section":"mac"}"#)
+        cluster.settle()
+        #expect(eventLine(late, 7) == ["5:toggle:a.c1"])
+    }
+
+    @Test func aQuietSharedSessionIsEvictedAndOpenedAgainFromTheStream() throws {
+        let cluster = LocalCluster()
+        let a = cluster.start("a")
+        let b = cluster.start("b")
+        // The demo, opened at start for nobody, is quiet: it leaves memory when its idle time is up.
+        #expect(a.hub.residentSessions == ["demo"])
+        a.transport.fireTimers()
+        cluster.settle()
+        #expect(a.hub.residentSessions.isEmpty)
+        b.join(1, name: "bo")
+        cluster.settle()
+        b.say(1, #"{"type":"toggle","section":"mac"}"#)
+        cluster.settle()
+        b.close(1)
+        cluster.settle()
+        b.transport.fireTimers()
+        cluster.settle()
+        #expect(b.hub.residentSessions.isEmpty)
+        a.join(2, name: "ana")
+        cluster.settle()
+        a.say(2, #"{"type":"toggle","section":"mac"}"#)
+        cluster.settle()
+        b.join(3, name: "bo")
+        cluster.settle()
+        #expect(b.transport.messages(3, type: "welcome").first?["seq"] == .integer(2))
+    }
+}
