@@ -42,11 +42,11 @@ public struct SequencedRequest: Equatable, Sendable {
 /// the open (see ``BrokeredSession/history``).
 public struct HistoryEntry: Equatable, Sendable {
     public var seq: UInt64
-    /// The event as ``ServerMessage/event(_:)`` encoded it: an import's rows are left out (they
+    /// The event as `ServerMessage.event(_:)` encoded it: an import's rows are left out (they
     /// stream), so an entry is about as large as the change its author sent.
     public var message: [UInt8]
     /// The sections a member resuming past this event must be sent rows of
-    /// (``TableEvent/sectionsNeedingRows``), if they are still expanded.
+    /// (`TableEvent.sectionsNeedingRows`), if they are still expanded.
     public var expanded: [String]
 
     public init(seq: UInt64, message: [UInt8], expanded: [String]) {

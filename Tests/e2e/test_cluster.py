@@ -1,6 +1,8 @@
 """Several foldtabled nodes sharing sessions through one real redis-server (--redis): clients on
 different nodes see the same events in the same order, an HTTP API change on one node reaches
-members on the other, and a node started late opens the whole table. Presence across nodes and
+members on the other, a node started late opens the whole table, clients dropping at random
+resume with since on other nodes (also one opened late, from a snapshot), and clients of a node
+killed with SIGKILL resume on another with nothing acknowledged lost. Presence across nodes and
 the read-only mode when Redis fails are not built yet (README, More than one machine)."""
 import asyncio
 import json
@@ -347,6 +349,7 @@ def test_many_clients_dropping_and_resuming_on_the_other_nodes_end_with_one_view
         assert covered > sleeper.seq, (covered, sleeper.seq)
         info = stored(redis, "XINFO", "STREAM", f"foldtable:{{{name}}}:stream").split("\n")
         kept, appended = int(info[info.index("length") + 1]), int(info[info.index("entries-added") + 1])
+        history_bytes = int(stored(redis, "HSTRLEN", f"foldtable:{{{name}}}:snapshot", "history"))
         assert kept < appended, f"the stream was not trimmed: {kept} of {appended} entries kept"
 
         late = cluster_node(redis, "late", tmp_path, *settings)
@@ -365,7 +368,8 @@ def test_many_clients_dropping_and_resuming_on_the_other_nodes_end_with_one_view
         resumes = sum(m.resumes for m in members)
         assert resumes >= 16, resumes
         print(f"{members[0].seq} events, {resumes} resumes reaching back {max(m.reach for m in members)} events at most, "
-              f"snapshot at {covered} and {kept} of {appended} entries kept before the late node opened")
+              f"snapshot at {covered} (history {history_bytes} bytes) and {kept} of {appended} entries kept before the late "
+              "node opened")
         for member in members + [sleeper]:
             await member.ws.close()
 
