@@ -37,6 +37,25 @@ public struct SequencedRequest: Equatable, Sendable {
     }
 }
 
+/// One event as members received it, kept for resume: a snapshot carries the last ones it
+/// covers, so a node that opens the session from it can resume a member's `since` from before
+/// the open (see ``BrokeredSession/history``).
+public struct HistoryEntry: Equatable, Sendable {
+    public var seq: UInt64
+    /// The event as `ServerMessage.event(_:)` encoded it: an import's rows are left out (they
+    /// stream), so an entry is about as large as the change its author sent.
+    public var message: [UInt8]
+    /// The sections a member resuming past this event must be sent rows of
+    /// (`TableEvent.sectionsNeedingRows`), if they are still expanded.
+    public var expanded: [String]
+
+    public init(seq: UInt64, message: [UInt8], expanded: [String]) {
+        self.seq = seq
+        self.message = message
+        self.expanded = expanded
+    }
+}
+
 /// A session as a broker holds it: a snapshot and the requests after it.
 public struct BrokeredSession: Sendable {
     public var epoch: String
@@ -48,12 +67,17 @@ public struct BrokeredSession: Sendable {
     public var requests: [SequencedRequest]
     /// Whether this open wrote the session (it did not exist); set by the broker.
     public var created = false
+    /// The last events up to the snapshot's `seq` (at most `historyEvents`, consecutive, oldest
+    /// first), saved with it: what lets a member resume here from before this node opened the
+    /// session. Empty for a new session, or a snapshot saved without them.
+    public var history: [HistoryEntry]
 
-    public init(epoch: String, table: Table, position: String, requests: [SequencedRequest]) {
+    public init(epoch: String, table: Table, position: String, requests: [SequencedRequest], history: [HistoryEntry] = []) {
         self.epoch = epoch
         self.table = table
         self.position = position
         self.requests = requests
+        self.history = history
     }
 }
 
@@ -94,8 +118,9 @@ public protocol Broker: AnyObject {
     func follow(
         session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping () -> Void)
     func unfollow(session: String)
-    /// Saves `table` as the snapshot covering the stream up to `position`, unless a snapshot of a
-    /// later position is there already; then lets the stream forget entries older than `keep`
-    /// entries before `position` (the resume window).
-    func saveSnapshot(session: String, epoch: String, table: Table, position: String, keep: Int)
+    /// Saves `table` as the snapshot covering the stream up to `position`, with `history` (the
+    /// events before it that members may resume from), unless a snapshot of a later position is
+    /// there already; then lets the stream forget entries older than `keep` entries before
+    /// `position` (the resume window).
+    func saveSnapshot(session: String, epoch: String, table: Table, position: String, history: [HistoryEntry], keep: Int)
 }

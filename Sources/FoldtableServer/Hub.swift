@@ -264,7 +264,7 @@ public final class Hub: TransportDelegate {
             if session.core.eventsSinceCheckpoint > 0 {
                 broker.saveSnapshot(
                     session: session.name, epoch: session.epoch, table: session.core.committed, position: session.core.appliedPosition,
-                    keep: config.historyEvents)
+                    history: session.core.recentHistory, keep: config.historyEvents)
             }
             broker.unfollow(session: session.name)
             sessions[session.name] = nil
@@ -717,7 +717,7 @@ extension Hub {
     /// A resident session for `opened`, brought up to the stream's end as read, then following it.
     private func follow(_ opened: BrokeredSession, name: String, _ cluster: Cluster) -> TableSession {
         let core = SessionCore(
-            name: name, epoch: opened.epoch, table: opened.table, settings: sessionSettings,
+            name: name, epoch: opened.epoch, table: opened.table, history: opened.history, settings: sessionSettings,
             sequencing: .stream(node: cluster.node, origin: nextSharedOrigin(cluster)))
         let session = TableSession(core: core, hub: self)
         session.createdHere = opened.created
@@ -736,7 +736,9 @@ extension Hub {
                 guard let self, let session, isResident(session) else { return }
                 session.handle(.caughtUp)
             })
-        log(.info, "session_loaded", ["session": name, "seq": String(core.committed.seq), "requests": String(opened.requests.count)])
+        log(
+            .info, "session_loaded",
+            ["session": name, "seq": String(core.committed.seq), "requests": String(opened.requests.count), "history": String(opened.history.count)])
         // Opened for nobody yet (the demo at start, an API call): its idle clock starts now.
         sessionSettled(session)
         return session

@@ -16,6 +16,8 @@ public final class LocalBroker: Broker {
             var snapshot: Table
             /// Position of the snapshot: the number of entries it covers.
             var snapshotPosition: Int
+            /// The events before the snapshot saved with it, for resume.
+            var history: [HistoryEntry] = []
             /// Every entry ever appended; `position` is index + 1.
             var entries: [SequencedRequest] = []
         }
@@ -74,7 +76,7 @@ public final class LocalBroker: Broker {
         var opened = shared.streams[session].map { stream in
             BrokeredSession(
                 epoch: stream.epoch, table: stream.snapshot, position: stream.snapshotPosition == 0 ? "" : String(stream.snapshotPosition),
-                requests: Array(stream.entries[stream.snapshotPosition...]))
+                requests: Array(stream.entries[stream.snapshotPosition...]), history: stream.history)
         }
         opened?.created = created
         later { completion(.success(opened)) }
@@ -92,10 +94,11 @@ public final class LocalBroker: Broker {
         followers[session] = nil
     }
 
-    public func saveSnapshot(session: String, epoch: String, table: Table, position: String, keep: Int) {
+    public func saveSnapshot(session: String, epoch: String, table: Table, position: String, history: [HistoryEntry], keep: Int) {
         guard let covered = Int(position), let stream = shared.streams[session], covered > stream.snapshotPosition else { return }
         shared.streams[session]?.snapshot = table
         shared.streams[session]?.snapshotPosition = covered
+        shared.streams[session]?.history = history
     }
 
     /// One delivery turn for everything appended meanwhile, like a reader's next read.

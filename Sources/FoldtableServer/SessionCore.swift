@@ -162,14 +162,28 @@ public struct SessionCore {
     private var sequencedStart = 0
     /// The stream position of the last request applied ("" before any).
     public private(set) var appliedPosition = ""
+    /// Joins resuming from a `since` this node has not applied yet (the member saw it on a node
+    /// whose reader was ahead), in arrival order, with how many more reads to the stream's end
+    /// they wait for it, and the changes their members sent meanwhile.
+    private var joinsWaiting: [WaitingJoin] = []
+
+    private struct WaitingJoin {
+        let connection: Connection
+        let request: JoinRequest
+        let role: String?
+        var reads: Int
+        var changes: [(change: Change, id: String?)] = []
+    }
     /// The `now` of the input being handled, for work started by a drain.
     private var now: UInt64 = 0
 
     /// A session holding `table`, fully committed, with `recent` (committed events up to
-    /// `table.seq`, oldest first) available for resume.
+    /// `table.seq`, oldest first) available for resume; or, for a session opened from a broker,
+    /// `history` (the events saved with its snapshot): only its consecutive run ending at
+    /// `table.seq` is kept, so resume never skips an event.
     public init(
-        name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], checkpointSeq: UInt64? = nil, settings: Settings,
-        sequencing: Sequencing = .local
+        name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], history: [HistoryEntry] = [], checkpointSeq: UInt64? = nil,
+        settings: Settings, sequencing: Sequencing = .local
     ) {
         self.name = name
         self.epoch = epoch
@@ -181,6 +195,15 @@ public struct SessionCore {
         self.checkpointSeq = checkpointSeq ?? table.seq
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
             remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.sectionsNeedingRows)
+        }
+        // The run of consecutive seqs ending at `table.seq`, counted from the end.
+        var run = 0
+        for entry in history.reversed() {
+            guard UInt64(run) < table.seq, entry.seq == table.seq - UInt64(run) else { break }
+            run += 1
+        }
+        for entry in history.suffix(min(run, settings.historyEvents)) {
+            remember(entry.seq, OutboundMessage(entry.message), expanded: entry.expanded)
         }
     }
 
@@ -200,10 +223,17 @@ public struct SessionCore {
         effects.reserveCapacity(4)
         self.now = now
         switch input {
-        case .join(let connection, let request, let role): join(connection, request, role: role, now: now, into: &effects)
-        case .leave(let connection): leave(connection, into: &effects)
+        case .join(let connection, let request, let role):
+            if !waitForStream(connection, request, role: role) { join(connection, request, role: role, now: now, into: &effects) }
+        case .leave(let connection):
+            if let index = joinsWaiting.firstIndex(where: { $0.connection == connection }) { joinsWaiting.remove(at: index) }
+            leave(connection, into: &effects)
         case .rename(let connection, let name): rename(connection, to: name, into: &effects)
         case .change(let change, let id, let connection):
+            if let index = joinsWaiting.firstIndex(where: { $0.connection == connection }) {
+                joinsWaiting[index].changes.append((change, id))
+                break
+            }
             guard let member = members[connection.id] else { break }
             submit(Pending(change: change, id: id, author: member.author, origin: .member(connection)), into: &effects)
         case .apiChange(let change, let id, let author, let request):
@@ -675,6 +705,12 @@ public struct SessionCore {
         static let verifiesReplica = false
     #endif
 
+    /// The committed events kept for resume, oldest first: what a snapshot saves with the table
+    /// (``HistoryEntry``), so a node opening the session from it resumes members as this one would.
+    public var recentHistory: [HistoryEntry] {
+        (history[historyStart...] + history[..<historyStart]).map { HistoryEntry(seq: $0.seq, message: $0.message.bytes, expanded: $0.expanded) }
+    }
+
     /// The encoded committed events after `since` in order, or `nil` when history no longer reaches back.
     private func events(after since: UInt64) -> [(seq: UInt64, message: OutboundMessage, expanded: [String])]? {
         guard since <= committed.seq else { return nil }
@@ -690,7 +726,38 @@ public struct SessionCore {
 
 extension SessionCore {
     /// Nothing appended and unapplied, nothing read and waiting.
-    private var streamQuiet: Bool { awaiting.isEmpty && sequencedStart == sequencedPending.count }
+    private var streamQuiet: Bool { awaiting.isEmpty && sequencedStart == sequencedPending.count && joinsWaiting.isEmpty }
+
+    /// A resume from a `since` past what this node applied, of this session's epoch: the member
+    /// saw it on another node whose reader was ahead. The join waits until this node applied
+    /// it, or two reads to the stream's end (the second begun after the join) did not bring it
+    /// (a `since` nobody reached): then it goes on, as a fresh welcome.
+    private mutating func waitForStream(_ connection: Connection, _ request: JoinRequest, role: String?) -> Bool {
+        guard case .stream = sequencing, let since = request.since, request.epoch == epoch, since > committed.seq,
+            members[connection.id] == nil, !joinsWaiting.contains(where: { $0.connection == connection })
+        else { return false }
+        joinsWaiting.append(WaitingJoin(connection: connection, request: request, role: role, reads: 2))
+        return true
+    }
+
+    /// Lets in the waiting joins whose `since` is applied now or whose reads are spent, in
+    /// arrival order, then submits the changes their members sent meanwhile.
+    private mutating func admitWaitingJoins(into effects: inout [SessionEffect]) {
+        guard !joinsWaiting.isEmpty else { return }
+        var still: [WaitingJoin] = []
+        var admitted: [WaitingJoin] = []
+        for waiting in joinsWaiting {
+            if waiting.reads <= 0 || (waiting.request.since ?? 0) <= committed.seq { admitted.append(waiting) } else { still.append(waiting) }
+        }
+        joinsWaiting = still
+        for waiting in admitted {
+            join(waiting.connection, waiting.request, role: waiting.role, now: now, into: &effects)
+            for sent in waiting.changes {
+                guard let member = members[waiting.connection.id] else { break }
+                submit(Pending(change: sent.change, id: sent.id, author: member.author, origin: .member(waiting.connection)), into: &effects)
+            }
+        }
+    }
 
     /// The client id members are known by: node-qualified when several nodes share the session,
     /// or two nodes' `c5` would be one author.
@@ -734,6 +801,10 @@ extension SessionCore {
     /// A read reached the stream's end: requests of unknown outcome not seen by now did not land
     /// (a retry with the same change id is acknowledged with the original seq if one did after all).
     private mutating func caughtUp(into effects: inout [SessionEffect]) {
+        if !joinsWaiting.isEmpty {
+            for index in joinsWaiting.indices { joinsWaiting[index].reads -= 1 }
+            admitWaitingJoins(into: &effects)
+        }
         guard !uncertain.isEmpty else { return }
         for number in uncertain.keys.sorted() {
             let left = uncertain[number, default: 1] - 1
@@ -777,9 +848,10 @@ extension SessionCore {
             sequencedPending.removeFirst(sequencedStart)
             sequencedStart = 0
         }
+        if committed.seq > before { admitWaitingJoins(into: &effects) }
         if committed.seq > before && committed.seq - checkpointSeq >= UInt64(max(1, settings.checkpointEvents)) {
             checkpointSeq = committed.seq
-            effects.append(.snapshot(committed, position: appliedPosition))
+            effects.append(.snapshot(committed, position: appliedPosition, history: recentHistory))
         }
     }
 

@@ -57,8 +57,8 @@ public enum SessionEffect {
     /// back through ``SessionInput/sequenced(_:)``.
     case append(SequencedRequest)
     /// A stream-ordered session: save this table (the committed one) as the snapshot covering
-    /// the stream up to `position`.
-    case snapshot(Table, position: String)
+    /// the stream up to `position`, with the history members may resume from.
+    case snapshot(Table, position: String, history: [HistoryEntry])
     /// Stream the rows of `section` (as committed at `seq`) to these members.
     case startStream(Section, seq: UInt64, to: [Connection])
     /// Add a member to the running stream of `section` started at `seq`.

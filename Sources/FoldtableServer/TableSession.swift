@@ -115,8 +115,9 @@ final class TableSession {
             broker.append(session: name, request: request) { [self] result in
                 if case .failure(let error) = result { handle(.appendFailed(number: request.origin.number, error)) }
             }
-        case .snapshot(let table, let position):
-            hub.broker?.saveSnapshot(session: name, epoch: core.epoch, table: table, position: position, keep: hub.config.historyEvents)
+        case .snapshot(let table, let position, let history):
+            hub.broker?.saveSnapshot(
+                session: name, epoch: core.epoch, table: table, position: position, history: history, keep: hub.config.historyEvents)
         case .startStream(let section, let seq, let connections):
             let stream = RowStream(
                 section: section, seq: seq, chunkRows: hub.config.rowChunkRows,
