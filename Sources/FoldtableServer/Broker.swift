@@ -124,7 +124,7 @@ public struct NodePresence: Equatable, Sendable {
     public var isExact: Bool { members.count == count }
 }
 
-/// What a node says about one session in a heartbeat (see ``Broker/beat(node:expiryMs:_:deliver:)``).
+/// What a node says about one session in a heartbeat (see ``PresenceBroker/beat(node:expiryMs:_:deliver:)``).
 public struct PresenceBeat: Sendable {
     public var session: String
     /// This node's members of it (count, and the first ``ServerConfig/presenceListMax`` in join

@@ -1,9 +1,9 @@
 import FoldtableCore
-@testable import FoldtableServer
 import Glibc
 import Testing
 
 @testable import FoldtableRedis
+@testable import FoldtableServer
 
 extension RedisNode {
     /// Fires the node's presence heartbeat (every timer armed for at most its interval).
@@ -116,7 +116,8 @@ struct PresenceOverRedis {
         beat([], draining: [a]) { leftA }
         let redis = RedisClient(RedisClient.Options(url: server.url))
         defer { redis.close() }
-        let exists = try wait { redis.send(RedisCommand(arguments: [Array("EXISTS".utf8)] + RedisPresence.keys("plan").map { Array($0.utf8) }), completion: $0) }.get()
+        let command = RedisCommand(arguments: [Array("EXISTS".utf8)] + RedisPresence.keys("plan").map { Array($0.utf8) })
+        let exists = try wait { redis.send(command, completion: $0) }.get()
         #expect(exists == .integer(0))
     }
 }
