@@ -47,6 +47,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     private var nextToken: UInt64 = 0
     /// Reports entries that do not decode (dropped on every node alike) and read failures.
     private let report: @Sendable (_ event: String, _ fields: [(String, String)]) -> Void
+    /// Presence across nodes: heartbeats over the commands client.
+    private let presence: RedisPresence
 
     private struct Follower {
         let token: UInt64
@@ -77,6 +79,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         self.reading = reading
         self.report = report
         positions = Mutex(ReadState())
+        presence = RedisPresence(commands: commands, report: report)
     }
 
     deinit {
@@ -277,5 +280,23 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     private func delivered(_ session: String, token: UInt64, _ requests: [SequencedRequest], atEnd: Bool) {
         if !requests.isEmpty, let follower = followers[session], follower.token == token { follower.deliver(requests) }
         if atEnd, let follower = followers[session], follower.token == token { follower.caughtUp() }
+    }
+}
+
+// MARK: - Presence
+
+extension RedisBroker {
+    public func beat(
+        node: String, expiryMs: UInt64, _ beats: [PresenceBeat], deliver: @escaping (_ session: String, _ others: [NodePresence]) -> Void
+    ) {
+        presence.beat(node: node, expiryMs: expiryMs, beats, deliver: deliver)
+    }
+
+    public func leavePresence(node: String, session: String) {
+        presence.leave(node: node, session: session)
+    }
+
+    public func leaveAllPresence(node: String, completion: @escaping () -> Void) {
+        presence.leaveAll(node: node, completion: completion)
     }
 }

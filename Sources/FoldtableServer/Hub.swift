@@ -41,6 +41,8 @@ public final class Hub: TransportDelegate {
     /// shared session's core are made unique from them.
     private var sharedOpens: UInt64 = 0
     private let incarnation = Hub.randomEpoch()
+    /// Set by ``leaveClusterPresence(completion:)``: the node is stopping and beats no more.
+    private var presenceStopped = false
     /// The HTTP endpoints the hub answers (health checks now, the API later).
     public let http: HTTPRouter
 
@@ -52,6 +54,8 @@ public final class Hub: TransportDelegate {
         case tokenGrace(connection: UInt64)
         case session(name: String, SessionTimer)
         case evict(name: String)
+        /// This node's presence heartbeat (with a cluster).
+        case presenceBeat
     }
 
     /// A hub over `store` and `eventLog` (usually one object), which hold `storedNames` already.
@@ -83,6 +87,7 @@ public final class Hub: TransportDelegate {
             respond(
                 HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: Array(metrics.render().utf8)))
         }
+        if cluster != nil { _ = armTimer(.presenceBeat, milliseconds: UInt64(config.presenceHeartbeatMs)) }
     }
 
     /// The HTTP API under /api/v1 (set once `self` exists: it holds the hub).
@@ -233,6 +238,9 @@ public final class Hub: TransportDelegate {
             guard let session = sessions[name], session.evictionTimer == token else { return }
             session.evictionTimer = nil
             evict(session)
+        case .presenceBeat:
+            presenceBeat()
+            _ = armTimer(.presenceBeat, milliseconds: UInt64(config.presenceHeartbeatMs))
         }
     }
 
@@ -267,6 +275,7 @@ public final class Hub: TransportDelegate {
                     history: session.core.recentHistory, keep: config.historyEvents)
             }
             broker.unfollow(session: session.name)
+            if let cluster { broker.leavePresence(node: cluster.node, session: session.name) }
             sessions[session.name] = nil
             log(.info, "session_evicted", ["session": session.name])
             return
@@ -424,7 +433,7 @@ public final class Hub: TransportDelegate {
             }
             if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
             let visible = (sortedNames ?? []).lazy.filter { grant?.allows($0) ?? true }.prefix(1_000)
-            let list = visible.map { (name: $0, members: self.sessions[$0]?.memberCount ?? 0) }
+            let list = visible.map { (name: $0, members: self.sessions[$0]?.core.clusterMemberCount ?? 0) }
             transport.send(OutboundMessage(ServerMessage.sessions(Array(list))), to: connection)
         case .success(.join(let request)):
             join(client, request)
@@ -648,7 +657,7 @@ public final class Hub: TransportDelegate {
         if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
         return (sortedNames ?? []).filter { grant?.allows($0) ?? true }.map { name in
             let session = sessions[name]
-            return (name, session?.memberCount ?? 0, session?.core.committed.sections.count)
+            return (name, session?.core.clusterMemberCount ?? 0, session?.core.committed.sections.count)
         }
     }
 
@@ -711,6 +720,31 @@ extension Hub {
                 outcome = .failure(ProtocolError(.storageUnavailable, "the session could not be loaded; retry later"))
             }
             for waiter in waiting { waiter(outcome) }
+        }
+    }
+
+    /// A normal stop: this node's members leave every other node's presence now instead of at
+    /// the expiry bound, and no heartbeat follows. `completion` runs on the service thread.
+    public func leaveClusterPresence(completion: @escaping () -> Void) {
+        guard let cluster else { return completion() }
+        presenceStopped = true
+        cluster.broker.leaveAllPresence(node: cluster.node, completion: completion)
+    }
+
+    /// One presence heartbeat: every resident shared session's members go to the broker (only
+    /// those that changed since the last beat, the rest are a refresh), and what other nodes
+    /// hold comes back into each session as ``SessionInput/remotePresence(_:)``.
+    fileprivate func presenceBeat() {
+        guard let cluster, !presenceStopped else { return }
+        var beats: [PresenceBeat] = []
+        beats.reserveCapacity(sessions.count)
+        for session in sessions.values {
+            beats.append(PresenceBeat(session: session.name, members: session.presenceDirty ? session.core.localPresence : nil))
+            session.presenceDirty = false
+        }
+        cluster.broker.beat(node: cluster.node, expiryMs: UInt64(config.presenceExpiryMs), beats) { [weak self] name, others in
+            guard let session = self?.sessions[name] else { return }
+            session.handle(.remotePresence(others))
         }
     }
 

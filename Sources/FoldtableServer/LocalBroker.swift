@@ -24,6 +24,12 @@ public final class LocalBroker: Broker {
         var streams: [String: Stream] = [:]
         /// Every broker over these streams, told of each append.
         var brokers: [Weak] = []
+        /// Each session's presence entries by node, with when each expires.
+        var presence: [String: [String: (expires: UInt64, entry: NodePresence)]] = [:]
+        var presenceVersions: UInt64 = 0
+        /// The broker's clock in milliseconds (Redis' `TIME` for the Redis broker): heartbeats
+        /// expire by it, never by a node's clock. Tests move it.
+        public var now: UInt64 = 0
 
         struct Weak {
             weak var broker: LocalBroker?
@@ -43,6 +49,10 @@ public final class LocalBroker: Broker {
     private var nextToken: UInt64 = 0
     private let post: (@escaping @Sendable () -> Void) -> Void
     private var deliveryPosted = false
+    /// Versions of the other nodes' entries last delivered, per session this broker beats for.
+    private var knownPresence: [String: [String: String]] = [:]
+    /// This node's members per session, as the hub last gave them.
+    private var ownPresence: [String: (count: Int, first: [Author])] = [:]
 
     public init(streams: Streams, post: @escaping (@escaping @Sendable () -> Void) -> Void) {
         self.shared = streams
@@ -122,5 +132,48 @@ public final class LocalBroker: Broker {
     private func setAfter(_ session: String, token: UInt64, _ after: Int) {
         guard let index = followers[session]?.firstIndex(where: { $0.token == token }) else { return }
         followers[session]?[index].after = after
+    }
+
+    // MARK: - Presence
+
+    public func beat(
+        node: String, expiryMs: UInt64, _ beats: [PresenceBeat], deliver: @escaping (_ session: String, _ others: [NodePresence]) -> Void
+    ) {
+        let now = shared.now
+        for beat in beats {
+            let session = beat.session
+            var entries = (shared.presence[session] ?? [:]).filter { $0.value.expires > now }
+            if let members = beat.members { ownPresence[session] = members }
+            // What this node last said, written again if its entry expired meanwhile.
+            if let members = ownPresence[session], members.count > 0 {
+                let held = entries[node]?.entry
+                var entry = NodePresence(node: node, count: members.count, members: members.first, version: held?.version ?? "")
+                if held?.count != entry.count || held?.members != entry.members {
+                    shared.presenceVersions += 1
+                    entry.version = String(shared.presenceVersions)
+                }
+                entries[node] = (now + expiryMs, entry)
+            } else {
+                entries[node] = nil
+            }
+            shared.presence[session] = entries.isEmpty ? nil : entries
+            let others = entries.values.map(\.entry).filter { $0.node != node }.sorted { $0.node < $1.node }
+            let versions = Dictionary(uniqueKeysWithValues: others.map { ($0.node, $0.version) })
+            guard knownPresence[session] != versions else { continue }
+            knownPresence[session] = versions
+            later { deliver(session, others) }
+        }
+    }
+
+    public func leavePresence(node: String, session: String) {
+        knownPresence[session] = nil
+        ownPresence[session] = nil
+        shared.presence[session]?[node] = nil
+        if shared.presence[session]?.isEmpty == true { shared.presence[session] = nil }
+    }
+
+    public func leaveAllPresence(node: String, completion: @escaping () -> Void) {
+        for session in Array(ownPresence.keys) + Array(knownPresence.keys) { leavePresence(node: node, session: session) }
+        later(completion)
     }
 }

@@ -149,6 +149,19 @@ public struct SessionCore {
     /// Whether members may hold an exact list: false once the session went past the threshold
     /// or a welcome listed only part of it, until a diff sends the whole list again.
     private var presenceListExact = true
+    /// A shared session: the members other nodes hold (by node id, sorted), as they share them,
+    /// and how many in all. Only what a node shares is kept: its count and its first
+    /// `presenceListMax` members, so a session of 10,000 costs each node no more than 200 per node.
+    private var remote: [NodePresence] = []
+    private var remoteCount = 0
+    /// Whether every other node listed all its members (false past a node's own list maximum).
+    private var remoteExact = true
+    /// Members of other nodes who joined or were renamed since the last diff; who left goes to
+    /// `presenceLeft` like a local leave. `presenceRemoteCounted`: the count changed without a
+    /// name to show for it (past the threshold, or only in another node's count).
+    private var presenceRemoteJoined: [Author] = []
+    private var presenceRemoteRenamed: [Author] = []
+    private var presenceRemoteCounted = false
 
     /// Stream-ordered sessions only (see ``Sequencing``): this node's requests appended (or
     /// being appended) and not applied yet, by origin number, with who to answer.
@@ -208,6 +221,13 @@ public struct SessionCore {
     }
 
     public var memberCount: Int { members.count }
+    /// Members of the session on every node: this node's and those other nodes share.
+    public var clusterMemberCount: Int { members.count + remoteCount }
+    /// This node's members as it shares them with other nodes: how many, and the first
+    /// `presenceListMax` in join order.
+    public var localPresence: (count: Int, first: [Author]) {
+        (members.count, connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author })
+    }
     /// True when nothing is waiting, in flight or streaming: the session may be put away.
     public var isQuiet: Bool {
         members.isEmpty && inFlight.isEmpty && unpersisted.isEmpty && pending.count == pendingStart && streams.isEmpty && streamQuiet
@@ -250,6 +270,7 @@ public struct SessionCore {
         case .sequenced(let requests): receive(requests, into: &effects)
         case .appendFailed(let number, let error): appendFailed(number, error, into: &effects)
         case .caughtUp: caughtUp(into: &effects)
+        case .remotePresence(let nodes): remotePresence(nodes, into: &effects)
         }
         return effects
     }
@@ -264,14 +285,14 @@ public struct SessionCore {
         let author = Author(client: clientID(of: connection), name: request.name)
         members[connection.id] = Member(connection: connection, author: author)
         connections.append(connection)
-        let presence = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
-        if presence.count < members.count { presenceListExact = false }
+        let presence = listedMembers()
+        if presence.count < clusterMemberCount { presenceListExact = false }
         if let since = request.since, request.epoch == epoch, let missed = events(after: since) {
             effects.append(
                 .send(
                     OutboundMessage(
                         ServerMessage.resume(
-                            session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, presenceCount: members.count,
+                            session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, presenceCount: clusterMemberCount,
                             role: role)),
                     to: connection))
             for key in busySections.sorted() {
@@ -304,7 +325,7 @@ public struct SessionCore {
             let busy = busySections
             let snapshot = TableSnapshot(committed, rows: .sections(inline), busy: { busy.contains($0) })
             let welcome = ServerMessage.welcome(
-                session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence, presenceCount: members.count,
+                session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence, presenceCount: clusterMemberCount,
                 recovered: request.since == nil ? nil : false, role: role)
             effects.append(.send(OutboundMessage(welcome), to: connection))
             members[connection.id]?.held = inline
@@ -336,7 +357,7 @@ public struct SessionCore {
 
     /// A join, leave or rename happened: the diff goes out now or when the interval ends.
     private mutating func presenceChanged(into effects: inout [SessionEffect]) {
-        if members.count > settings.presenceListMax { presenceListExact = false }
+        if !presenceComplete { presenceListExact = false }
         if settings.presenceIntervalMs == 0 {
             flushPresence(into: &effects)
         } else if !presenceArmed {
@@ -352,22 +373,29 @@ public struct SessionCore {
             presenceJoined.removeAll()
             presenceRenamed.removeAll()
             presenceLeft.removeAll()
+            presenceRemoteJoined.removeAll()
+            presenceRemoteRenamed.removeAll()
+            presenceRemoteCounted = false
         }
-        guard !connections.isEmpty, !(presenceJoined.isEmpty && presenceRenamed.isEmpty && presenceLeft.isEmpty) else { return }
+        guard !connections.isEmpty,
+            !(presenceJoined.isEmpty && presenceRenamed.isEmpty && presenceLeft.isEmpty && presenceRemoteJoined.isEmpty
+                && presenceRemoteRenamed.isEmpty && !presenceRemoteCounted)
+        else { return }
         // Someone who joined and left within the interval is not listed as joined, but as left:
         // a welcome sent meanwhile may have listed them.
-        let joined = presenceJoined.compactMap { members[$0]?.author }
+        let joined = presenceJoined.compactMap { members[$0]?.author } + presenceRemoteJoined
         let diff: PresenceDiff
-        if members.count > settings.presenceListMax {
-            diff = PresenceDiff(count: members.count, complete: false, joined: Array(joined.prefix(PresenceDiff.sampleLimit)))
+        if !presenceComplete {
+            diff = PresenceDiff(count: clusterMemberCount, complete: false, joined: Array(joined.prefix(PresenceDiff.sampleLimit)))
         } else if !presenceListExact {
             presenceListExact = true
-            diff = PresenceDiff(count: members.count, complete: true, members: connections.compactMap { members[$0.id]?.author })
+            diff = PresenceDiff(count: clusterMemberCount, complete: true, members: listedMembers())
         } else {
             let fresh = Set(presenceJoined)
             var seen: Set<UInt64> = []
             let renamed = presenceRenamed.filter { !fresh.contains($0) && seen.insert($0).inserted }.compactMap { members[$0]?.author }
-            diff = PresenceDiff(count: members.count, complete: true, joined: joined, renamed: renamed, left: presenceLeft)
+            diff = PresenceDiff(
+                count: clusterMemberCount, complete: true, joined: joined, renamed: renamed + presenceRemoteRenamed, left: presenceLeft)
         }
         effects.append(.broadcast(OutboundMessage(diff.encoded), to: connections))
     }
@@ -905,5 +933,76 @@ extension SessionCore {
                 for connection in lacking { members[connection.id]?.held.insert(key) }
             }
         }
+    }
+}
+
+// MARK: - Presence across nodes
+
+extension SessionCore {
+    /// Whether members may hold every member's name: the whole cluster is within the list
+    /// maximum and every other node listed all of its own.
+    private var presenceComplete: Bool { clusterMemberCount <= settings.presenceListMax && remoteExact }
+
+    /// Who a welcome or a full list names: this node's members in join order, then other nodes'
+    /// (node by node, as they list them), at most `presenceListMax` in all.
+    private func listedMembers() -> [Author] {
+        var listed = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
+        for node in remote where listed.count < settings.presenceListMax {
+            listed.append(contentsOf: node.members.prefix(settings.presenceListMax - listed.count))
+        }
+        return listed
+    }
+
+    /// Other nodes' members changed (a heartbeat read a new version, or a node expired or left):
+    /// who joined, left or was renamed there goes into the next diff like a local change. Costs
+    /// the names other nodes list (at most `presenceListMax` each), never the members they hold.
+    private mutating func remotePresence(_ nodes: [NodePresence], into effects: inout [SessionEffect]) {
+        var own = ""
+        if case .stream(let node, _) = sequencing { own = node }
+        let fresh = nodes.filter { $0.count > 0 && $0.node != own }.sorted { $0.node < $1.node }
+        guard fresh != remote else { return }
+        var before: [String: String] = [:]
+        for node in remote {
+            for author in node.members { before[author.client] = author.name }
+        }
+        var present: Set<String> = []
+        var joined: [Author] = []
+        var renamed = false
+        for node in fresh {
+            for author in node.members {
+                present.insert(author.client)
+                guard let name = before[author.client] else {
+                    joined.append(author)
+                    continue
+                }
+                guard name != author.name else { continue }
+                renamed = true
+                if let index = presenceRemoteJoined.firstIndex(where: { $0.client == author.client }) {
+                    presenceRemoteJoined[index] = author
+                } else {
+                    presenceRemoteRenamed.removeAll { $0.client == author.client }
+                    presenceRemoteRenamed.append(author)
+                }
+            }
+        }
+        var gone: [String] = []
+        for node in remote {
+            for author in node.members where !present.contains(author.client) { gone.append(author.client) }
+        }
+        let countBefore = remoteCount
+        remote = fresh
+        remoteCount = fresh.reduce(0) { $0 + $1.count }
+        remoteExact = fresh.allSatisfy(\.isExact)
+        presenceRemoteJoined.append(contentsOf: joined)
+        if !gone.isEmpty {
+            let left = Set(gone)
+            presenceRemoteJoined.removeAll { left.contains($0.client) }
+            presenceRemoteRenamed.removeAll { left.contains($0.client) }
+            presenceLeft.append(contentsOf: gone)
+        }
+        let counted = remoteCount != countBefore
+        if counted { presenceRemoteCounted = true }
+        guard counted || renamed || !joined.isEmpty || !gone.isEmpty else { return }
+        presenceChanged(into: &effects)
     }
 }

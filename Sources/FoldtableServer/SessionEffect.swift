@@ -32,6 +32,10 @@ public enum SessionInput {
     case appendFailed(number: UInt64, BrokerError)
     /// The node's reader read to the end of the session's stream.
     case caughtUp
+    /// A shared session: the members other nodes hold now, every such node (as a
+    /// ``PresenceBroker`` delivers them after a heartbeat): merged into welcomes, `presence`
+    /// diffs and the member count.
+    case remotePresence([NodePresence])
 }
 
 /// What the core asks its driver to do, in order.

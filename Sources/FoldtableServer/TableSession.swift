@@ -21,6 +21,9 @@ final class TableSession {
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
     var createdHere = false
+    /// A shared session: its members joined, left or were renamed since the last heartbeat (the
+    /// hub then hands the broker the node's members again; otherwise the beat only refreshes).
+    var presenceDirty = false
 
     init(core: SessionCore, hub: Hub) {
         self.name = core.name
@@ -44,6 +47,9 @@ final class TableSession {
             next += 1
             let effects: [SessionEffect]
             switch input {
+            case .join, .leave, .rename:
+                presenceDirty = true
+                effects = core.handle(input, now: transport.nowMilliseconds())
             case .change, .apiChange:
                 let start = ContinuousClock.now
                 effects = core.handle(input, now: transport.nowMilliseconds())

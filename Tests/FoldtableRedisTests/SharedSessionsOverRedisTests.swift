@@ -52,8 +52,10 @@ final class RedisNode: Transport {
     func close(_ connection: Connection, code: Int, reason: String) {}
     func queuedBytes(_ connection: Connection) -> Int { 0 }
     func requestDrain(_ connection: Connection, lowMark: Int) {}
-    func armTimer(token: UInt64, milliseconds: UInt64) {}
-    func cancelTimer(token: UInt64) {}
+    /// Armed timers by token, with their delays: a test fires them (the presence heartbeat).
+    var timers: [UInt64: UInt64] = [:]
+    func armTimer(token: UInt64, milliseconds: UInt64) { timers[token] = milliseconds }
+    func cancelTimer(token: UInt64) { timers[token] = nil }
     func nowMilliseconds() -> UInt64 { 0 }
     func respond(to id: UInt64, with response: HTTPResponse) -> Bool { true }
 

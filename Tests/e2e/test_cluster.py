@@ -1,9 +1,11 @@
 """Several foldtabled nodes sharing sessions through one real redis-server (--redis): clients on
 different nodes see the same events in the same order, an HTTP API change on one node reaches
 members on the other, a node started late opens the whole table, clients dropping at random
-resume with since on other nodes (also one opened late, from a snapshot), and clients of a node
-killed with SIGKILL resume on another with nothing acknowledged lost. Presence across nodes and
-the read-only mode when Redis fails are not built yet (README, More than one machine)."""
+resume with since on other nodes (also one opened late, from a snapshot), clients of a node
+killed with SIGKILL resume on another with nothing acknowledged lost, and members on each node see
+those on the others (presence heartbeats through Redis): a node killed with -9 loses its members
+within the expiry bound, one stopped normally at once. The read-only mode when Redis fails is not
+built yet (README, More than one machine)."""
 import asyncio
 import json
 import os
@@ -157,11 +159,74 @@ def test_a_node_started_late_opens_the_whole_table(nodes, redis):
     run(scenario())
 
 
+HEARTBEAT_MS = 200
+EXPIRY_MS = 1500
+
+
+async def member_count(client, expected, timeout=10):
+    """Waits for a presence diff (or a welcome already) saying `expected` members."""
+    if client.welcome["presenceCount"] == expected or any(
+            m["type"] == "presence" and m["count"] == expected for m in client.all):
+        return
+    await client.next(lambda m: m["type"] == "presence" and m["count"] == expected, timeout=timeout)
+
+
+def listed_members(server, name):
+    status, _, body = call(server, "GET", "/api/v1/sessions")
+    assert status == 200
+    return next(s["members"] for s in body["sessions"] if s["name"] == name)
+
+
+def test_members_on_three_nodes_see_each_other_and_a_killed_node_leaves_within_the_bound(redis):
+    presence = ["--presence-heartbeat-ms", str(HEARTBEAT_MS), "--presence-expiry-ms", str(EXPIRY_MS)]
+    a, b, c = (Server("--redis", redis, "--node-id", node, *presence) for node in ("pa", "pb", "pc"))
+    name = unique("presence")
+
+    async def scenario():
+        ana = await Client.join(a.ws, session=name, name="ana")
+        bo = await Client.join(b.ws, session=name, name="bo")
+        cy = await Client.join(c.ws, session=name, name="cy")
+        for client in (ana, bo, cy):
+            await member_count(client, 3)
+        joined = {j["client"] for m in ana.all if m["type"] == "presence" for j in m.get("joined", [])}
+        assert {bo.welcome["client"], cy.welcome["client"]} <= joined
+        for server in (a, b, c):
+            assert await asyncio.to_thread(listed_members, server, name) == 3
+
+        # kill -9: pc says nothing more. Its member stays while its last heartbeat lives, and
+        # is gone from every other node within the bound.
+        killed = time.monotonic()
+        c.proc.kill()
+        c.proc.wait()
+        left = [await client.next(lambda m: m["type"] == "presence" and cy.welcome["client"] in m.get("left", []), timeout=10)
+                for client in (ana, bo)]
+        elapsed = time.monotonic() - killed
+        assert all(m["count"] == 2 for m in left)
+        # Its last beat was at most one interval before the kill; two more intervals and the
+        # presence interval for the other nodes to read it and tell their members, plus slack.
+        assert (EXPIRY_MS - HEARTBEAT_MS - 300) / 1000 <= elapsed <= (EXPIRY_MS + 2 * HEARTBEAT_MS + 100 + 1500) / 1000, elapsed
+        assert await asyncio.to_thread(listed_members, a, name) == 2
+
+        # A normal stop takes pb's member away at once, long before the bound.
+        stopped = time.monotonic()
+        assert b.stop() == 0
+        gone = await ana.next(lambda m: m["type"] == "presence" and bo.welcome["client"] in m.get("left", []), timeout=10)
+        assert gone["count"] == 1
+        assert time.monotonic() - stopped < (EXPIRY_MS - HEARTBEAT_MS) / 1000
+        await ana.close()
+    try:
+        run(scenario())
+    finally:
+        for server in (a, b, c):
+            server.stop()
+
+
 @pytest.mark.parametrize("args,expected", [
     (["--redis", "rediss://127.0.0.1:6379"], "rediss:// is not supported"),
     (["--redis", "redis://127.0.0.1:notaport"], "--redis"),
     (["--redis", "redis://127.0.0.1:6379", "--memory"], "--redis and --memory"),
     (["--node-id", "a.b"], "--node-id a.b"),
+    (["--presence-heartbeat-ms", "2000", "--presence-expiry-ms", "1000"], "--presence-expiry-ms (1000) must be more"),
 ])
 def test_bad_cluster_settings_stop_start_up_with_a_clear_line(args, expected):
     result = subprocess.run([BIN, "--port", "0", *args], capture_output=True, text=True, timeout=20)
