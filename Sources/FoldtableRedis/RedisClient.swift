@@ -12,7 +12,7 @@ import Synchronization
 ///   `connectTimeoutMs`; every reply has `commandTimeoutMs`, plus the command's own
 ///   ``RedisCommand/blockMs`` for `XREAD BLOCK`. A reply that does not come drops the
 ///   connection: a late reply would otherwise answer the next command.
-/// - **Reconnects** with ``ReconnectBackoff``: at once after a lost connection, then with growing
+/// - **Reconnects** with `ReconnectBackoff` (FoldtableCore): at once after a lost connection, then with growing
 ///   delays while attempts fail. Commands queued while no connection is up fail at once with
 ///   ``RedisError/notConnected(_:)``, so callers learn of an outage immediately instead of
 ///   piling up. Commands in flight when a connection breaks fail with
