@@ -127,7 +127,10 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         let fresh: [any RedisArgument] = create.map { [$0.epoch, TableCheckpoint.encode($0.table)] } ?? ["", ""]
         let limits = limits
         let report = report
+        let counts = presence.counts
         commands.evaluate(Self.openScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: fresh) { result in
+            // Listed by every node from now on (again, if it was made before the listing existed).
+            if case .success(let reply) = result, reply != .null { counts.register(session) }
             carried.value(
                 result.mapError { BrokerError($0.description) }.flatMap { reply in
                     Result { () throws(BrokerError) -> BrokeredSession? in
@@ -298,5 +301,9 @@ extension RedisBroker {
 
     public func leaveAllPresence(node: String, completion: @escaping () -> Void) {
         presence.leaveAll(node: node, completion: completion)
+    }
+
+    public func sharedSessions(excluding node: String, completion: @escaping (Result<[String: Int], BrokerError>) -> Void) {
+        presence.counts.read(excluding: node, completion: completion)
     }
 }

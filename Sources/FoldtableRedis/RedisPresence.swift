@@ -39,10 +39,13 @@ final class RedisPresence: @unchecked Sendable {
         var beating = false
     }
     private var sessions: [String: Shared] = [:]
+    /// Every shared session's members across the nodes, written with the beats (for listing).
+    let counts: RedisSessionCounts
 
     init(commands: RedisClient, report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void) {
         self.commands = commands
         self.report = report
+        counts = RedisSessionCounts(commands: commands, report: report)
     }
 
     static func keys(_ session: String) -> [String] {
@@ -117,6 +120,7 @@ final class RedisPresence: @unchecked Sendable {
                 state.version = "\(incarnation)-\(versions)"
                 state.count = members.count
                 state.first = members.first
+                counts.set(beat.session, count: members.count)
             }
             guard !state.beating else {
                 sessions[beat.session] = state
@@ -140,6 +144,7 @@ final class RedisPresence: @unchecked Sendable {
                 beaten(session, token: token, version: version, result, deliver: carried)
             }
         }
+        counts.beat(node: node, expiryMs: expiryMs)
     }
 
     private func newState() -> Shared {
@@ -192,6 +197,7 @@ final class RedisPresence: @unchecked Sendable {
 
     func leave(node: String, session: String) {
         sessions[session] = nil
+        counts.set(session, count: 0)
         remove(node: node, from: [session]) { _ in }
     }
 
@@ -199,8 +205,10 @@ final class RedisPresence: @unchecked Sendable {
     func leaveAll(node: String, completion: @escaping () -> Void) {
         let names = sessions.keys.sorted()
         sessions = [:]
-        guard !names.isEmpty else { return completion() }
         let carried = ServiceThreadOnly(completion)
+        // Replies come in order on the one connection: the counts are gone when the last answers.
+        guard !names.isEmpty else { return counts.leave(node: node) { carried.value() } }
+        counts.leave(node: node) {}
         remove(node: node, from: names) { _ in carried.value() }
     }
 

@@ -178,4 +178,11 @@ public protocol PresenceBroker: AnyObject {
     /// nodes' presence now rather than at the expiry bound); `completion` runs on the service
     /// thread when that is done or failed.
     func leaveAllPresence(node: String, completion: @escaping () -> Void)
+    /// Every session shared through the broker (made by any node's
+    /// ``Broker/open(session:create:completion:)``), each with the members the nodes other than
+    /// `node` hold in it as of their last heartbeats: a node whose heartbeat expired counts none.
+    /// What `list` and `/api/v1/sessions` show for a session `node` does not hold (one it never
+    /// opened or evicted), so every node lists the same sessions and counts. `completion` runs
+    /// on the service thread, later.
+    func sharedSessions(excluding node: String, completion: @escaping (Result<[String: Int], BrokerError>) -> Void)
 }

@@ -34,6 +34,14 @@ public final class Hub: TransportDelegate {
     private var nextAPIRequest: UInt64 = 0
     /// `list` answer cache, rebuilt only after a session is created or deleted.
     private var sortedNames: [String]?
+    /// With a cluster: the members other nodes hold of every shared session, as the broker last
+    /// gave them (``PresenceBroker/sharedSessions(excluding:completion:)``), for the sessions
+    /// this node does not hold. Read again by the first listing after each heartbeat, so
+    /// listing costs at most one broker read per heartbeat, however many ask.
+    private var clusterCounts: [String: Int] = [:]
+    private var clusterCountsFresh = false
+    /// Listings waiting for that read.
+    private var clusterCountsWaiters: [() -> Void] = []
     private var timers: [UInt64: TimerAction] = [:]
     private var nextTimerToken: UInt64 = 1
     private let makeEpoch: () -> String
@@ -431,10 +439,14 @@ public final class Hub: TransportDelegate {
                 }
                 guard grant != nil else { return refuse(connection, ProtocolError(.unauthorized, "list needs a token", field: "token"), id: nil) }
             }
-            if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
-            let visible = (sortedNames ?? []).lazy.filter { grant?.allows($0) ?? true }.prefix(1_000)
-            let list = visible.map { (name: $0, members: self.sessions[$0]?.core.clusterMemberCount ?? 0) }
-            transport.send(OutboundMessage(ServerMessage.sessions(Array(list))), to: connection)
+            let allowed = grant
+            withClusterCounts { [self] in
+                guard clients[connection.id] === client else { return }
+                if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
+                let visible = (sortedNames ?? []).lazy.filter { allowed?.allows($0) ?? true }.prefix(1_000)
+                let list = visible.map { (name: $0, members: self.listedMembers($0)) }
+                transport.send(OutboundMessage(ServerMessage.sessions(Array(list))), to: connection)
+            }
         case .success(.join(let request)):
             join(client, request)
         case .success(.auth(let token)):
@@ -651,13 +663,50 @@ public final class Hub: TransportDelegate {
         }
     }
 
-    /// Every session's name (stored or resident, sorted), with its member and section counts
-    /// when it is in memory (a stored one is not loaded just to count).
+    /// Every session's name (stored or resident, sorted; with a cluster also every shared
+    /// session other nodes made), with its member count (cluster-wide with a cluster: see
+    /// ``withClusterCounts(_:)``) and its section count when it is in memory (a stored one is not
+    /// loaded just to count).
     func sessionSummaries(visibleTo grant: AccessGrant?) -> [(name: String, members: Int, sections: Int?)] {
         if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
         return (sortedNames ?? []).filter { grant?.allows($0) ?? true }.map { name in
-            let session = sessions[name]
-            return (name, session?.core.clusterMemberCount ?? 0, session?.core.committed.sections.count)
+            (name, listedMembers(name), sessions[name]?.core.committed.sections.count)
+        }
+    }
+
+    /// Members of session `name` as `list` shows them: a resident session's own count (this
+    /// node's members now, other nodes' as of the last presence read); any other the members
+    /// other nodes hold, as the broker last said (this node holds none of them).
+    private func listedMembers(_ name: String) -> Int {
+        if let session = sessions[name] { return session.core.clusterMemberCount }
+        return clusterCounts[name] ?? 0
+    }
+
+    /// Runs `body` once ``sessionSummaries(visibleTo:)`` answers for the cluster: at once on a
+    /// single node, or when other nodes' counts were read since the last heartbeat; otherwise
+    /// after one read of the broker (shared by every listing meanwhile), on the service thread.
+    /// A read that fails leaves the last counts in place: the listing is answered with them.
+    func withClusterCounts(_ body: @escaping () -> Void) {
+        guard let cluster, !clusterCountsFresh else { return body() }
+        clusterCountsWaiters.append(body)
+        guard clusterCountsWaiters.count == 1 else { return }
+        cluster.broker.sharedSessions(excluding: cluster.node) { [self] result in
+            switch result {
+            case .success(let counts):
+                clusterCounts = counts
+                clusterCountsFresh = true
+                // Shared sessions made on other nodes are listed here too.
+                let unknown = counts.keys.filter { !storedNames.contains($0) }
+                if !unknown.isEmpty {
+                    storedNames.formUnion(unknown)
+                    sortedNames = nil
+                }
+            case .failure(let error):
+                log(.warning, "list_counts_failed", ["reason": error.description])
+            }
+            let waiting = clusterCountsWaiters
+            clusterCountsWaiters = []
+            for waiter in waiting { waiter() }
         }
     }
 
@@ -736,6 +785,8 @@ extension Hub {
     /// hold comes back into each session as ``SessionInput/remotePresence(_:)``.
     fileprivate func presenceBeat() {
         guard let cluster, !presenceStopped else { return }
+        // Other nodes' counts may have changed at their beats: the next listing reads them again.
+        clusterCountsFresh = false
         var beats: [PresenceBeat] = []
         beats.reserveCapacity(sessions.count)
         for session in sessions.values {

@@ -176,4 +176,14 @@ public final class LocalBroker: Broker {
         for session in Array(ownPresence.keys) + Array(knownPresence.keys) { leavePresence(node: node, session: session) }
         later(completion)
     }
+
+    /// Read from the presence entries themselves: live ones of other nodes, by the broker's clock.
+    public func sharedSessions(excluding node: String, completion: @escaping (Result<[String: Int], BrokerError>) -> Void) {
+        let now = shared.now
+        var counts = Dictionary(uniqueKeysWithValues: shared.streams.keys.map { ($0, 0) })
+        for (session, entries) in shared.presence {
+            for (other, held) in entries where other != node && held.expires > now { counts[session, default: 0] += held.entry.count }
+        }
+        later { completion(.success(counts)) }
+    }
 }

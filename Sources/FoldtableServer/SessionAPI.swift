@@ -148,7 +148,11 @@ final class SessionAPI {
 
     // MARK: - Endpoints
 
-    private func listSessions(_ call: Call, _ respond: Respond) {
+    private func listSessions(_ call: Call, _ respond: @escaping Respond) {
+        hub.withClusterCounts { [self] in respond(sessionList(call)) }
+    }
+
+    private func sessionList(_ call: Call) -> HTTPResponse {
         var out = JSONWriter(capacity: 256)
         out.raw("{\"sessions\":[")
         for (index, summary) in hub.sessionSummaries(visibleTo: call.grant).prefix(10_000).enumerated() {
@@ -162,7 +166,7 @@ final class SessionAPI {
             out.byte(UInt8(ascii: "}"))
         }
         out.raw("]}")
-        respond(.json(200, out.bytes))
+        return .json(200, out.bytes)
     }
 
     /// `POST /api/v1/sessions?name=NAME`: a new session, empty (no body) or from a table in the

@@ -27,8 +27,10 @@ extension LocalCluster {
         }
     }
 
-    func listedCount(_ harness: Harness, _ id: UInt64, session: String = "demo") -> Int64? {
+    /// What `list` on `harness` says of `session` (answered once other nodes' counts are read).
+    func listedCount(_ harness: Harness, _ id: UInt64, session: String = "demo", in cluster: LocalCluster) -> Int64? {
         harness.say(id, #"{"type":"list"}"#)
+        cluster.settle()
         guard case .array(let list)? = harness.transport.messages(id, type: "sessions").last?["sessions"] else { return nil }
         for entry in list where entry["name"] == .string(session) {
             if case .integer(let count)? = entry["members"] { return count }
@@ -52,7 +54,7 @@ extension LocalCluster {
         #expect(onA.joined.map(\.client) == ["b.c1", "b.c2"])
         #expect(presence(b, 1).last?.count == 3)
         #expect(presence(b, 1).flatMap(\.joined).map(\.client).contains("a.c1"))
-        #expect(listedCount(a, 1) == 3)
+        #expect(listedCount(a, 1, in: cluster) == 3)
         #expect(a.hub.sessionSummaries(visibleTo: nil).first { $0.name == "demo" }?.members == 3)
         // A newcomer's welcome lists everyone, wherever they are connected.
         a.join(3, name: "al")
@@ -97,7 +99,7 @@ extension LocalCluster {
         let gone = try #require(presence(a, 1).last)
         #expect(gone.left == ["b.c1"])
         #expect(gone.count == 1)
-        #expect(listedCount(a, 1) == 1)
+        #expect(listedCount(a, 1, in: cluster) == 1)
     }
 
     @Test func aHubStoppingNormallyTakesItsMembersAwayAtOnce() throws {
@@ -130,6 +132,6 @@ extension LocalCluster {
         let onB = try #require(presence(b, 1).last)
         #expect(!onB.complete)
         #expect(onB.count == listMax + 51)
-        #expect(listedCount(b, 1) == Int64(listMax + 51))
+        #expect(listedCount(b, 1, in: cluster) == Int64(listMax + 51))
     }
 }

@@ -506,3 +506,85 @@ def test_clients_of_a_node_killed_with_sigkill_resume_on_another_with_nothing_ac
     finally:
         a.kill9()
         assert b.stop() == 0, b.stderr()[-2000:]
+
+
+def http_listing(server):
+    """name → members, as GET /api/v1/sessions on `server` lists them."""
+    status, _, body = call(server, "GET", "/api/v1/sessions")
+    assert status == 200, body
+    return {s["name"]: s["members"] for s in body["sessions"]}
+
+
+async def protocol_listing(server):
+    """name → members, as the protocol's list on a fresh connection to `server` answers."""
+    async with connect(server.ws, open_timeout=5) as ws:
+        await ws.send(json.dumps({"type": "list"}))
+        while True:
+            for text in (await asyncio.wait_for(ws.recv(), 5)).split("\n"):
+                message = json.loads(text)
+                if message["type"] == "sessions":
+                    return {s["name"]: s["members"] for s in message["sessions"]}
+
+
+def test_two_nodes_list_the_same_sessions_and_counts_and_a_killed_nodes_members_leave_them_within_the_bound(redis):
+    presence = ["--presence-heartbeat-ms", str(HEARTBEAT_MS), "--presence-expiry-ms", str(EXPIRY_MS), "--idle-evict-secs", "1"]
+    a, b = (Server("--redis", redis, "--node-id", node, *presence) for node in ("la", "lb"))
+    shared, solo, evicted = unique("listed"), unique("solo"), unique("evicted")
+
+    async def listings():
+        return [await asyncio.to_thread(http_listing, a), await asyncio.to_thread(http_listing, b),
+                await protocol_listing(a), await protocol_listing(b)]
+
+    async def until(expected, timeout=10):
+        """Polls every node's listings until each shows `expected` for these sessions."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = await listings()
+            if all({n: listing.get(n) for n in expected} == expected for listing in seen):
+                return seen
+            assert time.monotonic() < deadline, (expected, seen)
+            await asyncio.sleep(0.05)
+
+    async def scenario():
+        ana = await Client.join(a.ws, session=shared, name="ana")
+        members = [await Client.join(b.ws, session=shared, name=n) for n in ("bo", "bea")]
+        # Only lb ever opens `solo`.
+        members += [await Client.join(b.ws, session=solo, name=n) for n in ("cy", "cat")]
+        # `evicted` is made on la, which then loses its only member and evicts it; lb keeps one.
+        made = await Client.join(a.ws, session=evicted, name="maker")
+        members.append(await Client.join(b.ws, session=evicted, name="dan"))
+        await made.close()
+        await asyncio.sleep(1.5)
+
+        seen = await until({shared: 3, solo: 2, evicted: 1})
+        # la holds neither `solo` nor `evicted` (no section count: not in its memory).
+        _, _, body = await asyncio.to_thread(call, a, "GET", "/api/v1/sessions")
+        assert {s["name"]: s["sections"] for s in body["sessions"] if s["name"] in (solo, evicted)} == {solo: None, evicted: None}
+        # Every node, over HTTP and the protocol, lists the same sessions.
+        assert all(set(listing) == set(seen[0]) for listing in seen), seen
+
+        # kill -9 lb: its members stay counted while its last heartbeat lives, and leave every
+        # listing of la within the bound (by Redis' clock) plus la's heartbeat and slack.
+        killed = time.monotonic()
+        b.proc.kill()
+        b.proc.wait()
+        while True:
+            listing = await asyncio.to_thread(http_listing, a)
+            if listing[solo] == 0:
+                break
+            assert listing[solo] == 2 and listing[evicted] == 1, listing
+            assert time.monotonic() - killed < (EXPIRY_MS + 2 * HEARTBEAT_MS + 1500) / 1000, listing
+            await asyncio.sleep(0.05)
+        elapsed = time.monotonic() - killed
+        assert elapsed >= (EXPIRY_MS - HEARTBEAT_MS - 300) / 1000, elapsed
+        deadline = time.monotonic() + 5
+        while (listing := await asyncio.to_thread(http_listing, a)) != {**listing, shared: 1, solo: 0, evicted: 0}:
+            assert time.monotonic() < deadline, listing
+            await asyncio.sleep(0.05)
+        assert {n: (await protocol_listing(a))[n] for n in (shared, solo, evicted)} == {shared: 1, solo: 0, evicted: 0}
+        await ana.close()
+    try:
+        run(scenario())
+    finally:
+        for server in (a, b):
+            server.stop()
