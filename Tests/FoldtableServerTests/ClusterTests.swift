@@ -145,6 +145,17 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
         #expect(b.transport.messages(3, type: "welcome").first?["seq"] == .integer(2))
     }
 
+    /// Hubs "a" and "b", each with member 1 (ana on a, bo on b) in the demo session.
+    func twoHubsWithOneMemberEach(configure: (inout ServerConfig) -> Void = { _ in }) -> (LocalCluster, Harness, Harness) {
+        let cluster = LocalCluster()
+        let a = cluster.start("a", configure: configure)
+        let b = cluster.start("b", configure: configure)
+        a.join(1, name: "ana")
+        b.join(1, name: "bo")
+        cluster.settle()
+        return (cluster, a, b)
+    }
+
     func broker(_ harness: Harness) -> LocalBroker {
         harness.hub.cluster!.broker as! LocalBroker
     }
@@ -156,12 +167,7 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
     }
 
     @Test func aHubCutOffFromTheBrokerIsReadOnlyAndCatchesUpInOrderWhenItReturns() throws {
-        let cluster = LocalCluster()
-        let a = cluster.start("a")
-        let b = cluster.start("b")
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
-        cluster.settle()
+        let (cluster, a, b) = twoHubsWithOneMemberEach()
         #expect(readiness(a, id: 1).0 == 200)
 
         broker(a).setAvailable(false)
@@ -197,16 +203,10 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
     }
 
     @Test func aHubWhosePositionWasTrimmedAwayReloadsAndWelcomesItsMembersAgain() throws {
-        let cluster = LocalCluster()
-        let small: (inout ServerConfig) -> Void = {
+        let (cluster, a, b) = twoHubsWithOneMemberEach {
             $0.checkpointEvents = 2
             $0.historyEvents = 1
         }
-        let a = cluster.start("a", configure: small)
-        let b = cluster.start("b", configure: small)
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
-        cluster.settle()
         let epoch = a.transport.messages(1, type: "welcome").first?["epoch"]
         broker(a).setAvailable(false)
         cluster.settle()
@@ -228,12 +228,7 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
     }
 
     @Test func aSessionTheBrokerLostIsMadeAgainFromANodesTableInANewEpochThatEveryNodeTakes() throws {
-        let cluster = LocalCluster()
-        let a = cluster.start("a")
-        let b = cluster.start("b")
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
-        cluster.settle()
+        let (cluster, a, b) = twoHubsWithOneMemberEach()
         a.say(1, #"{"type":"addSection","title":"Kept","id":"a1"}"#)
         cluster.settle()
         let before = try #require(a.transport.messages(1, type: "welcome").first?["epoch"])
