@@ -778,9 +778,11 @@ extension Hub {
     /// new epoch (the first node to do so wins; the others reload that one).
     fileprivate func resume(_ session: TableSession, _ cluster: Cluster) {
         let fresh = BrokeredSession(epoch: makeEpoch(), table: session.core.committed, position: "", requests: [])
+        session.resumes += 1
+        let attempt = session.resumes
         cluster.broker.resume(session: session.name, after: session.deliveredPosition, epoch: session.epoch, create: fresh) {
             [self] result in
-            guard isResident(session) else { return }
+            guard isResident(session), session.resumes == attempt else { return }
             switch result {
             case .success(nil):
                 cluster.broker.unfollow(session: session.name)
