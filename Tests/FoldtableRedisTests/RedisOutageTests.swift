@@ -160,4 +160,29 @@ struct RedisOutages {
         #expect(lost.epoch == "new" && lost.table.seq + UInt64(lost.requests.count) == 12)
         #expect(try resume(last)?.get()?.epoch == "new")
     }
+
+    @Test func aRequestWhoseEntryNoReaderCanDecodeIsRefusedToItsAuthorInsteadOfWaitingForever() throws {
+        let server = try RedisServer()
+        // Hubs that take longer texts than their readers decode (as a newer node's entries may
+        // be to an older node): such a request is appended, then dropped by every reader alike.
+        let wide: (inout ServerConfig) -> Void = { $0.tableLimits.maxTextBytes = 6_000 }
+        let a = RedisNode("a", redis: server.url, configure: wide)
+        let b = RedisNode("b", redis: server.url, configure: wide)
+        defer {
+            a.close()
+            b.close()
+        }
+        a.hub.createSessionIfAbsent("plan", table: table)
+        a.join(1, name: "ana")
+        b.join(1, name: "bo")
+        settle([a, b]) { !a.messages(1, type: "welcome").isEmpty && !b.messages(1, type: "welcome").isEmpty }
+        a.say(1, #"{"type":"addSection","title":"\#(String(repeating: "x", count: 5_000))","id":"long"}"#)
+        a.say(1, #"{"type":"addSection","title":"Short","id":"short"}"#)
+        settle([a, b]) { a.messages(1, type: "error").count == 1 && a.messages(1, type: "ack").count == 1 && b.events(1).count == 1 }
+        let refusal = try #require(a.messages(1, type: "error").first)
+        #expect(refusal["id"] == .string("long") && refusal["code"] == .string("storage_unavailable"))
+        #expect(a.messages(1, type: "ack").first?["id"] == .string("short"))
+        #expect(a.events(1) == ["1:addSection:a.c1"] && b.events(1) == a.events(1))
+        #expect(a.broker.counters.droppedEntries == 1 && b.broker.counters.droppedEntries == 1)
+    }
 }
