@@ -734,7 +734,9 @@ extension Hub {
         sessions[name] = session
         storedNames.insert(name)
         sortedNames = nil
-        if !cluster.broker.isAvailable { session.handle(.brokerAvailable(false)) }
+        // Writable even if the broker is not (yet) available: the open went through Redis, so
+        // appends can be made; the reader applies them once it is connected. Read-only follows
+        // the broker's transitions (brokerAvailability), and a resume follows each return.
         if !opened.requests.isEmpty { session.handle(.sequenced(opened.requests)) }
         session.deliveredPosition = opened.requests.last?.position ?? opened.position
         followStream(session, cluster)
