@@ -242,14 +242,16 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     /// Whether the stream continues from the follower's position (`ARGV[1]-ARGV[2]`) in its
     /// epoch (`ARGV[3]`): 0 when it does; else the session as `openScript` returns it, after
     /// making it from `ARGV[4]` (a new epoch) and `ARGV[5]` (the node's table) when Redis lost
-    /// it, or taking the new epoch when Redis lost entries the follower applied (its snapshot
-    /// covers less than the follower's position, and that position is gone from the stream).
+    /// it (-1 when it did and `ARGV[5]` is empty: the table is sent only then), or taking the
+    /// new epoch when Redis lost entries the follower applied (its snapshot covers less than the
+    /// follower's position, and that position is gone from the stream).
     /// A position still in the stream means nothing after it was trimmed (trimming cuts a
     /// prefix); position 0-0 continues while the snapshot covers nothing (nothing was trimmed).
     private static let resumeScript = RedisScript(
         """
         local created = 0
         if redis.call('EXISTS', KEYS[1]) == 0 then
+          if ARGV[5] == '' then return -1 end
           redis.call('HSET', KEYS[1], 'ms', '0', 'sq', '0', 'epoch', ARGV[4], 'table', ARGV[5])
           created = 1
         else
@@ -277,14 +279,25 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         session: String, after position: String, epoch: String, create: BrokeredSession,
         completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void
     ) {
-        let carried = ServiceThreadOnly(completion)
-        let after = StreamID(position) ?? .zero
+        resume(session: session, after: StreamID(position) ?? .zero, epoch: epoch, create: create, table: nil, ServiceThreadOnly(completion))
+    }
+
+    /// First without the table (a reconnect checks every session the node holds, and encoding
+    /// each table would cost its size every time); again with it only when Redis lost the session.
+    private func resume(
+        session: String, after: StreamID, epoch: String, create: BrokeredSession, table: [UInt8]?,
+        _ carried: ServiceThreadOnly<(Result<BrokeredSession?, BrokerError>) -> Void>
+    ) {
         let limits = limits
-        commands.evaluate(
-            Self.resumeScript, keys: [Self.snapshotKey(session), Self.streamKey(session)],
-            arguments: [after.milliseconds, after.sequence, epoch, create.epoch, TableCheckpoint.encode(create.table)]
-        ) { [weak self] result in
+        let arguments: [any RedisArgument] = [after.milliseconds, after.sequence, epoch, create.epoch, table ?? []]
+        commands.evaluate(Self.resumeScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: arguments) {
+            [weak self] result in
             if case .failure = result { self?.counts.withLock { $0.failedReads += 1 } }
+            if case .success(let reply) = result, reply.integer == -1, table == nil, let self {
+                // The commands client delivers on the service thread, which owns the table.
+                return self.resume(
+                    session: session, after: after, epoch: epoch, create: create, table: TableCheckpoint.encode(create.table), carried)
+            }
             carried.value(
                 result.mapError { BrokerError($0.description) }.flatMap { reply in
                     if reply.integer == 0 { return .success(nil) }
