@@ -218,6 +218,19 @@ async def wait_until(condition, timeout=15.0):
         await asyncio.sleep(0.1)
 
 
+async def toggles_from_both(ana, bo, label, count=5):
+    """`count` toggles from each client at once (ids LABEL-aN and LABEL-bN); their acks' seqs by id."""
+    for n in range(count):
+        await ana.send({"type": "toggle", "section": "x", "id": f"{label}-a{n}"})
+        await bo.send({"type": "toggle", "section": "x", "id": f"{label}-b{n}"})
+    acked = {}
+    for client, prefix in ((ana, f"{label}-a"), (bo, f"{label}-b")):
+        for n in range(count):
+            ack = await client.next(lambda m: m["type"] == "ack" and m["id"] == f"{prefix}{n}", timeout=15)
+            acked[ack["id"]] = ack["seq"]
+    return acked
+
+
 async def settle_events(clients, count, timeout=15.0):
     """Reads until every client has received `count` events."""
     deadline = time.monotonic() + timeout
@@ -243,13 +256,7 @@ def test_while_redis_is_down_nodes_are_read_only_and_not_ready_then_converge_whe
         bo = await Client.join(b.ws, session=name, name="bo")
         await wait_until(lambda: readiness(a)[0] == 200 and readiness(b)[0] == 200)
         acked = {}
-        for n in range(5):
-            await ana.send({"type": "toggle", "section": "x", "id": f"up-a{n}"})
-            await bo.send({"type": "toggle", "section": "x", "id": f"up-b{n}"})
-        for client, prefix in ((ana, "up-a"), (bo, "up-b")):
-            for n in range(5):
-                ack = await client.next(lambda m: m["type"] == "ack" and m["id"] == f"{prefix}{n}", timeout=10)
-                acked[ack["id"]] = ack["seq"]
+        acked.update(await toggles_from_both(ana, bo, "up"))
 
         redis.kill()
         await wait_until(lambda: readiness(a)[0] == 503 and readiness(b)[0] == 503)
@@ -270,13 +277,7 @@ def test_while_redis_is_down_nodes_are_read_only_and_not_ready_then_converge_whe
 
         redis.start()
         await wait_until(lambda: readiness(a)[0] == 200 and readiness(b)[0] == 200)
-        for n in range(5):
-            await ana.send({"type": "toggle", "section": "x", "id": f"back-a{n}"})
-            await bo.send({"type": "toggle", "section": "x", "id": f"back-b{n}"})
-        for client, prefix in ((ana, "back-a"), (bo, "back-b")):
-            for n in range(5):
-                ack = await client.next(lambda m: m["type"] == "ack" and m["id"] == f"{prefix}{n}", timeout=15)
-                acked[ack["id"]] = ack["seq"]
+        acked.update(await toggles_from_both(ana, bo, "back"))
         await settle_events([ana], 21)
         await settle_events([bo], 20)
         # The same events with the same seqs on both nodes, no gaps, nothing acknowledged lost,
