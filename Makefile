@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 
 # System packages: to build and run, and what the test suites use as real peers.
 # libhiredis-dev: FoldtableRedis (the Redis adapter) builds with the package; redis-server is the
-# real Redis its tests start on a loopback port.
+# real Redis its tests start on a loopback port. python3-yaml: the deploy tests read compose files.
 RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev libsqlite3-dev libhiredis-dev
-TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip openssl chromium chromium-driver procps tmux nginx systemd redis-server
+TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip python3-yaml openssl chromium chromium-driver procps tmux nginx systemd redis-server
 # The Autobahn TestSuite runs on pyenv's Python 2.7.18 (from the machine image, not apt); pip
 # compiles a few C extensions of its dependencies (wsaccel, ujson) on first install.
 AUTOBAHN_PACKAGES := $(RUN_PACKAGES) python3 gcc libc6-dev
-BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv nodejs node-ws
+BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv nodejs node-ws redis-server
 
 .PHONY: screenshot run build install readme-config test test-unit test-fuzz test-sanitizers test-e2e test-autobahn test-browser fuzz lint docs bench venv deps-run deps-test clean
 
@@ -123,6 +123,7 @@ bench: deps-run
 	$(SWIFT) build -c release
 	taskset -c 0 .build/release/foldtable-bench core
 	bash Tests/bench/fanout.sh
+	bash Tests/bench/cluster.sh
 	bash Tests/bench/acks.sh
 	$(MAKE) venv
 	$(PY) Tests/bench/deflate.py

@@ -39,7 +39,8 @@ public final class ClientConnection {
     public private(set) var state: ConnectionState
     /// A welcome or resume arrived at least once.
     public private(set) var everJoined = false
-    public var backoff = Backoff()
+    /// Reconnect delays: from 0.4 s, doubling to 10 s, with jitter (the web client's policy).
+    public var backoff = ReconnectBackoff(baseMs: 400, maxMs: 10_000)
 
     /// Every message line, after it was applied to ``replica``. `note` says in words what an
     /// event did (worded before it was applied).

@@ -5,7 +5,8 @@ import Synchronization
 
 /// The `Broker` port on Redis: one stream of requests per session
 /// (`foldtable:{name}:stream`) and one snapshot hash beside it (`foldtable:{name}:snapshot`:
-/// the covered stream ID, the epoch, the table as `TableCheckpoint` writes it). The braces
+/// the covered stream ID, the epoch, the table as `TableCheckpoint` writes it, and the events
+/// before it members may resume from, as `HistoryCoding` writes them). The braces
 /// keep a session's keys in one hash slot, so its scripts run in one place.
 ///
 /// Two ``RedisClient``s, each with a thread of its own: one for commands (appends, opens,
@@ -74,6 +75,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     }
 
     public var counters: Counts { counts.withLock { $0 } }
+    /// Presence across nodes: heartbeats over the commands client.
+    private let presence: RedisPresence
 
     private struct Follower {
         let token: UInt64
@@ -108,6 +111,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         self.reading = reading
         self.report = report
         positions = Mutex(ReadState())
+        presence = RedisPresence(commands: commands, report: report)
         link.set(self)
     }
 
@@ -191,29 +195,35 @@ public final class RedisBroker: Broker, @unchecked Sendable {
           redis.call('HSET', KEYS[1], 'ms', '0', 'sq', '0', 'epoch', ARGV[1], 'table', ARGV[2])
           created = 1
         end
-        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table')
+        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table', 'history')
         local entries = redis.call('XRANGE', KEYS[2], '(' .. s[1] .. '-' .. s[2], '+')
-        return {s[1], s[2], s[3], s[4], entries, created}
+        return {s[1], s[2], s[3], s[4], entries, created, s[5] or ''}
         """)
 
     public func open(session: String, create: BrokeredSession?, completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void) {
         let carried = ServiceThreadOnly(completion)
         let fresh: [any RedisArgument] = create.map { [$0.epoch, TableCheckpoint.encode($0.table)] } ?? ["", ""]
         let limits = limits
+        let report = report
         commands.evaluate(Self.openScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: fresh) {
             [weak self] result in
             if case .failure = result { self?.counts.withLock { $0.failedReads += 1 } }
             carried.value(
                 result.mapError { BrokerError($0.description) }.flatMap { reply in
-                    Result { () throws(BrokerError) -> BrokeredSession? in try Self.opened(reply, limits: limits) }
+                    Result { () throws(BrokerError) -> BrokeredSession? in
+                        try Self.opened(reply, limits: limits) { report("history_dropped", [("session", session)]) }
+                    }
                 })
         }
     }
 
-    private static func opened(_ reply: RedisReply, limits: TableLimits) throws(BrokerError) -> BrokeredSession? {
+    /// `historyDropped`: the snapshot's history did not decode; the session opens without it
+    /// (members resuming from before the open get a fresh welcome), not with a wrong one.
+    private static func opened(_ reply: RedisReply, limits: TableLimits, historyDropped: () -> Void) throws(BrokerError) -> BrokeredSession? {
         if reply == .null { return nil }
-        guard let parts = reply.elements, parts.count == 6, let ms = parts[0].integer, let sq = parts[1].integer, let epoch = parts[2].string,
-            case .bulk(let tableBytes) = parts[3], let entries = StreamEntry.list(parts[4]), let created = parts[5].integer
+        guard let parts = reply.elements, parts.count == 7, let ms = parts[0].integer, let sq = parts[1].integer, let epoch = parts[2].string,
+            case .bulk(let tableBytes) = parts[3], let entries = StreamEntry.list(parts[4]), let created = parts[5].integer,
+            case .bulk(let historyBytes) = parts[6]
         else { throw BrokerError("the snapshot of the session is not in the expected form") }
         let table: Table
         do {
@@ -227,7 +237,13 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             requests.append(request)
         }
         let position = ms == 0 && sq == 0 ? "" : StreamID(milliseconds: UInt64(ms), sequence: UInt64(sq)).description
-        var session = BrokeredSession(epoch: epoch, table: table, position: position, requests: requests)
+        var history: [HistoryEntry] = []
+        do {
+            history = try HistoryCoding.decode(historyBytes)
+        } catch {
+            historyDropped()
+        }
+        var session = BrokeredSession(epoch: epoch, table: table, position: position, requests: requests, history: history)
         session.created = created == 1
         return session
     }
@@ -270,9 +286,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             if sms < ams or (sms == ams and ssq < asq) then redis.call('HSET', KEYS[1], 'epoch', ARGV[4]) end
           end
         end
-        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table')
+        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table', 'history')
         local entries = redis.call('XRANGE', KEYS[2], '(' .. s[1] .. '-' .. s[2], '+')
-        return {s[1], s[2], s[3], s[4], entries, created}
+        return {s[1], s[2], s[3], s[4], entries, created, s[5] or ''}
         """)
 
     public func resume(
@@ -289,6 +305,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         _ carried: ServiceThreadOnly<(Result<BrokeredSession?, BrokerError>) -> Void>
     ) {
         let limits = limits
+        let report = report
         let arguments: [any RedisArgument] = [after.milliseconds, after.sequence, epoch, create.epoch, table ?? []]
         commands.evaluate(Self.resumeScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: arguments) {
             [weak self] result in
@@ -301,15 +318,17 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             carried.value(
                 result.mapError { BrokerError($0.description) }.flatMap { reply in
                     if reply.integer == 0 { return .success(nil) }
-                    return Result { () throws(BrokerError) -> BrokeredSession? in try Self.opened(reply, limits: limits) }
+                    return Result { () throws(BrokerError) -> BrokeredSession? in
+                        try Self.opened(reply, limits: limits) { report("history_dropped", [("session", session)]) }
+                    }
                 })
         }
     }
 
     // MARK: - Snapshots
 
-    /// Writes the snapshot when it covers a later ID than the stored one, then trims the stream
-    /// to `keep` entries before that ID (and everything after it).
+    /// Writes the snapshot (table and history in one `HSET`) when it covers a later ID than the
+    /// stored one, then trims the stream to `keep` entries before that ID (and everything after it).
     private static let snapshotScript = RedisScript(
         """
         local ms = tonumber(redis.call('HGET', KEYS[1], 'ms') or '-1')
@@ -317,19 +336,19 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         local nms = tonumber(ARGV[1])
         local nsq = tonumber(ARGV[2])
         if not (nms > ms or (nms == ms and nsq > sq)) then return 0 end
-        redis.call('HSET', KEYS[1], 'ms', ARGV[1], 'sq', ARGV[2], 'epoch', ARGV[3], 'table', ARGV[4])
+        redis.call('HSET', KEYS[1], 'ms', ARGV[1], 'sq', ARGV[2], 'epoch', ARGV[3], 'table', ARGV[4], 'history', ARGV[6])
         local keep = tonumber(ARGV[5])
         local older = redis.call('XREVRANGE', KEYS[2], ARGV[1] .. '-' .. ARGV[2], '-', 'COUNT', keep + 1)
         if #older > keep then redis.call('XTRIM', KEYS[2], 'MINID', older[#older][1]) end
         return 1
         """)
 
-    public func saveSnapshot(session: String, epoch: String, table: Table, position: String, keep: Int) {
+    public func saveSnapshot(session: String, epoch: String, table: Table, position: String, history: [HistoryEntry], keep: Int) {
         guard let covered = StreamID(position) else { return }
         let report = report
         commands.evaluate(
             Self.snapshotScript, keys: [Self.snapshotKey(session), Self.streamKey(session)],
-            arguments: [covered.milliseconds, covered.sequence, epoch, TableCheckpoint.encode(table), max(0, keep)]
+            arguments: [covered.milliseconds, covered.sequence, epoch, TableCheckpoint.encode(table), max(0, keep), HistoryCoding.encode(history)]
         ) { result in
             if case .failure(let error) = result { report("snapshot_failed", [("session", session), ("reason", error.description)]) }
         }
@@ -435,5 +454,23 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             if !read.requests.isEmpty, let follower = followers[read.session], follower.token == read.token { follower.deliver(read.requests) }
             if read.atEnd, let follower = followers[read.session], follower.token == read.token { follower.caughtUp(read.through) }
         }
+    }
+}
+
+// MARK: - Presence
+
+extension RedisBroker {
+    public func beat(
+        node: String, expiryMs: UInt64, _ beats: [PresenceBeat], deliver: @escaping (_ session: String, _ others: [NodePresence]) -> Void
+    ) {
+        presence.beat(node: node, expiryMs: expiryMs, beats, deliver: deliver)
+    }
+
+    public func leavePresence(node: String, session: String) {
+        presence.leave(node: node, session: session)
+    }
+
+    public func leaveAllPresence(node: String, completion: @escaping () -> Void) {
+        presence.leaveAll(node: node, completion: completion)
     }
 }

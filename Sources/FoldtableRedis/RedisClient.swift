@@ -1,3 +1,4 @@
+import FoldtableCore
 import Synchronization
 
 /// A Redis client that never blocks its caller: commands are queued, a thread of the client's
@@ -11,7 +12,7 @@ import Synchronization
 ///   `connectTimeoutMs`; every reply has `commandTimeoutMs`, plus the command's own
 ///   ``RedisCommand/blockMs`` for `XREAD BLOCK`. A reply that does not come drops the
 ///   connection: a late reply would otherwise answer the next command.
-/// - **Reconnects** with ``ReconnectBackoff``: at once after a lost connection, then with growing
+/// - **Reconnects** with `ReconnectBackoff` (FoldtableCore): at once after a lost connection, then with growing
 ///   delays while attempts fail. Commands queued while no connection is up fail at once with
 ///   ``RedisError/notConnected(_:)``, so callers learn of an outage immediately instead of
 ///   piling up. Commands in flight when a connection breaks fail with
@@ -29,7 +30,9 @@ public final class RedisClient: Sendable {
         public var connectTimeoutMs: UInt64 = 2_000
         /// Milliseconds to wait for each reply (beyond a command's `blockMs`). Default 2,000.
         public var commandTimeoutMs: UInt64 = 2_000
-        public var backoff = ReconnectBackoff()
+        /// Reconnect delays: from 0.1 s, doubling to 5 s, with jitter (a node should be back
+        /// soon after Redis is, without every node knocking at once).
+        public var backoff = ReconnectBackoff(baseMs: 100, maxMs: 5_000)
         /// An idle connection is checked with a `PING` after this many milliseconds without
         /// commands, so an outage is reported (``State``) while nothing is being sent. 0: never.
         /// Default 1,000.

@@ -37,6 +37,25 @@ public struct SequencedRequest: Equatable, Sendable {
     }
 }
 
+/// One event as members received it, kept for resume: a snapshot carries the last ones it
+/// covers, so a node that opens the session from it can resume a member's `since` from before
+/// the open (see ``BrokeredSession/history``).
+public struct HistoryEntry: Equatable, Sendable {
+    public var seq: UInt64
+    /// The event as `ServerMessage.event(_:)` encoded it: an import's rows are left out (they
+    /// stream), so an entry is about as large as the change its author sent.
+    public var message: [UInt8]
+    /// The sections a member resuming past this event must be sent rows of
+    /// (`TableEvent.sectionsNeedingRows`), if they are still expanded.
+    public var expanded: [String]
+
+    public init(seq: UInt64, message: [UInt8], expanded: [String]) {
+        self.seq = seq
+        self.message = message
+        self.expanded = expanded
+    }
+}
+
 /// A session as a broker holds it: a snapshot and the requests after it.
 public struct BrokeredSession: Sendable {
     public var epoch: String
@@ -48,12 +67,17 @@ public struct BrokeredSession: Sendable {
     public var requests: [SequencedRequest]
     /// Whether this open wrote the session (it did not exist); set by the broker.
     public var created = false
+    /// The last events up to the snapshot's `seq` (at most `historyEvents`, consecutive, oldest
+    /// first), saved with it: what lets a member resume here from before this node opened the
+    /// session. Empty for a new session, or a snapshot saved without them.
+    public var history: [HistoryEntry]
 
-    public init(epoch: String, table: Table, position: String, requests: [SequencedRequest]) {
+    public init(epoch: String, table: Table, position: String, requests: [SequencedRequest], history: [HistoryEntry] = []) {
         self.epoch = epoch
         self.table = table
         self.position = position
         self.requests = requests
+        self.history = history
     }
 }
 
@@ -77,8 +101,9 @@ public struct BrokerError: Error, Equatable, Sendable, CustomStringConvertible {
 /// than one machine").
 ///
 /// Like ``SessionStore``, every method is called on the service thread and returns at once;
-/// completions and deliveries run later on the service thread, never inside the call.
-public protocol Broker: AnyObject {
+/// completions and deliveries run later on the service thread, never inside the call. Presence
+/// across nodes is its other half (``PresenceBroker``).
+public protocol Broker: PresenceBroker {
     /// Appends `request` to the stream of `session`; success gives its position in the stream.
     /// Success says it is in the order, not that it was applied: the author is answered when
     /// its entry is read back and applied (or, should the entry not decode, when a read passes
@@ -101,10 +126,11 @@ public protocol Broker: AnyObject {
         session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void,
         caughtUp: @escaping (_ through: String) -> Void)
     func unfollow(session: String)
-    /// Saves `table` as the snapshot covering the stream up to `position`, unless a snapshot of a
-    /// later position is there already; then lets the stream forget entries older than `keep`
-    /// entries before `position` (the resume window).
-    func saveSnapshot(session: String, epoch: String, table: Table, position: String, keep: Int)
+    /// Saves `table` as the snapshot covering the stream up to `position`, with `history` (the
+    /// events before it that members may resume from), unless a snapshot of a later position is
+    /// there already; then lets the stream forget entries older than `keep` entries before
+    /// `position` (the resume window).
+    func saveSnapshot(session: String, epoch: String, table: Table, position: String, history: [HistoryEntry], keep: Int)
 
     /// Whether the broker can append and deliver now (all its connections are up). While it
     /// cannot, shared sessions are read-only.
@@ -136,4 +162,58 @@ public enum StreamPosition {
         let split = position.split(separator: "-", maxSplits: 1)
         return (split.first.flatMap { UInt64($0) } ?? 0, split.count > 1 ? UInt64(split[1]) ?? 0 : 0)
     }
+}
+
+/// One node's members of a shared session, as that node shares them with the others: how many,
+/// and who (at most ``ServerConfig/presenceListMax`` of them, in join order), under a version
+/// that changes whenever either does, so other nodes read the list only when it changed.
+public struct NodePresence: Equatable, Sendable {
+    public var node: String
+    /// Members of the session on that node.
+    public var count: Int
+    /// The first of them in join order: all of them when `members.count == count`.
+    public var members: [Author]
+    /// Opaque, unique per node process and change ("" before the first).
+    public var version: String
+
+    public init(node: String, count: Int, members: [Author], version: String = "") {
+        self.node = node
+        self.count = count
+        self.members = members
+        self.version = version
+    }
+
+    /// Whether `members` lists everyone.
+    public var isExact: Bool { members.count == count }
+}
+
+/// What a node says about one session in a heartbeat (see ``PresenceBroker/beat(node:expiryMs:_:deliver:)``).
+public struct PresenceBeat: Sendable {
+    public var session: String
+    /// This node's members of it (count, and the first ``ServerConfig/presenceListMax`` in join
+    /// order); `nil`: unchanged since the last beat, which costs the broker nothing to compare.
+    public var members: (count: Int, first: [Author])?
+
+    public init(session: String, members: (count: Int, first: [Author])?) {
+        self.session = session
+        self.members = members
+    }
+}
+
+/// Presence across nodes, the second half of the port: members are held by the node they are
+/// connected to, and each node shares, per session it holds, its count and first members with
+/// an expiring heartbeat. Expiry is the broker's clock (Redis' `TIME`), never a node's.
+public protocol PresenceBroker: AnyObject {
+    /// One heartbeat of `node`: refreshes its entry of every session in `beats` (an entry of no
+    /// members is removed), so that it lives `expiryMs` more; drops the entries of nodes whose
+    /// heartbeat expired. `deliver` runs on the service thread, later, for each session whose
+    /// other nodes' members changed since the last delivery: all of them, each time (a node
+    /// that expired or left is simply absent).
+    func beat(node: String, expiryMs: UInt64, _ beats: [PresenceBeat], deliver: @escaping (_ session: String, _ others: [NodePresence]) -> Void)
+    /// Removes `node`'s entry of `session` at once (the session left this node) and forgets it.
+    func leavePresence(node: String, session: String)
+    /// Removes every entry of `node` at once (the node stops normally, so its members leave other
+    /// nodes' presence now rather than at the expiry bound); `completion` runs on the service
+    /// thread when that is done or failed.
+    func leaveAllPresence(node: String, completion: @escaping () -> Void)
 }

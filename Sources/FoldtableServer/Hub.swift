@@ -41,6 +41,8 @@ public final class Hub: TransportDelegate {
     /// shared session's core are made unique from them.
     private var sharedOpens: UInt64 = 0
     private let incarnation = Hub.randomEpoch()
+    /// Set by ``leaveClusterPresence(completion:)``: the node is stopping and beats no more.
+    private var presenceStopped = false
     /// The HTTP endpoints the hub answers (health checks now, the API later).
     public let http: HTTPRouter
 
@@ -54,6 +56,8 @@ public final class Hub: TransportDelegate {
         case evict(name: String)
         /// Bring a shared session back in step with its stream again (the last try failed).
         case resume(name: String)
+        /// This node's presence heartbeat (with a cluster).
+        case presenceBeat
     }
 
     /// A hub over `store` and `eventLog` (usually one object), which hold `storedNames` already.
@@ -90,6 +94,7 @@ public final class Hub: TransportDelegate {
             respond(
                 HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: Array(metrics.render().utf8)))
         }
+        if cluster != nil { _ = armTimer(.presenceBeat, milliseconds: UInt64(config.presenceHeartbeatMs)) }
     }
 
     /// The HTTP API under /api/v1 (set once `self` exists: it holds the hub).
@@ -243,6 +248,9 @@ public final class Hub: TransportDelegate {
         case .resume(let name):
             guard let session = sessions[name], let cluster, cluster.broker.isAvailable else { return }
             resume(session, cluster)
+        case .presenceBeat:
+            presenceBeat()
+            _ = armTimer(.presenceBeat, milliseconds: UInt64(config.presenceHeartbeatMs))
         }
     }
 
@@ -274,9 +282,10 @@ public final class Hub: TransportDelegate {
             if session.core.eventsSinceCheckpoint > 0 {
                 broker.saveSnapshot(
                     session: session.name, epoch: session.epoch, table: session.core.committed, position: session.core.appliedPosition,
-                    keep: config.historyEvents)
+                    history: session.core.recentHistory, keep: config.historyEvents)
             }
             broker.unfollow(session: session.name)
+            if let cluster { broker.leavePresence(node: cluster.node, session: session.name) }
             sessions[session.name] = nil
             log(.info, "session_evicted", ["session": session.name])
             return
@@ -434,7 +443,7 @@ public final class Hub: TransportDelegate {
             }
             if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
             let visible = (sortedNames ?? []).lazy.filter { grant?.allows($0) ?? true }.prefix(1_000)
-            let list = visible.map { (name: $0, members: self.sessions[$0]?.memberCount ?? 0) }
+            let list = visible.map { (name: $0, members: self.sessions[$0]?.core.clusterMemberCount ?? 0) }
             transport.send(OutboundMessage(ServerMessage.sessions(Array(list))), to: connection)
         case .success(.join(let request)):
             join(client, request)
@@ -658,7 +667,7 @@ public final class Hub: TransportDelegate {
         if sortedNames == nil { sortedNames = storedNames.union(sessions.keys).sorted() }
         return (sortedNames ?? []).filter { grant?.allows($0) ?? true }.map { name in
             let session = sessions[name]
-            return (name, session?.memberCount ?? 0, session?.core.committed.sections.count)
+            return (name, session?.core.clusterMemberCount ?? 0, session?.core.committed.sections.count)
         }
     }
 
@@ -724,10 +733,35 @@ extension Hub {
         }
     }
 
+    /// A normal stop: this node's members leave every other node's presence now instead of at
+    /// the expiry bound, and no heartbeat follows. `completion` runs on the service thread.
+    public func leaveClusterPresence(completion: @escaping () -> Void) {
+        guard let cluster else { return completion() }
+        presenceStopped = true
+        cluster.broker.leaveAllPresence(node: cluster.node, completion: completion)
+    }
+
+    /// One presence heartbeat: every resident shared session's members go to the broker (only
+    /// those that changed since the last beat, the rest are a refresh), and what other nodes
+    /// hold comes back into each session as ``SessionInput/remotePresence(_:)``.
+    fileprivate func presenceBeat() {
+        guard let cluster, !presenceStopped else { return }
+        var beats: [PresenceBeat] = []
+        beats.reserveCapacity(sessions.count)
+        for session in sessions.values {
+            beats.append(PresenceBeat(session: session.name, members: session.presenceDirty ? session.core.localPresence : nil))
+            session.presenceDirty = false
+        }
+        cluster.broker.beat(node: cluster.node, expiryMs: UInt64(config.presenceExpiryMs), beats) { [weak self] name, others in
+            guard let session = self?.sessions[name] else { return }
+            session.handle(.remotePresence(others))
+        }
+    }
+
     /// A resident session for `opened`, brought up to the stream's end as read, then following it.
     private func follow(_ opened: BrokeredSession, name: String, _ cluster: Cluster) -> TableSession {
         let core = SessionCore(
-            name: name, epoch: opened.epoch, table: opened.table, settings: sessionSettings,
+            name: name, epoch: opened.epoch, table: opened.table, history: opened.history, settings: sessionSettings,
             sequencing: .stream(node: cluster.node, origin: nextSharedOrigin(cluster)))
         let session = TableSession(core: core, hub: self)
         session.createdHere = opened.created
@@ -740,7 +774,9 @@ extension Hub {
         if !opened.requests.isEmpty { session.handle(.sequenced(opened.requests)) }
         session.deliveredPosition = opened.requests.last?.position ?? opened.position
         followStream(session, cluster)
-        log(.info, "session_loaded", ["session": name, "seq": String(core.committed.seq), "requests": String(opened.requests.count)])
+        log(
+            .info, "session_loaded",
+            ["session": name, "seq": String(core.committed.seq), "requests": String(opened.requests.count), "history": String(opened.history.count)])
         // Opened for nobody yet (the demo at start, an API call): its idle clock starts now.
         sessionSettled(session)
         return session
@@ -793,7 +829,7 @@ extension Hub {
             case .success(let opened?):
                 cluster.broker.unfollow(session: session.name)
                 metrics.sessionReloads += 1
-                session.handle(.reload(epoch: opened.epoch, table: opened.table, position: opened.position))
+                session.handle(.reload(epoch: opened.epoch, table: opened.table, position: opened.position, history: opened.history))
                 session.deliveredPosition = opened.requests.last?.position ?? opened.position
                 if !opened.requests.isEmpty { session.handle(.sequenced(opened.requests)) }
                 followStream(session, cluster)

@@ -16,6 +16,8 @@ public final class LocalBroker: Broker {
             var snapshot: Table
             /// Position of the snapshot: the number of entries it covers.
             var snapshotPosition: Int
+            /// The events before the snapshot saved with it, for resume.
+            var history: [HistoryEntry] = []
             /// Every entry ever appended; `position` is index + 1.
             var entries: [SequencedRequest] = []
             /// Entries up to this position are trimmed away (as `XTRIM` would: kept in the
@@ -25,6 +27,12 @@ public final class LocalBroker: Broker {
         var streams: [String: Stream] = [:]
         /// Every broker over these streams, told of each append.
         var brokers: [Weak] = []
+        /// Each session's presence entries by node, with when each expires.
+        var presence: [String: [String: (expires: UInt64, entry: NodePresence)]] = [:]
+        var presenceVersions: UInt64 = 0
+        /// The broker's clock in milliseconds (Redis' `TIME` for the Redis broker): heartbeats
+        /// expire by it, never by a node's clock. Tests move it.
+        public var now: UInt64 = 0
 
         struct Weak {
             weak var broker: LocalBroker?
@@ -51,6 +59,10 @@ public final class LocalBroker: Broker {
     private var deliveryPosted = false
     public private(set) var isAvailable = true
     public var availabilityChanged: ((Bool) -> Void)?
+    /// Versions of the other nodes' entries last delivered, per session this broker beats for.
+    private var knownPresence: [String: [String: String]] = [:]
+    /// This node's members per session, as the hub last gave them.
+    private var ownPresence: [String: (count: Int, first: [Author])] = [:]
 
     public init(streams: Streams, post: @escaping (@escaping @Sendable () -> Void) -> Void) {
         self.shared = streams
@@ -97,7 +109,7 @@ public final class LocalBroker: Broker {
         var opened = shared.streams[session].map { stream in
             BrokeredSession(
                 epoch: stream.epoch, table: stream.snapshot, position: stream.snapshotPosition == 0 ? "" : String(stream.snapshotPosition),
-                requests: Array(stream.entries[stream.snapshotPosition...]))
+                requests: Array(stream.entries[stream.snapshotPosition...]), history: stream.history)
         }
         opened?.created = created
         later { completion(.success(opened)) }
@@ -132,11 +144,12 @@ public final class LocalBroker: Broker {
         followers[session] = nil
     }
 
-    public func saveSnapshot(session: String, epoch: String, table: Table, position: String, keep: Int) {
+    public func saveSnapshot(session: String, epoch: String, table: Table, position: String, history: [HistoryEntry], keep: Int) {
         guard let covered = Int(position), let stream = shared.streams[session], covered > stream.snapshotPosition else { return }
         shared.streams[session]?.snapshot = table
         shared.streams[session]?.snapshotPosition = covered
         shared.streams[session]?.trimmedThrough = max(stream.trimmedThrough, covered - max(0, keep) - 1)
+        shared.streams[session]?.history = history
     }
 
     /// One delivery turn for everything appended meanwhile, like a reader's next read.
@@ -161,5 +174,48 @@ public final class LocalBroker: Broker {
     private func setAfter(_ session: String, token: UInt64, _ after: Int) {
         guard let index = followers[session]?.firstIndex(where: { $0.token == token }) else { return }
         followers[session]?[index].after = after
+    }
+
+    // MARK: - Presence
+
+    public func beat(
+        node: String, expiryMs: UInt64, _ beats: [PresenceBeat], deliver: @escaping (_ session: String, _ others: [NodePresence]) -> Void
+    ) {
+        let now = shared.now
+        for beat in beats {
+            let session = beat.session
+            var entries = (shared.presence[session] ?? [:]).filter { $0.value.expires > now }
+            if let members = beat.members { ownPresence[session] = members }
+            // What this node last said, written again if its entry expired meanwhile.
+            if let members = ownPresence[session], members.count > 0 {
+                let held = entries[node]?.entry
+                var entry = NodePresence(node: node, count: members.count, members: members.first, version: held?.version ?? "")
+                if held?.count != entry.count || held?.members != entry.members {
+                    shared.presenceVersions += 1
+                    entry.version = String(shared.presenceVersions)
+                }
+                entries[node] = (now + expiryMs, entry)
+            } else {
+                entries[node] = nil
+            }
+            shared.presence[session] = entries.isEmpty ? nil : entries
+            let others = entries.values.map(\.entry).filter { $0.node != node }.sorted { $0.node < $1.node }
+            let versions = Dictionary(uniqueKeysWithValues: others.map { ($0.node, $0.version) })
+            guard knownPresence[session] != versions else { continue }
+            knownPresence[session] = versions
+            later { deliver(session, others) }
+        }
+    }
+
+    public func leavePresence(node: String, session: String) {
+        knownPresence[session] = nil
+        ownPresence[session] = nil
+        shared.presence[session]?[node] = nil
+        if shared.presence[session]?.isEmpty == true { shared.presence[session] = nil }
+    }
+
+    public func leaveAllPresence(node: String, completion: @escaping () -> Void) {
+        for session in Array(ownPresence.keys) + Array(knownPresence.keys) { leavePresence(node: node, session: session) }
+        later(completion)
     }
 }

@@ -75,6 +75,14 @@ public struct ServerConfig: Sendable, Equatable {
     /// This node's id among the nodes sharing ``redis``: it qualifies authors
     /// (`<node>.c<connection>`) and says which node answers a request. Default empty: the host name.
     public var nodeID = ""
+    /// With ``redis``: milliseconds between two heartbeats of this node's presence (its members'
+    /// count and first names per shared session). Default 1,000: members of other nodes appear
+    /// and leave within about two of these, for one small script per session per beat.
+    public var presenceHeartbeatMs = 1_000
+    /// With ``redis``: milliseconds a node's members stay in other nodes' presence after its last
+    /// heartbeat. Default 5,000: five beats, so a slow beat or two never blinks anyone out, while
+    /// the members of a node that died (kill -9, a lost machine) are gone within five seconds.
+    public var presenceExpiryMs = 5_000
     /// SQLite's `synchronous` setting. Default `full`: every commit is synced to disk before its
     /// changes are acknowledged, so an acknowledged change survives a power loss. `normal` syncs
     /// only at checkpoints of the WAL: it survives a crash of the process (kill -9) but may lose
@@ -252,6 +260,14 @@ public struct ServerConfig: Sendable, Equatable {
             "node-id", .storage, "ID", \.nodeID, accepts: "1 to 64 letters, digits, _ or -", mayBeEmpty: true,
             "this node's id among the nodes sharing --redis, unique among them (clients see authors as ID.cN); empty = the host name"),
         .number(
+            "presence-heartbeat-ms", .storage, \.presenceHeartbeatMs, 50...60_000, unit: "milliseconds",
+            "with --redis: how often this node shares its members of each session (count and first names); other nodes see joins and leaves within about two of these"
+        ),
+        .number(
+            "presence-expiry-ms", .storage, \.presenceExpiryMs, 100...600_000, unit: "milliseconds",
+            "with --redis: a node's members leave other nodes' presence this long after its last heartbeat (a node that died); more than --presence-heartbeat-ms"
+        ),
+        .number(
             "checkpoint-events", .storage, \.checkpointEvents, 1...1_000_000,
             "committed events between two checkpoints of a session's table (bounds replay at load)"),
         .number(
@@ -355,6 +371,11 @@ public struct ServerConfig: Sendable, Equatable {
         }
         if !nodeID.isEmpty && !JoinRequest.isValidSessionName(nodeID) {
             found.append("--node-id \(nodeID) must be 1 to 64 letters, digits, _ or -")
+        }
+        if presenceExpiryMs <= presenceHeartbeatMs {
+            found.append(
+                "--presence-expiry-ms (\(presenceExpiryMs)) must be more than --presence-heartbeat-ms (\(presenceHeartbeatMs)): members would blink out between beats"
+            )
         }
         if !redis.isEmpty && memoryOnly {
             found.append("--redis and --memory exclude each other: with --redis, sessions live in Redis")

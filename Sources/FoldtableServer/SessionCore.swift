@@ -60,7 +60,7 @@ public struct SessionCore {
 
     public let name: String
     /// Names this incarnation of the session's history; a stream-ordered session gets a new one
-    /// when it reloads from a broker that lost what it had applied (``SessionInput/reload(epoch:table:position:)``).
+    /// when it reloads from a broker that lost what it had applied (``SessionInput/reload(epoch:table:position:history:)``).
     public private(set) var epoch: String
     public let settings: Settings
     public let sequencing: Sequencing
@@ -153,6 +153,19 @@ public struct SessionCore {
     /// Whether members may hold an exact list: false once the session went past the threshold
     /// or a welcome listed only part of it, until a diff sends the whole list again.
     private var presenceListExact = true
+    /// A shared session: the members other nodes hold (by node id, sorted), as they share them,
+    /// and how many in all. Only what a node shares is kept: its count and its first
+    /// `presenceListMax` members, so a session of 10,000 costs each node no more than 200 per node.
+    private var remote: [NodePresence] = []
+    private var remoteCount = 0
+    /// Whether every other node listed all its members (false past a node's own list maximum).
+    private var remoteExact = true
+    /// Members of other nodes who joined or were renamed since the last diff; who left goes to
+    /// `presenceLeft` like a local leave. `presenceRemoteCounted`: the count changed without a
+    /// name to show for it (past the threshold, or only in another node's count).
+    private var presenceRemoteJoined: [Author] = []
+    private var presenceRemoteRenamed: [Author] = []
+    private var presenceRemoteCounted = false
 
     /// Stream-ordered sessions only (see ``Sequencing``): this node's requests appended (or
     /// being appended) and not applied yet, by origin number, with who to answer.
@@ -176,14 +189,28 @@ public struct SessionCore {
     private var sequencedStart = 0
     /// The stream position of the last request applied ("" before any).
     public private(set) var appliedPosition = ""
+    /// Joins resuming from a `since` this node has not applied yet (the member saw it on a node
+    /// whose reader was ahead), in arrival order, with how many more reads to the stream's end
+    /// they wait for it, and the changes their members sent meanwhile.
+    private var joinsWaiting: [WaitingJoin] = []
+
+    private struct WaitingJoin {
+        let connection: Connection
+        let request: JoinRequest
+        let role: String?
+        var reads: Int
+        var changes: [(change: Change, id: String?)] = []
+    }
     /// The `now` of the input being handled, for work started by a drain.
     private var now: UInt64 = 0
 
     /// A session holding `table`, fully committed, with `recent` (committed events up to
-    /// `table.seq`, oldest first) available for resume.
+    /// `table.seq`, oldest first) available for resume; or, for a session opened from a broker,
+    /// `history` (the events saved with its snapshot): only its consecutive run ending at
+    /// `table.seq` is kept, so resume never skips an event.
     public init(
-        name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], checkpointSeq: UInt64? = nil, settings: Settings,
-        sequencing: Sequencing = .local
+        name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], history: [HistoryEntry] = [], checkpointSeq: UInt64? = nil,
+        settings: Settings, sequencing: Sequencing = .local
     ) {
         self.name = name
         self.epoch = epoch
@@ -196,9 +223,30 @@ public struct SessionCore {
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
             remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.sectionsNeedingRows)
         }
+        remember(history, upTo: table.seq)
+    }
+
+    /// Keeps for resume the run of consecutive seqs of `history` that ends at `seq`.
+    private mutating func remember(_ history: [HistoryEntry], upTo seq: UInt64) {
+        // The run of consecutive seqs ending at `seq`, counted from the end.
+        var run = 0
+        for entry in history.reversed() {
+            guard UInt64(run) < seq, entry.seq == seq - UInt64(run) else { break }
+            run += 1
+        }
+        for entry in history.suffix(min(run, settings.historyEvents)) {
+            remember(entry.seq, OutboundMessage(entry.message), expanded: entry.expanded)
+        }
     }
 
     public var memberCount: Int { members.count }
+    /// Members of the session on every node: this node's and those other nodes share.
+    public var clusterMemberCount: Int { members.count + remoteCount }
+    /// This node's members as it shares them with other nodes: how many, and the first
+    /// `presenceListMax` in join order.
+    public var localPresence: (count: Int, first: [Author]) {
+        (members.count, connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author })
+    }
     /// True when nothing is waiting, in flight or streaming: the session may be put away.
     public var isQuiet: Bool {
         members.isEmpty && inFlight.isEmpty && unpersisted.isEmpty && pending.count == pendingStart && streams.isEmpty && streamQuiet
@@ -214,10 +262,17 @@ public struct SessionCore {
         effects.reserveCapacity(4)
         self.now = now
         switch input {
-        case .join(let connection, let request, let role): join(connection, request, role: role, now: now, into: &effects)
-        case .leave(let connection): leave(connection, into: &effects)
+        case .join(let connection, let request, let role):
+            if !waitForStream(connection, request, role: role) { join(connection, request, role: role, now: now, into: &effects) }
+        case .leave(let connection):
+            if let index = joinsWaiting.firstIndex(where: { $0.connection == connection }) { joinsWaiting.remove(at: index) }
+            leave(connection, into: &effects)
         case .rename(let connection, let name): rename(connection, to: name, into: &effects)
         case .change(let change, let id, let connection):
+            if let index = joinsWaiting.firstIndex(where: { $0.connection == connection }) {
+                joinsWaiting[index].changes.append((change, id))
+                break
+            }
             guard let member = members[connection.id] else { break }
             submit(Pending(change: change, id: id, author: member.author, origin: .member(connection)), into: &effects)
         case .apiChange(let change, let id, let author, let request):
@@ -236,7 +291,9 @@ public struct SessionCore {
         case .appended(let number, let position): awaiting[number]?.position = position
         case .caughtUp(let through): caughtUp(through: through, into: &effects)
         case .brokerAvailable(let available): writable = available
-        case .reload(let epoch, let table, let position): reload(epoch: epoch, table: table, position: position, now: now, into: &effects)
+        case .reload(let epoch, let table, let position, let history):
+            reload(epoch: epoch, table: table, position: position, history: history, now: now, into: &effects)
+        case .remotePresence(let nodes): remotePresence(nodes, into: &effects)
         }
         return effects
     }
@@ -251,14 +308,14 @@ public struct SessionCore {
         let author = Author(client: clientID(of: connection), name: request.name)
         members[connection.id] = Member(connection: connection, author: author, role: role)
         connections.append(connection)
-        let presence = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
-        if presence.count < members.count { presenceListExact = false }
+        let presence = listedMembers()
+        if presence.count < clusterMemberCount { presenceListExact = false }
         if let since = request.since, request.epoch == epoch, let missed = events(after: since) {
             effects.append(
                 .send(
                     OutboundMessage(
                         ServerMessage.resume(
-                            session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, presenceCount: members.count,
+                            session: name, client: author, epoch: epoch, seq: committed.seq, presence: presence, presenceCount: clusterMemberCount,
                             role: role)),
                     to: connection))
             for key in busySections.sorted() {
@@ -304,7 +361,7 @@ public struct SessionCore {
         let busy = busySections
         let snapshot = TableSnapshot(committed, rows: .sections(inline), busy: { busy.contains($0) })
         let welcome = ServerMessage.welcome(
-            session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence, presenceCount: members.count,
+            session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence, presenceCount: clusterMemberCount,
             recovered: recovered, role: role)
         effects.append(.send(OutboundMessage(welcome), to: connection))
         members[connection.id]?.held = inline
@@ -333,7 +390,7 @@ public struct SessionCore {
 
     /// A join, leave or rename happened: the diff goes out now or when the interval ends.
     private mutating func presenceChanged(into effects: inout [SessionEffect]) {
-        if members.count > settings.presenceListMax { presenceListExact = false }
+        if !presenceComplete { presenceListExact = false }
         if settings.presenceIntervalMs == 0 {
             flushPresence(into: &effects)
         } else if !presenceArmed {
@@ -349,22 +406,29 @@ public struct SessionCore {
             presenceJoined.removeAll()
             presenceRenamed.removeAll()
             presenceLeft.removeAll()
+            presenceRemoteJoined.removeAll()
+            presenceRemoteRenamed.removeAll()
+            presenceRemoteCounted = false
         }
-        guard !connections.isEmpty, !(presenceJoined.isEmpty && presenceRenamed.isEmpty && presenceLeft.isEmpty) else { return }
+        guard !connections.isEmpty,
+            !(presenceJoined.isEmpty && presenceRenamed.isEmpty && presenceLeft.isEmpty && presenceRemoteJoined.isEmpty
+                && presenceRemoteRenamed.isEmpty && !presenceRemoteCounted)
+        else { return }
         // Someone who joined and left within the interval is not listed as joined, but as left:
         // a welcome sent meanwhile may have listed them.
-        let joined = presenceJoined.compactMap { members[$0]?.author }
+        let joined = presenceJoined.compactMap { members[$0]?.author } + presenceRemoteJoined
         let diff: PresenceDiff
-        if members.count > settings.presenceListMax {
-            diff = PresenceDiff(count: members.count, complete: false, joined: Array(joined.prefix(PresenceDiff.sampleLimit)))
+        if !presenceComplete {
+            diff = PresenceDiff(count: clusterMemberCount, complete: false, joined: Array(joined.prefix(PresenceDiff.sampleLimit)))
         } else if !presenceListExact {
             presenceListExact = true
-            diff = PresenceDiff(count: members.count, complete: true, members: connections.compactMap { members[$0.id]?.author })
+            diff = PresenceDiff(count: clusterMemberCount, complete: true, members: listedMembers())
         } else {
             let fresh = Set(presenceJoined)
             var seen: Set<UInt64> = []
             let renamed = presenceRenamed.filter { !fresh.contains($0) && seen.insert($0).inserted }.compactMap { members[$0]?.author }
-            diff = PresenceDiff(count: members.count, complete: true, joined: joined, renamed: renamed, left: presenceLeft)
+            diff = PresenceDiff(
+                count: clusterMemberCount, complete: true, joined: joined, renamed: renamed + presenceRemoteRenamed, left: presenceLeft)
         }
         effects.append(.broadcast(OutboundMessage(diff.encoded), to: connections))
     }
@@ -492,7 +556,7 @@ public struct SessionCore {
         guard committed.seq - checkpointSeq >= UInt64(max(1, settings.checkpointEvents)) else { return }
         checkpointSeq = committed.seq
         if case .stream = sequencing {
-            effects.append(.snapshot(committed, position: appliedPosition))
+            effects.append(.snapshot(committed, position: appliedPosition, history: recentHistory))
         } else {
             effects.append(.checkpoint(committed))
         }
@@ -729,6 +793,12 @@ public struct SessionCore {
         static let verifiesReplica = false
     #endif
 
+    /// The committed events kept for resume, oldest first: what a snapshot saves with the table
+    /// (``HistoryEntry``), so a node opening the session from it resumes members as this one would.
+    public var recentHistory: [HistoryEntry] {
+        (history[historyStart...] + history[..<historyStart]).map { HistoryEntry(seq: $0.seq, message: $0.message.bytes, expanded: $0.expanded) }
+    }
+
     /// The encoded committed events after `since` in order, or `nil` when history no longer reaches back.
     private func events(after since: UInt64) -> [(seq: UInt64, message: OutboundMessage, expanded: [String])]? {
         guard since <= committed.seq else { return nil }
@@ -744,17 +814,51 @@ public struct SessionCore {
 
 extension SessionCore {
     /// Nothing appended and unapplied, nothing read and waiting.
-    private var streamQuiet: Bool { awaiting.isEmpty && sequencedStart == sequencedPending.count }
+    private var streamQuiet: Bool { awaiting.isEmpty && sequencedStart == sequencedPending.count && joinsWaiting.isEmpty }
+
+    /// A resume from a `since` past what this node applied, of this session's epoch: the member
+    /// saw it on another node whose reader was ahead. The join waits until this node applied
+    /// it, or two reads to the stream's end (the second begun after the join) did not bring it
+    /// (a `since` nobody reached): then it goes on, as a fresh welcome.
+    private mutating func waitForStream(_ connection: Connection, _ request: JoinRequest, role: String?) -> Bool {
+        guard case .stream = sequencing, let since = request.since, request.epoch == epoch, since > committed.seq,
+            members[connection.id] == nil, !joinsWaiting.contains(where: { $0.connection == connection })
+        else { return false }
+        joinsWaiting.append(WaitingJoin(connection: connection, request: request, role: role, reads: 2))
+        return true
+    }
+
+    /// Lets in the waiting joins whose `since` is applied now or whose reads are spent, in
+    /// arrival order, then submits the changes their members sent meanwhile.
+    private mutating func admitWaitingJoins(into effects: inout [SessionEffect]) {
+        guard !joinsWaiting.isEmpty else { return }
+        var still: [WaitingJoin] = []
+        var admitted: [WaitingJoin] = []
+        for waiting in joinsWaiting {
+            if waiting.reads <= 0 || (waiting.request.since ?? 0) <= committed.seq { admitted.append(waiting) } else { still.append(waiting) }
+        }
+        joinsWaiting = still
+        for waiting in admitted {
+            join(waiting.connection, waiting.request, role: waiting.role, now: now, into: &effects)
+            for sent in waiting.changes {
+                guard let member = members[waiting.connection.id] else { break }
+                submit(Pending(change: sent.change, id: sent.id, author: member.author, origin: .member(waiting.connection)), into: &effects)
+            }
+        }
+    }
 
     /// Whether a read reaching the stream's end settles anything (``SessionInput/caughtUp(through:)``):
-    /// this node has requests appended and not yet applied.
-    public var waitsForCatchUp: Bool { !awaiting.isEmpty }
+    /// this node has requests appended and not yet applied, or joins waiting for the stream.
+    public var waitsForCatchUp: Bool { !awaiting.isEmpty || !joinsWaiting.isEmpty }
 
-    /// Starts again from `table` at `position`: streams end, history is forgotten (resumes
-    /// from before get a fresh welcome), and every member gets a fresh welcome. In a new epoch
-    /// the outcome of this core's waiting requests cannot be known: their authors are told
-    /// they failed (a retry with the same change id is acknowledged if one landed after all).
-    private mutating func reload(epoch: String, table: Table, position: String, now: UInt64, into effects: inout [SessionEffect]) {
+    /// Starts again from `table` at `position`: streams end, history is what the snapshot
+    /// carries (`history`: resumes from before it get a fresh welcome), and every member gets a
+    /// fresh welcome. In a new epoch the outcome of this core's waiting requests cannot be
+    /// known: their authors are told they failed (a retry with the same change id is
+    /// acknowledged if one landed after all).
+    private mutating func reload(
+        epoch: String, table: Table, position: String, history: [HistoryEntry], now: UInt64, into effects: inout [SessionEffect]
+    ) {
         for (key, stream) in streams.sorted(by: { $0.key < $1.key }) {
             effects.append(.endStream(section: key))
             if stream.busyArmed { effects.append(.cancelTimer(.busy(section: key, seq: stream.seq))) }
@@ -777,9 +881,10 @@ extension SessionCore {
         committed = table
         appliedPosition = position
         checkpointSeq = table.seq
-        history.removeAll()
+        self.history.removeAll()
         historyStart = 0
-        let presence = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
+        remember(history, upTo: table.seq)
+        let presence = listedMembers()
         for connection in connections {
             guard let member = members[connection.id] else { continue }
             members[connection.id]?.streams = []
@@ -848,6 +953,10 @@ extension SessionCore {
     /// A read reached the stream's end: requests of unknown outcome not seen by now did not land
     /// (a retry with the same change id is acknowledged with the original seq if one did after all).
     private mutating func caughtUp(through: String, into effects: inout [SessionEffect]) {
+        if !joinsWaiting.isEmpty {
+            for index in joinsWaiting.indices { joinsWaiting[index].reads -= 1 }
+            admitWaitingJoins(into: &effects)
+        }
         if sequencedStart == sequencedPending.count {
             // Everything read is applied: a request appended at or before `through` and still
             // waiting was dropped by every reader (its entry did not decode).
@@ -887,6 +996,7 @@ extension SessionCore {
 
     /// Applies waiting requests in stream order until one must wait.
     private mutating func drainSequenced(into effects: inout [SessionEffect]) {
+        let before = committed.seq
         while sequencedStart < sequencedPending.count {
             let next = sequencedPending[sequencedStart]
             if sequencedMustWait(next.change) { break }
@@ -894,6 +1004,7 @@ extension SessionCore {
             applySequenced(next, into: &effects)
         }
         Self.compact(&sequencedPending, start: &sequencedStart)
+        if committed.seq > before { admitWaitingJoins(into: &effects) }
         checkpointIfDue(into: &effects)
     }
 
@@ -920,5 +1031,76 @@ extension SessionCore {
             if case .member(let connection)? = waiting.flatMap({ present($0.origin) }) { effects.append(.accepted(connection)) }
             announce(event, OutboundMessage(ServerMessage.event(event)), author: waiting?.origin, streamed: nil, into: &effects)
         }
+    }
+}
+
+// MARK: - Presence across nodes
+
+extension SessionCore {
+    /// Whether members may hold every member's name: the whole cluster is within the list
+    /// maximum and every other node listed all of its own.
+    private var presenceComplete: Bool { clusterMemberCount <= settings.presenceListMax && remoteExact }
+
+    /// Who a welcome or a full list names: this node's members in join order, then other nodes'
+    /// (node by node, as they list them), at most `presenceListMax` in all.
+    private func listedMembers() -> [Author] {
+        var listed = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
+        for node in remote where listed.count < settings.presenceListMax {
+            listed.append(contentsOf: node.members.prefix(settings.presenceListMax - listed.count))
+        }
+        return listed
+    }
+
+    /// Other nodes' members changed (a heartbeat read a new version, or a node expired or left):
+    /// who joined, left or was renamed there goes into the next diff like a local change. Costs
+    /// the names other nodes list (at most `presenceListMax` each), never the members they hold.
+    private mutating func remotePresence(_ nodes: [NodePresence], into effects: inout [SessionEffect]) {
+        var own = ""
+        if case .stream(let node, _) = sequencing { own = node }
+        let fresh = nodes.filter { $0.count > 0 && $0.node != own }.sorted { $0.node < $1.node }
+        guard fresh != remote else { return }
+        var before: [String: String] = [:]
+        for node in remote {
+            for author in node.members { before[author.client] = author.name }
+        }
+        var present: Set<String> = []
+        var joined: [Author] = []
+        var renamed = false
+        for node in fresh {
+            for author in node.members {
+                present.insert(author.client)
+                guard let name = before[author.client] else {
+                    joined.append(author)
+                    continue
+                }
+                guard name != author.name else { continue }
+                renamed = true
+                if let index = presenceRemoteJoined.firstIndex(where: { $0.client == author.client }) {
+                    presenceRemoteJoined[index] = author
+                } else {
+                    presenceRemoteRenamed.removeAll { $0.client == author.client }
+                    presenceRemoteRenamed.append(author)
+                }
+            }
+        }
+        var gone: [String] = []
+        for node in remote {
+            for author in node.members where !present.contains(author.client) { gone.append(author.client) }
+        }
+        let countBefore = remoteCount
+        remote = fresh
+        remoteCount = fresh.reduce(0) { $0 + $1.count }
+        remoteExact = fresh.allSatisfy(\.isExact)
+        presenceRemoteJoined.append(contentsOf: joined)
+        if !gone.isEmpty {
+            let left = Set(gone)
+            presenceRemoteJoined.removeAll { left.contains($0.client) }
+            presenceRemoteRenamed.removeAll { left.contains($0.client) }
+            presenceLeft.append(contentsOf: gone)
+        }
+        let counted = remoteCount != countBefore
+        if counted { presenceRemoteCounted = true }
+        guard counted || renamed || !joined.isEmpty || !gone.isEmpty else { return }
+        presenceChanged(into: &effects)
     }
 }

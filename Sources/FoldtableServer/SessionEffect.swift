@@ -38,9 +38,13 @@ public enum SessionInput {
     /// read-only and changes are refused with `storage_unavailable`.
     case brokerAvailable(Bool)
     /// The stream no longer continues from what this core applied (trimmed past it during an
-    /// outage, or lost by the broker): start again from `table` at `position` in `epoch`;
-    /// every member gets a fresh welcome.
-    case reload(epoch: String, table: Table, position: String)
+    /// outage, or lost by the broker): start again from `table` at `position` in `epoch`, with
+    /// `history` (the snapshot's events before it) for resumes; every member gets a fresh welcome.
+    case reload(epoch: String, table: Table, position: String, history: [HistoryEntry] = [])
+    /// A shared session: the members other nodes hold now, every such node (as a
+    /// ``PresenceBroker`` delivers them after a heartbeat): merged into welcomes, `presence`
+    /// diffs and the member count.
+    case remotePresence([NodePresence])
 }
 
 /// What the core asks its driver to do, in order.
@@ -66,8 +70,8 @@ public enum SessionEffect {
     /// back through ``SessionInput/sequenced(_:)``.
     case append(SequencedRequest)
     /// A stream-ordered session: save this table (the committed one) as the snapshot covering
-    /// the stream up to `position`.
-    case snapshot(Table, position: String)
+    /// the stream up to `position`, with the history members may resume from.
+    case snapshot(Table, position: String, history: [HistoryEntry])
     /// Stream the rows of `section` (as committed at `seq`) to these members.
     case startStream(Section, seq: UInt64, to: [Connection])
     /// Add a member to the running stream of `section` started at `seq`.

@@ -29,6 +29,9 @@ final class TableSession {
     /// (the broker may flap, and an earlier answer was computed from an older position).
     var resumes: UInt64 = 0
     private var appendsMade: [UInt64: ContinuousClock.Instant] = [:]
+    /// A shared session: its members joined, left or were renamed since the last heartbeat (the
+    /// hub then hands the broker the node's members again; otherwise the beat only refreshes).
+    var presenceDirty = false
 
     init(core: SessionCore, hub: Hub) {
         self.name = core.name
@@ -53,6 +56,9 @@ final class TableSession {
             let effects: [SessionEffect]
             let seqBefore = core.committed.seq
             switch input {
+            case .join, .leave, .rename:
+                presenceDirty = true
+                effects = core.handle(input, now: transport.nowMilliseconds())
             case .change, .apiChange:
                 let start = ContinuousClock.now
                 effects = core.handle(input, now: transport.nowMilliseconds())
@@ -147,8 +153,9 @@ final class TableSession {
                     handle(.appendFailed(number: number, error))
                 }
             }
-        case .snapshot(let table, let position):
-            hub.broker?.saveSnapshot(session: name, epoch: core.epoch, table: table, position: position, keep: hub.config.historyEvents)
+        case .snapshot(let table, let position, let history):
+            hub.broker?.saveSnapshot(
+                session: name, epoch: core.epoch, table: table, position: position, history: history, keep: hub.config.historyEvents)
         case .startStream(let section, let seq, let connections):
             let stream = RowStream(
                 section: section, seq: seq, chunkRows: hub.config.rowChunkRows,

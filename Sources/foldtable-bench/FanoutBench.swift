@@ -7,7 +7,12 @@
 //
 //   foldtable-bench fanout --url ws://127.0.0.1:PORT/ws --kind foldtable|mirror|broadcast
 //       [--clients 1000] [--sessions 1] [--in-flight 20] [--seconds 10] [--warmup 1]
-//       [--payload-bytes 140] [--server-pid PID]
+//       [--payload-bytes 140] [--server-pid PID] [--redis HOST:PORT [--redis-pid PID]]
+//
+// Cross-node runs: `--url` given once per node spreads the clients over them (client n connects
+// to URL n % U), `--server-pid` once per node sums their CPU (and prints each), and `--redis`
+// reads what Redis spends per appended change (RedisStats.swift). Presence is then complete for
+// a client when it counts everyone in its session or everyone of its session on its own node.
 //
 // Client n is in session n % S; clients 0..<S are the authors (and members like every other).
 // An author sends a new change each time one of its own comes back to it, so exactly K are in
@@ -41,9 +46,8 @@ enum FanoutKind: String {
 }
 
 struct FanoutOptions {
-    var host = "127.0.0.1"
-    var port: UInt16 = 0
-    var path = "/"
+    /// Where clients connect: client n to `endpoints[n % endpoints.count]`.
+    var endpoints: [(host: String, port: UInt16, path: String)] = []
     var kind = FanoutKind.foldtable
     var clients = 1000
     var inFlight = 20
@@ -51,7 +55,13 @@ struct FanoutOptions {
     var warmup = 1.0
     var connectBatch = 100
     var payloadBytes = 140
-    var serverPID: Int32?
+    /// Every server process (one per node); the first is the one whose memory is reported.
+    var serverPIDs: [Int32] = []
+    var serverPID: Int32? { serverPIDs.first }
+    /// --redis: the Redis whose costs per change are reported, and its process.
+    var redisHost: String?
+    var redisPort: UInt16 = 0
+    var redisPID: Int32?
     var session = "bench"
     /// Every client an author counting acks (see the file comment), in `sessions` sessions
     /// (client n in session n % sessions; 0 = a session per client).
@@ -69,6 +79,7 @@ struct FanoutOptions {
         usage: foldtable-bench fanout --url ws://127.0.0.1:PORT/PATH --kind foldtable|mirror|broadcast
                  [--clients N (1000)] [--in-flight K (20)] [--seconds S (10)] [--warmup S (1)]
                  [--connect-batch N (100)] [--payload-bytes B (140, peers)] [--server-pid PID]
+                 (--url and --server-pid once per node of a cluster) [--redis HOST:PORT] [--redis-pid PID]
                  [--sessions N (fan-out: 1, one author each; acks: one per client)]
                  [--every-client-authors (foldtable: acks per second)]
                  [--expand SECTION (foldtable) | --expand-bytes B --expand-messages M (peers)]
@@ -107,7 +118,15 @@ struct FanoutOptions {
             case "--warmup": options.warmup = seconds(value())
             case "--connect-batch": options.connectBatch = number(value())
             case "--payload-bytes": options.payloadBytes = max(16, number(value()))
-            case "--server-pid": options.serverPID = Int32(number(value()))
+            case "--server-pid": options.serverPIDs.append(Int32(number(value())))
+            case "--redis":
+                let text = value()
+                guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
+                    fail("--redis must be HOST:PORT, not \(text)")
+                }
+                options.redisHost = String(text[..<colon])
+                options.redisPort = port
+            case "--redis-pid": options.redisPID = Int32(number(value()))
             case "--session": options.session = value()
             case "--every-client-authors": options.everyClientAuthors = true
             case "--sessions": options.sessions = number(value())
@@ -143,13 +162,14 @@ struct FanoutOptions {
         let rest = url.dropFirst(5)
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
         let authority = rest[..<slash]
-        path = slash == rest.endIndex ? "/" : String(rest[slash...])
         guard let colon = authority.lastIndex(of: ":"), let parsed = UInt16(authority[authority.index(after: colon)...]) else {
             fail("--url needs an explicit port (\(url))")
         }
-        host = String(authority[..<colon])
-        port = parsed
+        endpoints.append((String(authority[..<colon]), parsed, slash == rest.endIndex ? "/" : String(rest[slash...])))
     }
+
+    /// The server client `index` connects to.
+    func endpoint(_ index: Int) -> (host: String, port: UInt16, path: String) { endpoints[index % endpoints.count] }
 }
 
 /// Latency histogram: 1 µs buckets below 100 ms, then 1 ms buckets up to 100 s.
@@ -378,6 +398,21 @@ struct FanoutLoad {
     var sessionSize: Int { clients / sessionCount }
     var expanding: Bool { options.expandSection != nil || options.expandBytes > 0 }
 
+    /// Members of client `index`'s session connected to its node (all of them with one URL):
+    /// what a node's own presence counts while presence is per node.
+    func membersOnNode(_ index: Int) -> Int {
+        let nodes = options.endpoints.count
+        guard nodes > 1 else { return sessionSize }
+        // Clients j with j % S == index % S and j % U == index % U: one residue modulo lcm(S, U).
+        let s = sessionCount
+        var a = s
+        var b = nodes
+        while b != 0 { (a, b) = (b, a % b) }
+        let period = s / a * nodes
+        let first = (0..<period).first { $0 % s == index % s && $0 % nodes == index % nodes } ?? 0
+        return first < clients ? (clients - 1 - first) / period + 1 : 0
+    }
+
     /// The session (foldtable) or room (peers) of client `index`.
     func sessionName(_ index: Int) -> String {
         if options.everyClientAuthors || sessionCount > 1 { return "\(options.session)-\(index % sessionCount)" }
@@ -386,10 +421,11 @@ struct FanoutLoad {
 
     /// The upgrade request's path: a peer's room is its path, a mirror instance its `mirror` argument.
     func requestPath(_ index: Int) -> String {
-        guard sessionCount > 1 else { return options.path }
+        let path = options.endpoint(index).path
+        guard sessionCount > 1 else { return path }
         switch options.kind {
-        case .foldtable: return options.path
-        case .mirror: return options.path + (options.path.contains("?") ? "&" : "?") + "mirror=" + sessionName(index)
+        case .foldtable: return path
+        case .mirror: return path + (path.contains("?") ? "&" : "?") + "mirror=" + sessionName(index)
         case .broadcast: return "/" + sessionName(index)
         }
     }
@@ -443,7 +479,10 @@ struct FanoutLoad {
             case UInt8(ascii: "p"):
                 // {"type":"presence","count":N,...: one diff per interval, N = members now.
                 presenceSeen += 1
-                if length > 27, !connections[index].seesEveryone, digits(line + 27, length - 27, terminator: 0x2C) == sessionSize {
+                if length > 27, !connections[index].seesEveryone,
+                    case let count = digits(line + 27, length - 27, terminator: 0x2C),
+                    count == sessionSize || count == membersOnNode(index)
+                {
                     connections[index].seesEveryone = true
                     seeingEveryone += 1
                 }
@@ -822,12 +861,18 @@ struct FanoutLoad {
         var serverSchedulerStart: (cpu: Double, wait: Double)?
         var ownCPUStart = 0.0
         var ownSchedulerStart: (cpu: Double, wait: Double)?
+        var nodesStart: [(cpu: Double, wait: Double)?] = []
+        var redisWindow: RedisWindow?
         while true {
             let now = monotonicNanos()
             if !startSampled && now >= windowStart {
                 startSampled = true
                 serverCPUStart = options.serverPID.flatMap(processCPUSeconds)
                 serverSchedulerStart = options.serverPID.flatMap(schedulerSeconds)
+                nodesStart = options.serverPIDs.map(schedulerSeconds)
+                if let host = options.redisHost {
+                    redisWindow = RedisWindow(host: host, port: options.redisPort, pid: options.redisPID, session: options.session)
+                }
                 ownCPUStart = ownCPUSeconds()
                 ownSchedulerStart = schedulerSeconds(getpid())
             }
@@ -836,9 +881,27 @@ struct FanoutLoad {
         }
         sending = false
         let serverCPUEnd = options.serverPID.flatMap(processCPUSeconds)
-        let serverSchedulerEnd = options.serverPID.flatMap(schedulerSeconds)
+        var serverSchedulerEnd = options.serverPID.flatMap(schedulerSeconds)
+        let nodesEnd = options.serverPIDs.map(schedulerSeconds)
+        let redisLine = redisWindow?.report(seconds: options.seconds, kind: options.kind.rawValue)
         let ownCPU = ownCPUSeconds() - ownCPUStart
         let ownSchedulerEnd = schedulerSeconds(getpid())
+        var nodesLine: String?
+        if options.serverPIDs.count > 1, !options.everyClientAuthors, nodesStart.count == nodesEnd.count {
+            // Several nodes: the server figures below are their sums; each one's share here.
+            var line = "fanout \(kind): nodes:"
+            var sum = (cpu: 0.0, wait: 0.0)
+            for (number, (start, end)) in zip(nodesStart, nodesEnd).enumerated() {
+                guard let start, let end else { continue }
+                sum.cpu += end.cpu - start.cpu
+                sum.wait += end.wait - start.wait
+                line += " node\(number)_cpu_s=\(fixed(end.cpu - start.cpu, 2))"
+                line += " node\(number)_waiting=\(Int((100 * (end.wait - start.wait) / options.seconds).rounded()))%"
+            }
+            nodesLine = line
+            serverSchedulerStart = (0, 0)
+            serverSchedulerEnd = sum
+        }
         let inWindowSent = sent
 
         if options.everyClientAuthors { return reportAcks(serverSchedulerStart, serverCPUStart, ownCPUStart) }
@@ -879,6 +942,8 @@ struct FanoutLoad {
             line += " deliveries/server_cpu_s=\(Int((Double(windowDeliveries) / serverCPU).rounded()))"
         }
         emit(line)
+        if let nodesLine { emit(nodesLine) }
+        if let redisLine { emit(redisLine) }
         func percent(_ value: Double) -> String { "\(Int((100 * value / seconds).rounded()))%" }
         var scheduler = "fanout \(kind): scheduler:"
         if let start = serverSchedulerStart, let end = serverSchedulerEnd {

@@ -85,14 +85,15 @@ extension FanoutLoad {
         guard fd >= 0 else { fail("socket: errno \(errno)") }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        let endpoint = options.endpoint(index)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = options.port.bigEndian
-        guard inet_pton(AF_INET, options.host, &address.sin_addr) == 1 else { fail("not an IPv4 address: \(options.host)") }
+        address.sin_port = endpoint.port.bigEndian
+        guard inet_pton(AF_INET, endpoint.host, &address.sin_addr) == 1 else { fail("not an IPv4 address: \(endpoint.host)") }
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard result == 0 || errno == EINPROGRESS else { fail("connect to \(options.host):\(options.port): errno \(errno)") }
+        guard result == 0 || errno == EINPROGRESS else { fail("connect to \(endpoint.host):\(endpoint.port): errno \(errno)") }
         let connection = connections + index
         connection.pointee.fd = fd
         connection.pointee.state = .connecting
@@ -108,7 +109,8 @@ extension FanoutLoad {
         guard problem == 0 else { fail("client \(index): connect failed: errno \(problem)") }
         let (key, accept) = makeHandshakeKey()
         expectedAccept[index] = accept
-        var request = "GET \(requestPath(index)) HTTP/1.1\r\nHost: \(options.host):\(options.port)\r\n"
+        let endpoint = options.endpoint(index)
+        var request = "GET \(requestPath(index)) HTTP/1.1\r\nHost: \(endpoint.host):\(endpoint.port)\r\n"
         request += "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         if let subprotocol = options.subprotocol { request += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
         request += "\r\n"

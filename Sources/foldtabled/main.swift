@@ -128,6 +128,17 @@ if fileLimit < UInt64(config.maxConnections) + 64 {
         .warning, "open_files_low", ["open_files": String(fileLimit), "max_connections": String(config.maxConnections)])
 }
 let status = transport.run()
+if cluster != nil {
+    // A normal stop: this node's members leave the other nodes' presence now, not when their
+    // heartbeat expires. The service loop is over, so this thread runs what Redis answers.
+    var left = false
+    hub.leaveClusterPresence { left = true }
+    let deadline = transport.nowMilliseconds() + 2_000
+    while !left && transport.nowMilliseconds() < deadline {
+        transport.serviceQueue.drain()
+        usleep(2_000)
+    }
+}
 // Everything acknowledged is committed already; this waits for checkpoints still being written.
 storage.store.flush()
 storage.close()

@@ -276,7 +276,7 @@ import Testing
     }
 
     @Test func backoffGrowsExponentiallyWithJitterUpToItsCap() {
-        let backoff = Backoff()
+        let backoff = ReconnectBackoff(baseMs: 400, maxMs: 10_000)
         #expect(backoff.delayMs(attempt: 0, random: 1) == 400)
         #expect(backoff.delayMs(attempt: 0, random: 0) == 300)
         #expect(backoff.delayMs(attempt: 3, random: 1) == 3_200)

@@ -1,4 +1,5 @@
 import Dispatch
+import FoldtableCore
 import Foundation
 import Glibc
 import Synchronization

@@ -52,8 +52,10 @@ final class RedisNode: Transport {
     func close(_ connection: Connection, code: Int, reason: String) {}
     func queuedBytes(_ connection: Connection) -> Int { 0 }
     func requestDrain(_ connection: Connection, lowMark: Int) {}
-    func armTimer(token: UInt64, milliseconds: UInt64) {}
-    func cancelTimer(token: UInt64) {}
+    /// Armed timers by token, with their delays: a test fires them (the presence heartbeat).
+    var timers: [UInt64: UInt64] = [:]
+    func armTimer(token: UInt64, milliseconds: UInt64) { timers[token] = milliseconds }
+    func cancelTimer(token: UInt64) { timers[token] = nil }
     func nowMilliseconds() -> UInt64 { 0 }
     func respond(to id: UInt64, with response: HTTPResponse) -> Bool { true }
 
@@ -193,6 +195,89 @@ struct SharedSessionsOverRedis {
         a.say(1, #"{"type":"toggle","section":"a"}"#)
         settle([a, late]) { late.events(9).count == 1 }
         #expect(late.events(9) == ["26:toggle:a.c1"])
+    }
+}
+
+extension SharedSessionsOverRedis {
+    @Test func aMemberResumesOnAHubOpenedLaterFromTheSnapshotAndItsHistory() throws {
+        let server = try RedisServer()
+        // A snapshot every 10 events with the 8 before it; the stream trimmed to 8 behind it.
+        let configure: (inout ServerConfig) -> Void = {
+            $0.checkpointEvents = 10
+            $0.historyEvents = 8
+        }
+        let a = RedisNode("a", redis: server.url, configure: configure)
+        defer { a.close() }
+        a.hub.createSessionIfAbsent("plan", table: table)
+        a.join(1, name: "ana")
+        settle([a]) { !a.messages(1, type: "welcome").isEmpty }
+        guard case .string(let epoch)? = a.messages(1, type: "welcome").first?["epoch"] else {
+            Issue.record("no epoch")
+            return
+        }
+        // Exactly 10 events first: the snapshot covers seq 10, whatever the reads' batches.
+        for n in 0..<10 {
+            a.say(1, #"{"type":"addSection","title":"Added \#(n)","id":"n\#(n)"}"#)
+        }
+        settle([a]) { a.events(1).count == 10 }
+        for n in 10..<13 {
+            a.say(1, #"{"type":"addSection","title":"Added \#(n)","id":"n\#(n)"}"#)
+        }
+        settle([a]) { a.events(1).count == 13 }
+        let redis = RedisClient(RedisClient.Options(url: server.url))
+        defer { redis.close() }
+        let stored = try wait {
+            redis.send(RedisCommand("HMGET", RedisBroker.snapshotKey("plan"), "table", "history", "epoch"), completion: $0)
+        }.get()
+        let fields = try #require(stored.elements)
+        guard case .bulk(let tableBytes) = fields[0], case .bulk(let historyBytes) = fields[1] else {
+            Issue.record("no snapshot")
+            return
+        }
+        #expect(try TableCheckpoint.decode(tableBytes, limits: TableLimits()).seq == 10)
+        let history = try HistoryCoding.decode(historyBytes)
+        #expect(history.map(\.seq) == Array(3...10))
+        #expect(fields[2].string == epoch)
+        // Members' form, byte for byte: the events ana received.
+        let received = (a.sent[1] ?? []).filter { $0.contains(#""type":"event""#) }
+        #expect(history.map { String(decoding: $0.message, as: UTF8.self) } == Array(received[2..<10]))
+
+        let late = RedisNode("late", redis: server.url, configure: configure)
+        defer { late.close() }
+        // Ana dropped after seq 5 and resumes on the late node, which opens at the snapshot (seq
+        // 10): its history reaches back to 6 (8 events before 13). Cy dropped after seq 4: a
+        // fresh welcome, as on node a.
+        late.hub.connectionOpened(Connection(id: 9), peer: "127.0.0.1")
+        late.say(9, #"{"type":"join","session":"plan","name":"ana","since":5,"epoch":"\#(epoch)"}"#)
+        settle([a, late]) { !late.messages(9, type: "resume").isEmpty }
+        #expect(late.events(9) == Array(a.events(1)[5...]))
+        late.hub.connectionOpened(Connection(id: 10), peer: "127.0.0.1")
+        late.say(10, #"{"type":"join","session":"plan","name":"cy","since":4,"epoch":"\#(epoch)"}"#)
+        settle([a, late]) { !late.messages(10, type: "welcome").isEmpty }
+        #expect(late.messages(10, type: "welcome").first?["recovered"] == .bool(false))
+    }
+}
+
+@Suite struct HistoryInTheSnapshot {
+    @Test func aHistoryReadsBackByteForByte() throws {
+        let history = [
+            HistoryEntry(seq: 7, message: Array(#"{"type":"event","seq":7}"#.utf8), expanded: ["s", "Ünï code\n"]),
+            HistoryEntry(seq: 8, message: [], expanded: []),
+            HistoryEntry(seq: 9, message: Array("line\nbreak 3 0\n".utf8), expanded: [""]),
+        ]
+        #expect(try HistoryCoding.decode(HistoryCoding.encode(history)) == history)
+        #expect(try HistoryCoding.decode([]) == [])
+    }
+
+    @Test func aHistoryThatIsNotInItsFormIsRefused() {
+        let good = HistoryCoding.encode([HistoryEntry(seq: 3, message: Array("abc".utf8), expanded: ["k"])])
+        let bad: [[UInt8]] = [
+            Array(good.dropLast()), Array("3 3 1 1\nk".utf8), Array("0 0 0\n".utf8), Array("3 0 2 1\nk".utf8), Array("x 0 0\n".utf8),
+            Array("3 99999999999999999999 0\n".utf8), Array("3 0 18446744073709551615\n".utf8), Array("no newline".utf8),
+        ]
+        for bytes in bad {
+            #expect(throws: HistoryCoding.Malformed.self) { try HistoryCoding.decode(bytes) }
+        }
     }
 }
 

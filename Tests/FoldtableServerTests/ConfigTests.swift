@@ -137,6 +137,9 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
         #expect(problems(["--config", "f.conf", "--open"], file: "host = 0.0.0.0") == [])
         #expect(problems(["--config", "f.conf"], environment: ["FOLDTABLE_OPEN": "true"], file: "host = 0.0.0.0\nopen = false") == [])
         #expect(problems(["--config", "f.conf", "--ping-interval-secs", "10"], file: "hangup-secs = 5").count == 1)
+        // A heartbeat expiring before the next beat would blink every other node's members out.
+        #expect(problems(["--config", "f.conf", "--presence-expiry-ms", "1000"], file: "presence-heartbeat-ms = 1000").count == 1)
+        #expect(problems(["--config", "f.conf", "--presence-expiry-ms", "1001"], file: "presence-heartbeat-ms = 1000") == [])
     }
 
     @Test func aMissingConfigFileIsAnError() {

@@ -230,7 +230,7 @@ import Testing
         }
         let effects = a.handle(.sequenced(positioned(stream)), now: 0)
         let snapshots = effects.compactMap { effect -> (UInt64, String)? in
-            if case .snapshot(let table, let position) = effect { return (table.seq, position) } else { return nil }
+            if case .snapshot(let table, let position, _) = effect { return (table.seq, position) } else { return nil }
         }
         #expect(snapshots.map { "\($0.0)@\($0.1)" } == ["3@3-0"])
     }

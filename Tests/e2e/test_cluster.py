@@ -1,11 +1,15 @@
 """Several foldtabled nodes sharing sessions through one real redis-server (--redis): clients on
 different nodes see the same events in the same order, an HTTP API change on one node reaches
-members on the other, a node started late opens the whole table, and when Redis fails nodes are
-read-only (changes refused, /readyz not ready) and come back in step when it returns. Presence
-across nodes is not built yet (README, More than one machine)."""
+members on the other, a node started late opens the whole table, clients dropping at random
+resume with since on other nodes (also one opened late, from a snapshot), clients of a node
+killed with SIGKILL resume on another with nothing acknowledged lost, and members on each node see
+those on the others (presence heartbeats through Redis): a node killed with -9 loses its members
+within the expiry bound, one stopped normally at once. When Redis fails nodes are read-only
+(changes refused, /readyz not ready) and come back in step when it returns."""
 import asyncio
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -14,10 +18,10 @@ import threading
 import time
 
 import pytest
-
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
-from foldtabled import BIN, Client, Server
+from foldtabled import BIN, Client, LoggedServer, Server, TableModel
 from test_api import call
 
 REDIS = shutil.which("redis-server")
@@ -25,8 +29,8 @@ pytestmark = pytest.mark.skipif(REDIS is None and os.environ.get("CI") != "true"
                                 reason="redis-server is not installed (under CI=true this fails instead)")
 
 
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 60))
+def run(coro, timeout=60):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 def free_port():
@@ -186,11 +190,74 @@ def test_a_node_started_late_opens_the_whole_table(nodes, redis):
     run(scenario())
 
 
+HEARTBEAT_MS = 200
+EXPIRY_MS = 1500
+
+
+async def member_count(client, expected, timeout=10):
+    """Waits for a presence diff (or a welcome already) saying `expected` members."""
+    if client.welcome["presenceCount"] == expected or any(
+            m["type"] == "presence" and m["count"] == expected for m in client.all):
+        return
+    await client.next(lambda m: m["type"] == "presence" and m["count"] == expected, timeout=timeout)
+
+
+def listed_members(server, name):
+    status, _, body = call(server, "GET", "/api/v1/sessions")
+    assert status == 200
+    return next(s["members"] for s in body["sessions"] if s["name"] == name)
+
+
+def test_members_on_three_nodes_see_each_other_and_a_killed_node_leaves_within_the_bound(redis):
+    presence = ["--presence-heartbeat-ms", str(HEARTBEAT_MS), "--presence-expiry-ms", str(EXPIRY_MS)]
+    a, b, c = (Server("--redis", redis, "--node-id", node, *presence) for node in ("pa", "pb", "pc"))
+    name = unique("presence")
+
+    async def scenario():
+        ana = await Client.join(a.ws, session=name, name="ana")
+        bo = await Client.join(b.ws, session=name, name="bo")
+        cy = await Client.join(c.ws, session=name, name="cy")
+        for client in (ana, bo, cy):
+            await member_count(client, 3)
+        joined = {j["client"] for m in ana.all if m["type"] == "presence" for j in m.get("joined", [])}
+        assert {bo.welcome["client"], cy.welcome["client"]} <= joined
+        for server in (a, b, c):
+            assert await asyncio.to_thread(listed_members, server, name) == 3
+
+        # kill -9: pc says nothing more. Its member stays while its last heartbeat lives, and
+        # is gone from every other node within the bound.
+        killed = time.monotonic()
+        c.proc.kill()
+        c.proc.wait()
+        left = [await client.next(lambda m: m["type"] == "presence" and cy.welcome["client"] in m.get("left", []), timeout=10)
+                for client in (ana, bo)]
+        elapsed = time.monotonic() - killed
+        assert all(m["count"] == 2 for m in left)
+        # Its last beat was at most one interval before the kill; two more intervals and the
+        # presence interval for the other nodes to read it and tell their members, plus slack.
+        assert (EXPIRY_MS - HEARTBEAT_MS - 300) / 1000 <= elapsed <= (EXPIRY_MS + 2 * HEARTBEAT_MS + 100 + 1500) / 1000, elapsed
+        assert await asyncio.to_thread(listed_members, a, name) == 2
+
+        # A normal stop takes pb's member away at once, long before the bound.
+        stopped = time.monotonic()
+        assert b.stop() == 0
+        gone = await ana.next(lambda m: m["type"] == "presence" and bo.welcome["client"] in m.get("left", []), timeout=10)
+        assert gone["count"] == 1
+        assert time.monotonic() - stopped < (EXPIRY_MS - HEARTBEAT_MS) / 1000
+        await ana.close()
+    try:
+        run(scenario())
+    finally:
+        for server in (a, b, c):
+            server.stop()
+
+
 @pytest.mark.parametrize("args,expected", [
     (["--redis", "rediss://127.0.0.1:6379"], "rediss:// is not supported"),
     (["--redis", "redis://127.0.0.1:notaport"], "--redis"),
     (["--redis", "redis://127.0.0.1:6379", "--memory"], "--redis and --memory"),
     (["--node-id", "a.b"], "--node-id a.b"),
+    (["--presence-heartbeat-ms", "2000", "--presence-expiry-ms", "1000"], "--presence-expiry-ms (1000) must be more"),
 ])
 def test_bad_cluster_settings_stop_start_up_with_a_clear_line(args, expected):
     result = subprocess.run([BIN, "--port", "0", *args], capture_output=True, text=True, timeout=20)
@@ -433,3 +500,275 @@ class Relay:
 
     def close(self):
         self.cut()
+class Member:
+    """A client that keeps its own view from the events it receives, drops its connection when
+    told, and resumes with since/epoch on whichever node it is given, retrying its changes not
+    yet acknowledged with their ids. A fresh welcome on a resume fails the test: every resume
+    here is within the history window."""
+
+    def __init__(self, name, session, rng):
+        self.name, self.session, self.rng = name, session, rng
+        self.ws = self.url = None
+        self.epoch = None
+        self.seq = None
+        self.model = None
+        self.events = []
+        self.pending = {}
+        self.changes = {}
+        self.acks = {}
+        self.sent = 0
+        self.resumes = 0
+        # The most events a resume had to send (how far the server was ahead of this client).
+        self.reach = 0
+        self.buffer = []
+
+    async def connect(self, url):
+        self.url, self.buffer = url, []
+        self.ws = await connect(url, max_size=None, open_timeout=10)
+        join = {"type": "join", "session": self.session, "name": self.name}
+        if self.seq is not None:
+            join.update(since=self.seq, epoch=self.epoch)
+        await self.ws.send(json.dumps(join))
+        while True:
+            message = await self.message()
+            if message["type"] == "welcome":
+                assert self.seq is None, f"{self.name}: fresh welcome at {message['seq']} on a resume from {self.seq} at {url}"
+                self.epoch, self.seq, self.model = message["epoch"], message["seq"], TableModel()
+                for section in message["table"]["sections"]:
+                    assert section["rowCount"] == 0
+                    self.model.order.append(section["key"])
+                    self.model.sections[section["key"]] = {"title": section["title"], "collapsed": section["collapsed"], "rows": []}
+                break
+            if message["type"] == "resume":
+                assert message["epoch"] == self.epoch and message["seq"] >= self.seq
+                self.resumes += 1
+                self.reach = max(self.reach, message["seq"] - self.seq)
+                break
+        for change in list(self.pending.values()):
+            await self.ws.send(json.dumps(change))
+
+    async def message(self, timeout=20):
+        if not self.buffer:
+            frame = await asyncio.wait_for(self.ws.recv(), timeout)
+            self.buffer.extend(json.loads(line) for line in frame.split("\n"))
+        return self.buffer.pop(0)
+
+    def take(self, message):
+        kind = message["type"]
+        if kind == "event":
+            assert message["seq"] == self.seq + 1, f"{self.name}: event {message['seq']} after {self.seq}"
+            self.seq = message["seq"]
+            self.model.apply(message)
+            self.events.append(message)
+        elif kind == "ack":
+            assert self.acks.setdefault(message["id"], message["seq"]) == message["seq"], f"{self.name}: {message}"
+            self.pending.pop(message["id"], None)
+        elif kind == "error":
+            raise AssertionError(f"{self.name}: {message}")
+
+    async def drop(self):
+        """Gone at once, by a close or by a reset (no close frame), as a network drop would."""
+        if self.rng.random() < 0.5:
+            await self.ws.close()
+        else:
+            self.ws.transport.abort()
+
+    async def work(self, changes, sections, next_url, drop_every=(5, 60)):
+        """Makes `changes` changes, three in flight at most, dropping after a random number of
+        messages and resuming on `next_url(current)`; returns once every change is acknowledged."""
+        goal = self.sent + changes
+        until_drop = self.rng.randint(*drop_every) if drop_every else None
+        while self.sent < goal or self.pending:
+            try:
+                while len(self.pending) < 3 and self.sent < goal:
+                    self.sent += 1
+                    cid = f"{self.name}-{self.sent}"
+                    key = self.rng.choice(sections)
+                    change = ({"type": "toggle", "section": "flag", "id": cid} if key == "flag"
+                              else {"type": "addRow", "section": key, "label": cid, "id": cid})
+                    self.pending[cid] = self.changes[cid] = change
+                    await self.ws.send(json.dumps(change))
+                self.take(await self.message())
+                if until_drop is not None:
+                    until_drop -= 1
+                    if until_drop <= 0:
+                        await self.drop()
+                        until_drop = self.rng.randint(*drop_every)
+                        await self.connect(next_url(self.url))
+            except (ConnectionClosed, OSError):
+                await self.connect(next_url(self.url))
+
+    async def catch_up(self, seq):
+        while self.seq < seq:
+            self.take(await self.message())
+
+
+def check_members(members, sections):
+    """Every member's view is the same, its seqs have no gaps, and every acknowledged change is
+    there exactly once, at the seq it was acknowledged with."""
+    first = members[0]
+    for member in members:
+        assert [e["seq"] for e in member.events] == list(range(member.events[0]["seq"], member.seq + 1))
+        assert member.events == first.events[-len(member.events):]
+        assert member.model.order == first.model.order and member.model.sections == first.model.sections
+    by_id = {}
+    for event in first.events:
+        if event.get("id"):
+            assert event["id"] not in by_id, f"change {event['id']} applied twice"
+            by_id[event["id"]] = event["seq"]
+    for member in members:
+        assert not member.pending
+        for cid, seq in member.acks.items():
+            assert by_id.get(cid) == seq, f"{cid} acknowledged with {seq}, in the table at {by_id.get(cid)}"
+    # Nothing applied that its author was not told of (a retry is told the original seq).
+    assert set(by_id) == {cid for member in members for cid in member.acks}
+    labels = [row["label"] for key in sections if key != "flag" for row in first.model.sections[key]["rows"]]
+    assert sorted(labels) == sorted(e["id"] for e in first.events if e["change"]["type"] == "addRow")
+
+
+def cluster_node(redis, node, tmp_path, *extra):
+    return LoggedServer("--redis", redis, "--node-id", node, "--change-rate", "100000", "--change-burst", "100000", *extra,
+                        "--data-dir", str(tmp_path / f"data-{node}"), stderr_path=tmp_path / f"{node}.log")
+
+
+async def make_session(url, name, sections):
+    setup = await Client.join(url, session=name, name="setup")
+    for key in sections:
+        await setup.send({"type": "addSection", "key": key, "title": key.upper(), "id": key})
+    await setup.next(lambda m: m["type"] == "ack" and m["id"] == sections[-1], timeout=10)
+    await setup.close()
+
+
+def stored(redis, *command):
+    return subprocess.run(["redis-cli", "-u", redis, *command], capture_output=True, text=True, timeout=10, check=True).stdout
+
+
+def test_many_clients_dropping_and_resuming_on_the_other_nodes_end_with_one_view(redis, tmp_path):
+    """Eight clients on two nodes (a snapshot every 20 events, 300 kept for resume) change
+    sections at once and drop at random moments, each resuming with since on another node and
+    retrying what was not acknowledged. A third node is started after snapshots and trims; a
+    client that dropped before that node's snapshot resumes there, then everyone uses it too."""
+    settings = ("--checkpoint-events", "20", "--history-events", "300")
+    a, b = (cluster_node(redis, node, tmp_path, *settings) for node in ("a", "b"))
+    late = None
+    name = unique("resume")
+    sections = ["s0", "s1", "s2", "s3", "flag"]
+    rng = random.Random(int(os.environ.get("FOLDTABLE_SEED", time.time_ns())))
+    seed = rng.getrandbits(32)
+    print(f"seed {seed}")
+
+    async def scenario():
+        nonlocal late
+        await make_session(a.ws, name, sections)
+        urls = [a.ws, b.ws]
+
+        def other(url):
+            return rng.choice([u for u in urls if u != url])
+
+        members = [Member(f"m{i}", name, random.Random(seed + i)) for i in range(8)]
+        for i, member in enumerate(members):
+            await member.connect(urls[i % 2])
+        sleeper = Member("sleeper", name, random.Random(seed - 1))
+        await sleeper.connect(a.ws)
+        await asyncio.gather(*(m.work(20, sections, other) for m in members))
+        # The sleeper catches up, drops, and stays away while a snapshot passes its seq.
+        head = max(m.seq for m in members)
+        await sleeper.catch_up(head)
+        await sleeper.drop()
+        await asyncio.gather(*(m.work(10, sections, other) for m in members))
+        covered = json.loads(stored(redis, "HGET", f"foldtable:{{{name}}}:snapshot", "table"))["seq"]
+        assert covered > sleeper.seq, (covered, sleeper.seq)
+        info = stored(redis, "XINFO", "STREAM", f"foldtable:{{{name}}}:stream").split("\n")
+        kept, appended = int(info[info.index("length") + 1]), int(info[info.index("entries-added") + 1])
+        history_bytes = int(stored(redis, "HSTRLEN", f"foldtable:{{{name}}}:snapshot", "history"))
+        assert kept < appended, f"the stream was not trimmed: {kept} of {appended} entries kept"
+
+        late = cluster_node(redis, "late", tmp_path, *settings)
+        urls.append(late.ws)
+        await sleeper.connect(late.ws)
+        assert sleeper.resumes == 1
+        await asyncio.gather(*(m.work(15, sections, other) for m in members + [sleeper]))
+
+        await members[0].ws.send(json.dumps({"type": "toggle", "section": "flag", "id": "end"}))
+        members[0].pending["end"] = {}
+        while "end" in members[0].pending:
+            members[0].take(await members[0].message())
+        for member in members + [sleeper]:
+            await member.catch_up(members[0].acks["end"])
+        check_members(members + [sleeper], sections)
+        resumes = sum(m.resumes for m in members)
+        assert resumes >= 16, resumes
+        print(f"{members[0].seq} events, {resumes} resumes reaching back {max(m.reach for m in members)} events at most, "
+              f"snapshot at {covered} (history {history_bytes} bytes) and {kept} of {appended} entries kept before the late "
+              "node opened")
+        for member in members + [sleeper]:
+            await member.ws.close()
+
+    try:
+        run(scenario(), timeout=240)
+    finally:
+        for server in (a, b, late):
+            if server is not None:
+                assert server.stop() == 0, server.stderr()[-2000:]
+
+
+def test_clients_of_a_node_killed_with_sigkill_resume_on_another_with_nothing_acknowledged_lost(redis, tmp_path):
+    """Six clients on two nodes write at once; node a is killed (kill -9) at a random moment.
+    Its clients resume with since on node b and retry what was not acknowledged: every
+    acknowledged change is there once, and a change acknowledged before the kill, sent again
+    with its id, is acknowledged with its original seq."""
+    a, b = (cluster_node(redis, node, tmp_path, "--checkpoint-events", "40") for node in ("a", "b"))
+    name = unique("kill")
+    sections = ["s0", "s1", "flag"]
+    rng = random.Random(int(os.environ.get("FOLDTABLE_SEED", time.time_ns())))
+    seed = rng.getrandbits(32)
+    kill_after = rng.randint(10, 150)
+    print(f"seed {seed}, kill after {kill_after} events")
+    alive = {a.ws, b.ws}
+    acked_before_kill = {}
+
+    async def scenario():
+        await make_session(b.ws, name, sections)
+
+        def other(url):
+            return b.ws if url == a.ws or a.ws not in alive else a.ws
+
+        members = [Member(f"m{i}", name, random.Random(seed + i)) for i in range(6)]
+        for i, member in enumerate(members):
+            await member.connect(a.ws if i % 2 == 0 else b.ws)
+
+        async def killer():
+            while max(m.seq for m in members) < kill_after + 3:
+                await asyncio.sleep(0.002)
+            alive.discard(a.ws)
+            a.kill9()
+            acked_before_kill.update({m.name: dict(m.acks) for m in members[0::2]})
+
+        await asyncio.gather(killer(), *(m.work(60, sections, other, drop_every=None) for m in members))
+        on_a = members[0::2]
+        assert all(m.url == b.ws and m.resumes == 1 for m in on_a), [(m.url, m.resumes) for m in on_a]
+        # A change acknowledged before the kill, sent again with its id: acknowledged as it was.
+        for member in on_a:
+            if not acked_before_kill[member.name]:
+                continue
+            cid, seq = rng.choice(sorted(acked_before_kill[member.name].items()))
+            member.pending[cid] = member.changes[cid]
+            await member.ws.send(json.dumps(member.changes[cid]))
+            while cid in member.pending:
+                member.take(await member.message())
+            assert member.acks[cid] == seq
+        await members[1].ws.send(json.dumps({"type": "toggle", "section": "flag", "id": "end"}))
+        members[1].pending["end"] = {}
+        while "end" in members[1].pending:
+            members[1].take(await members[1].message())
+        for member in members:
+            await member.catch_up(members[1].acks["end"])
+        check_members(members, sections)
+        for member in members:
+            await member.ws.close()
+
+    try:
+        run(scenario(), timeout=120)
+    finally:
+        a.kill9()
+        assert b.stop() == 0, b.stderr()[-2000:]

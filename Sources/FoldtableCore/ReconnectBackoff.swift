@@ -1,13 +1,14 @@
-/// How long a ``RedisClient`` waits before reconnect attempt `n`: exponential with a cap and
-/// jitter, so several nodes that lost the same Redis do not all knock at the same instant when
-/// it comes back. The same shape as the clients' reconnect policy (75 % to 100 % of the value).
+/// How long to wait before reconnect attempt `n`: exponential with a cap and jitter, so the many
+/// parties that lost the same peer do not all knock at the same instant when it comes back (the
+/// terminal client after a server restart, every node after a Redis restart). The web client
+/// follows the same policy (`web/protocol.js`). Pure: the caller supplies the randomness.
 public struct ReconnectBackoff: Equatable, Sendable {
-    /// The first delay, in milliseconds. Default 100.
+    /// The first delay, in milliseconds.
     public var baseMs: Int
-    /// The longest delay, in milliseconds. Default 5,000.
+    /// The longest delay, in milliseconds.
     public var maxMs: Int
 
-    public init(baseMs: Int = 100, maxMs: Int = 5_000) {
+    public init(baseMs: Int, maxMs: Int) {
         self.baseMs = baseMs
         self.maxMs = maxMs
     }

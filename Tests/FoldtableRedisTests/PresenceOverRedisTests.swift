@@ -1,0 +1,123 @@
+import FoldtableCore
+import Glibc
+import Testing
+
+@testable import FoldtableRedis
+@testable import FoldtableServer
+
+extension RedisNode {
+    /// Fires the node's presence heartbeat (every timer armed for at most its interval).
+    func beat() {
+        let interval = UInt64(hub.config.presenceHeartbeatMs)
+        for (token, delay) in timers.sorted(by: { $0.key < $1.key }) where delay <= interval {
+            timers[token] = nil
+            hub.timerFired(token)
+        }
+    }
+
+    /// The `presence` diffs a connection received, in order.
+    func presence(_ id: UInt64) -> [PresenceDiff] {
+        messages(id, type: "presence").compactMap { value in
+            guard let reader = try? FieldReader(value) else { return nil }
+            return try? PresenceDiff.decode(reader)
+        }
+    }
+
+    func clusterCount(_ session: String = "plan") -> Int? {
+        hub.sessionSummaries(visibleTo: nil).first { $0.name == session }?.members
+    }
+}
+
+/// Beats `beating` every 20 ms and drains every node's queue until `done` holds (or 10 s pass).
+func beat(_ beating: [RedisNode], draining nodes: [RedisNode], until done: () -> Bool) {
+    for _ in 0..<500 {
+        for node in beating { node.beat() }
+        for _ in 0..<4 {
+            for node in nodes { node.serviceQueue.drain() }
+            usleep(5_000)
+        }
+        if done() { return }
+    }
+    Issue.record("presence did not settle in 10 s")
+}
+
+@Suite(.serialized, .enabled(if: RedisServer.shouldRun, "redis-server is not on PATH (install redis-server); under CI=true these tests fail instead"))
+struct PresenceOverRedis {
+    let table = Table()
+
+    func node(_ name: String, _ server: RedisServer, expiryMs: Int) -> RedisNode {
+        RedisNode(name, redis: server.url) {
+            $0.presenceHeartbeatMs = 100
+            $0.presenceExpiryMs = expiryMs
+        }
+    }
+
+    @Test func membersOnTwoHubsSeeEachOtherAndANodeThatStopsBeatingLeavesWhenItsHeartbeatExpires() throws {
+        let server = try RedisServer()
+        let a = node("a", server, expiryMs: 1_500)
+        let b = node("b", server, expiryMs: 1_500)
+        defer {
+            a.close()
+            b.close()
+        }
+        a.hub.createSessionIfAbsent("plan", table: table)
+        a.join(1, name: "ana")
+        b.join(1, name: "bo")
+        b.join(2, name: "bea")
+        beat([a, b], draining: [a, b]) { a.presence(1).last?.count == 3 && b.presence(1).last?.count == 3 }
+        #expect(Set(a.presence(1).flatMap(\.joined).map(\.client)) == ["a.c1", "b.c1", "b.c2"])
+        #expect(b.presence(1).flatMap(\.joined).map(\.client).contains("a.c1"))
+        #expect(a.clusterCount() == 3 && b.clusterCount() == 3)
+        // What b shares is in Redis under its node id: its version and count, and its list.
+        let redis = RedisClient(RedisClient.Options(url: server.url))
+        defer { redis.close() }
+        let keys = RedisPresence.keys("plan")
+        let meta = try wait { redis.send(RedisCommand("HGET", keys[1], "b"), completion: $0) }.get()
+        #expect(meta.string?.hasSuffix(" 2") == true)
+        // Beats with nothing new write no list: b's version stays.
+        beat([a, b], draining: [a, b]) { true }
+        let again = try wait { redis.send(RedisCommand("HGET", keys[1], "b"), completion: $0) }.get()
+        #expect(again == meta)
+
+        // b dies: it beats no more and says nothing. Its members stay at first (the bound is
+        // 1.5 s), then leave a's presence by Redis' clock.
+        a.beat()
+        a.serviceQueue.drain()
+        #expect(a.clusterCount() == 3)
+        beat([a], draining: [a]) { a.presence(1).last?.count == 1 }
+        let gone = try #require(a.presence(1).last)
+        #expect(Set(gone.left) == ["b.c1", "b.c2"])
+        #expect(a.clusterCount() == 1)
+    }
+
+    @Test func aNodeLeavingNormallyTakesItsMembersAwayAtOnceAndLeavesNoKeys() throws {
+        let server = try RedisServer()
+        // An expiry of a minute: only the leave can explain a prompt departure.
+        let a = node("a", server, expiryMs: 60_000)
+        let b = node("b", server, expiryMs: 60_000)
+        defer {
+            a.close()
+            b.close()
+        }
+        a.hub.createSessionIfAbsent("plan", table: table)
+        a.join(1, name: "ana")
+        b.join(1, name: "bo")
+        beat([a, b], draining: [a, b]) { a.presence(1).last?.count == 2 }
+        var left = false
+        b.hub.leaveClusterPresence { left = true }
+        beat([a], draining: [a, b]) { left && a.presence(1).last?.count == 1 }
+        #expect(a.presence(1).last?.left == ["b.c1"])
+        // b beats no more after leaving.
+        b.beat()
+        beat([a], draining: [a, b]) { true }
+        #expect(a.presence(1).last?.count == 1)
+        var leftA = false
+        a.hub.leaveClusterPresence { leftA = true }
+        beat([], draining: [a]) { leftA }
+        let redis = RedisClient(RedisClient.Options(url: server.url))
+        defer { redis.close() }
+        let command = RedisCommand(arguments: [Array("EXISTS".utf8)] + RedisPresence.keys("plan").map { Array($0.utf8) })
+        let exists = try wait { redis.send(command, completion: $0) }.get()
+        #expect(exists == .integer(0))
+    }
+}
