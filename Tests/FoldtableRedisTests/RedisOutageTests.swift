@@ -165,17 +165,11 @@ struct RedisOutages {
         let server = try RedisServer()
         // Hubs that take longer texts than their readers decode (as a newer node's entries may
         // be to an older node): such a request is appended, then dropped by every reader alike.
-        let wide: (inout ServerConfig) -> Void = { $0.tableLimits.maxTextBytes = 6_000 }
-        let a = RedisNode("a", redis: server.url, configure: wide)
-        let b = RedisNode("b", redis: server.url, configure: wide)
+        let (a, b) = twoNodes(server) { $0.tableLimits.maxTextBytes = 6_000 }
         defer {
             a.close()
             b.close()
         }
-        a.hub.createSessionIfAbsent("plan", table: table)
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
-        settle([a, b]) { !a.messages(1, type: "welcome").isEmpty && !b.messages(1, type: "welcome").isEmpty }
         a.say(1, #"{"type":"addSection","title":"\#(String(repeating: "x", count: 5_000))","id":"long"}"#)
         a.say(1, #"{"type":"addSection","title":"Short","id":"short"}"#)
         settle([a, b]) { a.messages(1, type: "error").count == 1 && a.messages(1, type: "ack").count == 1 && b.events(1).count == 1 }
