@@ -15,9 +15,14 @@ import Synchronization
 /// transport's service queue). The reader's loop runs on the reader client's thread; it
 /// decodes entries there and posts them, in stream order, per session.
 ///
-/// `@unchecked Sendable`: the reader's thread touches only `positions` (behind its lock) and
-/// immutable settings; `followers` and `nextToken` are used on the service thread only (calls
-/// of the port, and work the reader posts there).
+/// While either client is disconnected the broker is unavailable (``isAvailable``): the reader
+/// forgets every followed stream the moment its connection drops, so nothing is read after a
+/// reconnect before the hub has checked, with ``resume(session:after:epoch:create:completion:)``,
+/// that each stream still continues from what it was delivered, and followed it again.
+///
+/// `@unchecked Sendable`: the reader's thread touches only `positions` and `counts` (behind
+/// their locks) and immutable settings; `followers`, `nextToken` and the connection states are
+/// used on the service thread only (calls of the port, and work posted there).
 public final class RedisBroker: Broker, @unchecked Sendable {
     /// How the reader reads.
     public struct Reading: Sendable {
@@ -47,13 +52,36 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     private var nextToken: UInt64 = 0
     /// Reports entries that do not decode (dropped on every node alike) and read failures.
     private let report: @Sendable (_ event: String, _ fields: [(String, String)]) -> Void
+    /// Told of each change of the broker's availability (service thread), with why it is down.
+    private let stateChanged: @Sendable (RedisClient.State) -> Void
+    /// Service thread only: each client's state (both start disconnected, until they connect).
+    private var commandsState = RedisClient.State.disconnected(reason: "not connected yet")
+    private var readerState = RedisClient.State.disconnected(reason: "not connected yet")
+    public private(set) var isAvailable = false
+    private var everAvailable = false
+    public var availabilityChanged: ((Bool) -> Void)?
+    private let counts = Mutex(Counts())
+
+    /// What `/metrics` reports of the broker.
+    public struct Counts: Sendable, Equatable {
+        /// Times the broker became available again after being unavailable.
+        public var reconnects: UInt64 = 0
+        /// Appends that failed (nothing appended, or an unknown outcome).
+        public var failedAppends: UInt64 = 0
+        /// Reads of the streams that failed, and opens or resumes of a session that failed.
+        public var failedReads: UInt64 = 0
+        /// Stream entries that did not decode (dropped on every node alike).
+        public var droppedEntries: UInt64 = 0
+    }
+
+    public var counters: Counts { counts.withLock { $0 } }
     /// Presence across nodes: heartbeats over the commands client.
     private let presence: RedisPresence
 
     private struct Follower {
         let token: UInt64
         let deliver: ([SequencedRequest]) -> Void
-        let caughtUp: () -> Void
+        let caughtUp: (String) -> Void
     }
 
     private struct ReadState: Sendable {
@@ -71,15 +99,64 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         commandOptions.clientName = options.clientName.map { $0 + "-commands" }
         var readerOptions = options
         readerOptions.clientName = options.clientName.map { $0 + "-reader" }
-        commands = RedisClient(commandOptions, deliver: post, stateChanged: stateChanged)
-        // The reader's completions run on its own thread: the loop issues the next read there.
-        reader = RedisClient(readerOptions)
+        // The clients are made before `self` is whole: their state reports find it through `link`.
+        let link = Link()
+        commands = RedisClient(commandOptions, deliver: post, stateChanged: { state in link.broker?.commandsChanged(state) })
+        // The reader's completions (and state reports) run on its own thread: the loop issues
+        // the next read there.
+        reader = RedisClient(readerOptions, stateChanged: { state in link.broker?.readerChanged(state) })
+        self.stateChanged = stateChanged
         self.post = post
         self.limits = limits
         self.reading = reading
         self.report = report
         positions = Mutex(ReadState())
         presence = RedisPresence(commands: commands, report: report)
+        link.set(self)
+    }
+
+    /// A weak way back to the broker for its clients' state reports.
+    private final class Link: Sendable {
+        private struct Weak: @unchecked Sendable {
+            weak var broker: RedisBroker?
+        }
+        private let held = Mutex(Weak())
+        var broker: RedisBroker? { held.withLock { $0.broker } }
+        func set(_ broker: RedisBroker) { held.withLock { $0.broker = broker } }
+    }
+
+    /// Service thread: the commands client's state changed.
+    private func commandsChanged(_ state: RedisClient.State) {
+        commandsState = state
+        availabilityMayHaveChanged()
+    }
+
+    /// Reader's thread: a lost connection forgets every followed stream at once, before any
+    /// read on a new connection (the hub checks each stream still continues, then follows again).
+    private func readerChanged(_ state: RedisClient.State) {
+        if case .disconnected = state { positions.withLock { $0.streams.removeAll() } }
+        post { [weak self] in
+            guard let self else { return }
+            readerState = state
+            availabilityMayHaveChanged()
+        }
+    }
+
+    private func availabilityMayHaveChanged() {
+        let available = commandsState == .connected && readerState == .connected
+        guard available != isAvailable else { return }
+        isAvailable = available
+        if available {
+            if everAvailable { counts.withLock { $0.reconnects += 1 } }
+            everAvailable = true
+            stateChanged(.connected)
+        } else {
+            var reasons: [String] = []
+            if case .disconnected(let reason) = commandsState { reasons.append("commands: \(reason)") }
+            if case .disconnected(let reason) = readerState { reasons.append("reader: \(reason)") }
+            stateChanged(.disconnected(reason: reasons.joined(separator: "; ")))
+        }
+        availabilityChanged?(available)
     }
 
     deinit {
@@ -98,10 +175,11 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     // MARK: - Appending
 
-    public func append(session: String, request: SequencedRequest, completion: @escaping (Result<Void, BrokerError>) -> Void) {
+    public func append(session: String, request: SequencedRequest, completion: @escaping (Result<String, BrokerError>) -> Void) {
         let carried = ServiceThreadOnly(completion)
-        commands.xadd(Self.streamKey(session), fields: [StreamField("req", RequestCoding.encode(request))]) { result in
-            carried.value(result.map { _ in () }.mapError { BrokerError($0.description, mayHaveRun: $0.mayHaveRun) })
+        commands.xadd(Self.streamKey(session), fields: [StreamField("req", RequestCoding.encode(request))]) { [weak self] result in
+            if case .failure = result { self?.counts.withLock { $0.failedAppends += 1 } }
+            carried.value(result.map(\.description).mapError { BrokerError($0.description, mayHaveRun: $0.mayHaveRun) })
         }
     }
 
@@ -127,10 +205,12 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         let fresh: [any RedisArgument] = create.map { [$0.epoch, TableCheckpoint.encode($0.table)] } ?? ["", ""]
         let limits = limits
         let report = report
-        let counts = presence.counts
-        commands.evaluate(Self.openScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: fresh) { result in
+        let sessionCounts = presence.counts
+        commands.evaluate(Self.openScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: fresh) {
+            [weak self] result in
+            if case .failure = result { self?.counts.withLock { $0.failedReads += 1 } }
             // Listed by every node from now on (again, if it was made before the listing existed).
-            if case .success(let reply) = result, reply != .null { counts.register(session) }
+            if case .success(let reply) = result, reply != .null { sessionCounts.register(session) }
             carried.value(
                 result.mapError { BrokerError($0.description) }.flatMap { reply in
                     Result { () throws(BrokerError) -> BrokeredSession? in
@@ -176,6 +256,78 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         return try RequestCoding.decode(bytes, position: entry.id.description, limits: limits)
     }
 
+    // MARK: - Resuming after an outage
+
+    /// Whether the stream continues from the follower's position (`ARGV[1]-ARGV[2]`) in its
+    /// epoch (`ARGV[3]`): 0 when it does; else the session as `openScript` returns it, after
+    /// making it from `ARGV[4]` (a new epoch) and `ARGV[5]` (the node's table) when Redis lost
+    /// it (-1 when it did and `ARGV[5]` is empty: the table is sent only then), or taking the
+    /// new epoch when Redis lost entries the follower applied (its snapshot covers less than the
+    /// follower's position, and that position is gone from the stream).
+    /// A position still in the stream means nothing after it was trimmed (trimming cuts a
+    /// prefix); position 0-0 continues while the snapshot covers nothing (nothing was trimmed).
+    private static let resumeScript = RedisScript(
+        """
+        local created = 0
+        if redis.call('EXISTS', KEYS[1]) == 0 then
+          if ARGV[5] == '' then return -1 end
+          redis.call('HSET', KEYS[1], 'ms', '0', 'sq', '0', 'epoch', ARGV[4], 'table', ARGV[5])
+          created = 1
+        else
+          local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch')
+          local ams = tonumber(ARGV[1])
+          local asq = tonumber(ARGV[2])
+          local sms = tonumber(s[1])
+          local ssq = tonumber(s[2])
+          if s[3] == ARGV[3] then
+            if ams == 0 and asq == 0 then
+              if sms == 0 and ssq == 0 then return 0 end
+            else
+              local at = ARGV[1] .. '-' .. ARGV[2]
+              if #redis.call('XRANGE', KEYS[2], at, at) == 1 then return 0 end
+            end
+            if sms < ams or (sms == ams and ssq < asq) then redis.call('HSET', KEYS[1], 'epoch', ARGV[4]) end
+          end
+        end
+        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table', 'history')
+        local entries = redis.call('XRANGE', KEYS[2], '(' .. s[1] .. '-' .. s[2], '+')
+        return {s[1], s[2], s[3], s[4], entries, created, s[5] or ''}
+        """)
+
+    public func resume(
+        session: String, after position: String, epoch: String, create: BrokeredSession,
+        completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void
+    ) {
+        resume(session: session, after: StreamID(position) ?? .zero, epoch: epoch, create: create, table: nil, ServiceThreadOnly(completion))
+    }
+
+    /// First without the table (a reconnect checks every session the node holds, and encoding
+    /// each table would cost its size every time); again with it only when Redis lost the session.
+    private func resume(
+        session: String, after: StreamID, epoch: String, create: BrokeredSession, table: [UInt8]?,
+        _ carried: ServiceThreadOnly<(Result<BrokeredSession?, BrokerError>) -> Void>
+    ) {
+        let limits = limits
+        let report = report
+        let arguments: [any RedisArgument] = [after.milliseconds, after.sequence, epoch, create.epoch, table ?? []]
+        commands.evaluate(Self.resumeScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: arguments) {
+            [weak self] result in
+            if case .failure = result { self?.counts.withLock { $0.failedReads += 1 } }
+            if case .success(let reply) = result, reply.integer == -1, table == nil, let self {
+                // The commands client delivers on the service thread, which owns the table.
+                return self.resume(
+                    session: session, after: after, epoch: epoch, create: create, table: TableCheckpoint.encode(create.table), carried)
+            }
+            carried.value(
+                result.mapError { BrokerError($0.description) }.flatMap { reply in
+                    if reply.integer == 0 { return .success(nil) }
+                    return Result { () throws(BrokerError) -> BrokeredSession? in
+                        try Self.opened(reply, limits: limits) { report("history_dropped", [("session", session)]) }
+                    }
+                })
+        }
+    }
+
     // MARK: - Snapshots
 
     /// Writes the snapshot (table and history in one `HSET`) when it covers a later ID than the
@@ -208,7 +360,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     // MARK: - Reading
 
     public func follow(
-        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping () -> Void
+        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping (String) -> Void
     ) {
         nextToken += 1
         let token = nextToken
@@ -244,45 +396,67 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         }
     }
 
-    /// Reader's thread: decodes what came, posts it per session, reads again.
+    /// Reader's thread: decodes what came, posts it (one post for the whole read), reads again.
     private func readDone(_ result: Result<[StreamBatch], RedisError>, _ streams: [(session: String, after: StreamID, token: UInt64)]) {
         switch result {
         case .failure(let error):
             if case .closed = error { return }
+            counts.withLock { $0.failedReads += 1 }
             report("read_failed", [("reason", error.description)])
             usleep(UInt32(min(reading.retryMs, 10_000) * 1_000))
         case .success(let batches):
             let byKey = Dictionary(batches.map { ($0.key, $0.entries) }, uniquingKeysWith: { $1 })
+            var reads: [Read] = []
+            reads.reserveCapacity(streams.count)
             for stream in streams {
                 let entries = byKey[Self.streamKey(stream.session)] ?? []
+                // Only for streams still followed as read: a lost connection forgot them all
+                // (see `readerChanged`), and what a read on a new connection found waits for
+                // the hub's check that the stream continues.
+                let current = positions.withLock { state -> Bool in
+                    guard state.streams[stream.session]?.token == stream.token else { return false }
+                    if let last = entries.last?.id { state.streams[stream.session]?.after = last }
+                    return true
+                }
+                guard current else { continue }
                 var requests: [SequencedRequest] = []
                 requests.reserveCapacity(entries.count)
                 for entry in entries {
                     do {
                         requests.append(try Self.decode(entry, limits: limits))
                     } catch {
+                        counts.withLock { $0.droppedEntries += 1 }
                         report("entry_dropped", [("session", stream.session), ("id", entry.id.description), ("reason", error.message)])
                     }
                 }
-                if let last = entries.last?.id {
-                    positions.withLock { state in
-                        if state.streams[stream.session]?.token == stream.token { state.streams[stream.session]?.after = last }
-                    }
-                }
-                let atEnd = entries.count < reading.count
-                let session = stream.session
-                let token = stream.token
-                let decoded = requests
-                post { [weak self] in self?.delivered(session, token: token, decoded, atEnd: atEnd) }
+                let through = (entries.last?.id ?? stream.after).description
+                reads.append(
+                    Read(session: stream.session, token: stream.token, requests: requests, atEnd: entries.count < reading.count, through: through))
+            }
+            if !reads.isEmpty {
+                let done = reads
+                post { [weak self] in self?.delivered(done) }
             }
         }
         read()
     }
 
-    /// Service thread: hands a read's requests to the session, if it still follows that stream.
-    private func delivered(_ session: String, token: UInt64, _ requests: [SequencedRequest], atEnd: Bool) {
-        if !requests.isEmpty, let follower = followers[session], follower.token == token { follower.deliver(requests) }
-        if atEnd, let follower = followers[session], follower.token == token { follower.caughtUp() }
+    /// What one read found in one stream.
+    private struct Read: Sendable {
+        let session: String
+        let token: UInt64
+        let requests: [SequencedRequest]
+        /// The read found the stream's end, `through` that position.
+        let atEnd: Bool
+        let through: String
+    }
+
+    /// Service thread: hands a read's requests to each session that still follows its stream.
+    private func delivered(_ reads: [Read]) {
+        for read in reads {
+            if !read.requests.isEmpty, let follower = followers[read.session], follower.token == read.token { follower.deliver(read.requests) }
+            if read.atEnd, let follower = followers[read.session], follower.token == read.token { follower.caughtUp(read.through) }
+        }
     }
 }
 

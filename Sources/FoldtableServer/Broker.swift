@@ -104,9 +104,11 @@ public struct BrokerError: Error, Equatable, Sendable, CustomStringConvertible {
 /// completions and deliveries run later on the service thread, never inside the call. Presence
 /// across nodes is its other half (``PresenceBroker``).
 public protocol Broker: PresenceBroker {
-    /// Appends `request` to the stream of `session`. Success says it is in the order, not that
-    /// it was applied: the author is answered when its entry is read back and applied.
-    func append(session: String, request: SequencedRequest, completion: @escaping (Result<Void, BrokerError>) -> Void)
+    /// Appends `request` to the stream of `session`; success gives its position in the stream.
+    /// Success says it is in the order, not that it was applied: the author is answered when
+    /// its entry is read back and applied (or, should the entry not decode, when a read passes
+    /// that position without it).
+    func append(session: String, request: SequencedRequest, completion: @escaping (Result<String, BrokerError>) -> Void)
     /// The session's snapshot and the requests after it; with `create` and no such session, a
     /// new one holding `create` (written only when nobody wrote one first: then theirs is
     /// returned). `nil`: the broker holds no such session and `create` was `nil`.
@@ -114,16 +116,52 @@ public protocol Broker: PresenceBroker {
         session: String, create: BrokeredSession?, completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void)
     /// Delivers every request appended to the stream of `session` after `position`, in stream
     /// order, batch by batch, until ``unfollow(session:)``. `caughtUp` runs after each read that
-    /// found the stream's end (a request whose append failed and is not delivered by then was
-    /// not appended before that read began).
+    /// found the stream's end, with the last position that read reached (a request whose append
+    /// failed and is not delivered by then was not appended before that read began; one
+    /// appended at or before that position and not delivered was dropped as undecodable).
+    ///
+    /// While the broker is unavailable nothing is delivered; once it is available again the
+    /// follower must ``resume(session:after:epoch:create:completion:)`` and follow again.
     func follow(
-        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping () -> Void)
+        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void,
+        caughtUp: @escaping (_ through: String) -> Void)
     func unfollow(session: String)
     /// Saves `table` as the snapshot covering the stream up to `position`, with `history` (the
     /// events before it that members may resume from), unless a snapshot of a later position is
     /// there already; then lets the stream forget entries older than `keep` entries before
     /// `position` (the resume window).
     func saveSnapshot(session: String, epoch: String, table: Table, position: String, history: [HistoryEntry], keep: Int)
+
+    /// Whether the broker can append and deliver now (all its connections are up). While it
+    /// cannot, shared sessions are read-only.
+    var isAvailable: Bool { get }
+    /// Runs on the service thread at each change of ``isAvailable`` (set once, by the hub).
+    var availabilityChanged: ((Bool) -> Void)? { get set }
+    /// After an outage: whether the stream of `session` still continues from `position` (the
+    /// last one delivered) in `epoch`. `nil` when it does (follow on from `position`); else the
+    /// session as the broker holds it now, to reload: the stream was trimmed past `position`,
+    /// the broker lost what was applied (then its epoch is replaced by `create`'s, as history
+    /// no longer continues), or it lost the session altogether (then it is created from
+    /// `create`, unless another node did first).
+    func resume(
+        session: String, after position: String, epoch: String, create: BrokeredSession,
+        completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void)
+}
+
+/// Orders stream positions ("<ms>-<seq>" for Redis, a number for ``LocalBroker``); "" is before
+/// every position.
+public enum StreamPosition {
+    /// Whether `a` comes before `b` in a stream.
+    public static func precedes(_ a: String, _ b: String) -> Bool {
+        let left = parts(a)
+        let right = parts(b)
+        return left.0 != right.0 ? left.0 < right.0 : left.1 < right.1
+    }
+
+    private static func parts(_ position: String) -> (UInt64, UInt64) {
+        let split = position.split(separator: "-", maxSplits: 1)
+        return (split.first.flatMap { UInt64($0) } ?? 0, split.count > 1 ? UInt64(split[1]) ?? 0 : 0)
+    }
 }
 
 /// One node's members of a shared session, as that node shares them with the others: how many,

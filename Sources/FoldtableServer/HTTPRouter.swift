@@ -40,9 +40,25 @@ public final class HTTPRouter {
     /// `GET /readyz`: 200 `{"status":"ready"}` while `ready()` says so, else 503
     /// `{"status":"not_ready"}` (a load balancer then sends clients elsewhere).
     public func addHealthChecks(ready: @escaping () -> Bool) {
+        addHealthChecks(notReady: { ready() ? nil : "" })
+    }
+
+    /// As ``addHealthChecks(ready:)``, with why not: `notReady()` gives `nil` while ready, else
+    /// the reason, answered as `{"status":"not_ready","reason":"..."}` (no reason when empty).
+    public func addHealthChecks(notReady: @escaping () -> String?) {
         add("GET", "/healthz") { _, respond in respond(.json(200, Array(#"{"status":"ok"}"#.utf8))) }
         add("GET", "/readyz") { _, respond in
-            respond(ready() ? .json(200, Array(#"{"status":"ready"}"#.utf8)) : .json(503, Array(#"{"status":"not_ready"}"#.utf8)))
+            switch notReady() {
+            case nil: respond(.json(200, Array(#"{"status":"ready"}"#.utf8)))
+            case let reason? where reason.isEmpty: respond(.json(503, Array(#"{"status":"not_ready"}"#.utf8)))
+            case let reason?:
+                var body = JSONWriter()
+                body.raw(#"{"status":"not_ready""#)
+                body.nextKey("reason")
+                body.string(reason)
+                body.byte(UInt8(ascii: "}"))
+                respond(.json(503, body.bytes))
+            }
         }
     }
 

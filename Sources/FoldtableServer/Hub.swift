@@ -62,6 +62,8 @@ public final class Hub: TransportDelegate {
         case tokenGrace(connection: UInt64)
         case session(name: String, SessionTimer)
         case evict(name: String)
+        /// Bring a shared session back in step with its stream again (the last try failed).
+        case resume(name: String)
         /// This node's presence heartbeat (with a cluster).
         case presenceBeat
     }
@@ -87,7 +89,12 @@ public final class Hub: TransportDelegate {
         self.logger = log
         self.makeEpoch = makeEpoch
         http = HTTPRouter(policy: RequestPolicy(config))
-        http.addHealthChecks(ready: ready)
+        http.addHealthChecks(notReady: { [weak self] in
+            if !ready() { return "storage unavailable" }
+            if let broker = self?.broker, !broker.isAvailable { return "shared storage (redis) unavailable: shared sessions are read-only" }
+            return nil
+        })
+        cluster?.broker.availabilityChanged = { [weak self] available in self?.brokerAvailability(available) }
         registerGauges()
         api = SessionAPI(hub: self, policy: RequestPolicy(config))
         api?.install(on: http)
@@ -246,6 +253,9 @@ public final class Hub: TransportDelegate {
             guard let session = sessions[name], session.evictionTimer == token else { return }
             session.evictionTimer = nil
             evict(session)
+        case .resume(let name):
+            guard let session = sessions[name], let cluster, cluster.broker.isAvailable else { return }
+            resume(session, cluster)
         case .presenceBeat:
             presenceBeat()
             _ = armTimer(.presenceBeat, milliseconds: UInt64(config.presenceHeartbeatMs))
@@ -809,23 +819,76 @@ extension Hub {
         sessions[name] = session
         storedNames.insert(name)
         sortedNames = nil
+        // Writable even if the broker is not (yet) available: the open went through Redis, so
+        // appends can be made; the reader applies them once it is connected. Read-only follows
+        // the broker's transitions (brokerAvailability), and a resume follows each return.
         if !opened.requests.isEmpty { session.handle(.sequenced(opened.requests)) }
-        let after = opened.requests.last?.position ?? opened.position
-        cluster.broker.follow(
-            session: name, after: after,
-            deliver: { [weak self, weak session] requests in
-                guard let self, let session, isResident(session) else { return }
-                session.handle(.sequenced(requests))
-            },
-            caughtUp: { [weak self, weak session] in
-                guard let self, let session, isResident(session) else { return }
-                session.handle(.caughtUp)
-            })
+        session.deliveredPosition = opened.requests.last?.position ?? opened.position
+        followStream(session, cluster)
         log(
             .info, "session_loaded",
             ["session": name, "seq": String(core.committed.seq), "requests": String(opened.requests.count), "history": String(opened.history.count)])
         // Opened for nobody yet (the demo at start, an API call): its idle clock starts now.
         sessionSettled(session)
         return session
+    }
+
+    /// Follows the stream of `session` from the last position delivered to it.
+    private func followStream(_ session: TableSession, _ cluster: Cluster) {
+        cluster.broker.follow(
+            session: session.name, after: session.deliveredPosition,
+            deliver: { [weak self, weak session] requests in
+                guard let self, let session, isResident(session), let last = requests.last else { return }
+                session.deliveredPosition = last.position
+                session.handle(.sequenced(requests))
+            },
+            caughtUp: { [weak self, weak session] through in
+                // Only a session with requests of its own waiting has anything to settle.
+                guard let self, let session, isResident(session), session.core.waitsForCatchUp else { return }
+                session.handle(.caughtUp(through: through))
+            })
+    }
+
+    /// The broker became available or unavailable: shared sessions turn read-only or writable,
+    /// and when it is back each is brought back in step with its stream.
+    fileprivate func brokerAvailability(_ available: Bool) {
+        guard let cluster else { return }
+        log(available ? .info : .warning, available ? "shared_writable" : "shared_read_only", ["sessions": String(sessions.count)])
+        for session in sessions.values.sorted(by: { $0.name < $1.name }) {
+            session.handle(.brokerAvailable(available))
+            if available { resume(session, cluster) }
+        }
+    }
+
+    /// Asks the broker whether the stream of `session` continues from what it was delivered:
+    /// then follows on from there (entries other nodes appended meanwhile are applied in
+    /// order); else reloads it from what the broker holds (members get a fresh welcome). Should
+    /// Redis have lost the session altogether, this node's committed table makes it again, in a
+    /// new epoch (the first node to do so wins; the others reload that one).
+    fileprivate func resume(_ session: TableSession, _ cluster: Cluster) {
+        let fresh = BrokeredSession(epoch: makeEpoch(), table: session.core.committed, position: "", requests: [])
+        session.resumes += 1
+        let attempt = session.resumes
+        cluster.broker.resume(session: session.name, after: session.deliveredPosition, epoch: session.epoch, create: fresh) {
+            [self] result in
+            guard isResident(session), session.resumes == attempt else { return }
+            switch result {
+            case .success(nil):
+                cluster.broker.unfollow(session: session.name)
+                followStream(session, cluster)
+                log(.info, "session_resumed", ["session": session.name, "position": session.deliveredPosition])
+            case .success(let opened?):
+                cluster.broker.unfollow(session: session.name)
+                metrics.sessionReloads += 1
+                session.handle(.reload(epoch: opened.epoch, table: opened.table, position: opened.position, history: opened.history))
+                session.deliveredPosition = opened.requests.last?.position ?? opened.position
+                if !opened.requests.isEmpty { session.handle(.sequenced(opened.requests)) }
+                followStream(session, cluster)
+            case .failure(let error):
+                log(.warning, "session_resume_failed", ["session": session.name, "reason": error.description])
+                // Tried again at the next reconnect, or in a second while the broker is up.
+                if cluster.broker.isAvailable { _ = armTimer(.resume(name: session.name), milliseconds: 1_000) }
+            }
+        }
     }
 }

@@ -20,6 +20,9 @@ public final class LocalBroker: Broker {
             var history: [HistoryEntry] = []
             /// Every entry ever appended; `position` is index + 1.
             var entries: [SequencedRequest] = []
+            /// Entries up to this position are trimmed away (as `XTRIM` would: kept in the
+            /// array, never read again).
+            var trimmedThrough = 0
         }
         var streams: [String: Stream] = [:]
         /// Every broker over these streams, told of each append.
@@ -36,19 +39,26 @@ public final class LocalBroker: Broker {
         }
 
         public init() {}
+
+        /// Loses everything of `session`, as a Redis restarted without its data would.
+        public func forget(session: String) {
+            streams[session] = nil
+        }
     }
 
     private struct Follower {
         let token: UInt64
         var after: Int
         let deliver: ([SequencedRequest]) -> Void
-        let caughtUp: () -> Void
+        let caughtUp: (String) -> Void
     }
     private let shared: Streams
     private var followers: [String: [Follower]] = [:]
     private var nextToken: UInt64 = 0
     private let post: (@escaping @Sendable () -> Void) -> Void
     private var deliveryPosted = false
+    public private(set) var isAvailable = true
+    public var availabilityChanged: ((Bool) -> Void)?
     /// Versions of the other nodes' entries last delivered, per session this broker beats for.
     private var knownPresence: [String: [String: String]] = [:]
     /// This node's members per session, as the hub last gave them.
@@ -60,24 +70,37 @@ public final class LocalBroker: Broker {
         streams.brokers.append(Streams.Weak(broker: self))
     }
 
+    /// Cuts this broker off (as a node whose Redis connections are down) or brings it back:
+    /// while cut off, appends, opens and resumes fail (nothing is appended) and nothing is
+    /// delivered; ``availabilityChanged`` hears of it on a later turn.
+    public func setAvailable(_ available: Bool) {
+        guard available != isAvailable else { return }
+        isAvailable = available
+        later { [self] in availabilityChanged?(available) }
+    }
+
+    private var unavailable: BrokerError { BrokerError("the broker is unavailable") }
+
     /// Runs `work` on a later turn of the service thread.
     private func later(_ work: @escaping () -> Void) {
         let carried = ServiceThreadOnly(work)
         post { carried.value() }
     }
 
-    public func append(session: String, request: SequencedRequest, completion: @escaping (Result<Void, BrokerError>) -> Void) {
+    public func append(session: String, request: SequencedRequest, completion: @escaping (Result<String, BrokerError>) -> Void) {
+        guard isAvailable else { return later { [self] in completion(.failure(unavailable)) } }
         guard shared.streams[session] != nil else {
             return later { completion(.failure(BrokerError("no stream for session \(session)"))) }
         }
         var entry = request
         entry.position = String(shared.streams[session]!.entries.count + 1)
         shared.streams[session]!.entries.append(entry)
-        later { completion(.success(())) }
+        later { completion(.success(entry.position)) }
         for other in shared.brokers { other.broker?.deliverSoon() }
     }
 
     public func open(session: String, create: BrokeredSession?, completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void) {
+        guard isAvailable else { return later { [self] in completion(.failure(unavailable)) } }
         var created = false
         if shared.streams[session] == nil, let create {
             shared.streams[session] = Streams.Stream(epoch: create.epoch, snapshot: create.table, snapshotPosition: 0)
@@ -92,8 +115,25 @@ public final class LocalBroker: Broker {
         later { completion(.success(opened)) }
     }
 
+    public func resume(
+        session: String, after position: String, epoch: String, create: BrokeredSession,
+        completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void
+    ) {
+        guard isAvailable else { return later { [self] in completion(.failure(unavailable)) } }
+        let after = Int(position) ?? 0
+        if let stream = shared.streams[session], stream.epoch == epoch {
+            let continues = after == 0 ? stream.trimmedThrough == 0 : after > stream.trimmedThrough && after <= stream.entries.count
+            if continues { return later { completion(.success(nil)) } }
+            if stream.snapshotPosition < after {
+                // What this node applied is gone: history no longer continues.
+                shared.streams[session]?.epoch = create.epoch
+            }
+        }
+        open(session: session, create: create, completion: completion)
+    }
+
     public func follow(
-        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping () -> Void
+        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping (String) -> Void
     ) {
         nextToken += 1
         followers[session, default: []].append(Follower(token: nextToken, after: Int(position) ?? 0, deliver: deliver, caughtUp: caughtUp))
@@ -108,6 +148,7 @@ public final class LocalBroker: Broker {
         guard let covered = Int(position), let stream = shared.streams[session], covered > stream.snapshotPosition else { return }
         shared.streams[session]?.snapshot = table
         shared.streams[session]?.snapshotPosition = covered
+        shared.streams[session]?.trimmedThrough = max(stream.trimmedThrough, covered - max(0, keep) - 1)
         shared.streams[session]?.history = history
     }
 
@@ -117,13 +158,14 @@ public final class LocalBroker: Broker {
         deliveryPosted = true
         later { [self] in
             deliveryPosted = false
+            guard isAvailable else { return }
             for (session, list) in followers {
                 for follower in list {
                     guard let entries = shared.streams[session]?.entries else { continue }
                     let fresh = Array(entries[min(follower.after, entries.count)...])
                     setAfter(session, token: follower.token, entries.count)
                     if !fresh.isEmpty { follower.deliver(fresh) }
-                    follower.caughtUp()
+                    follower.caughtUp(String(entries.count))
                 }
             }
         }

@@ -41,12 +41,16 @@ public final class Metrics {
     public var changesApplied: UInt64 = 0
     /// Joins and session creations refused because the memory budget was spent.
     public var memoryRefusals: UInt64 = 0
+    /// Shared sessions reloaded from the broker after an outage (their stream did not continue
+    /// from what this node had applied): each member got a fresh welcome.
+    public var sessionReloads: UInt64 = 0
     public var httpRequests: [Int: UInt64] = [:]
     public var closesByCode: [Int: UInt64] = [:]
     public var errorsByCode: [String: UInt64] = [:]
     /// Time the session core takes to validate and apply a change (to the head table).
     public var applyLatency = Histogram(bounds: latencyBounds)
-    /// Time the store takes to make an append durable (from the hand-over to the report).
+    /// Time the store takes to make an append durable (from the hand-over to the report); for a
+    /// shared session, from the append to the broker to this node's own apply of it.
     public var commitLatency = Histogram(bounds: latencyBounds)
     /// Time to queue one broadcast to every member (the fan-out's share of a change).
     public var fanoutLatency = Histogram(bounds: latencyBounds)
@@ -95,6 +99,7 @@ public final class Metrics {
             ("foldtable_delivered_bytes_total", "Bytes of all deliveries.", bytesOut),
             ("foldtable_changes_applied_total", "Changes committed and broadcast.", changesApplied),
             ("foldtable_memory_refusals_total", "Joins and new sessions refused at the memory budget.", memoryRefusals),
+            ("foldtable_session_reloads_total", "Shared sessions reloaded from Redis after an outage (members got a fresh welcome).", sessionReloads),
         ]
         for (name, help, value) in counters {
             header(name, "counter", help)
@@ -111,7 +116,9 @@ public final class Metrics {
             line("foldtable_http_requests_total", "{status=\"\(status)\"}", Double(count))
         }
         histogram("foldtable_apply_seconds", "Time to validate and apply one change.", applyLatency, into: &out)
-        histogram("foldtable_commit_seconds", "Time the store takes to make an append durable.", commitLatency, into: &out)
+        histogram(
+            "foldtable_commit_seconds", "Time the store takes to make an append durable (shared sessions: append to Redis to own apply).",
+            commitLatency, into: &out)
         histogram("foldtable_fanout_seconds", "Time to queue one broadcast to every member.", fanoutLatency, into: &out)
         return out
     }

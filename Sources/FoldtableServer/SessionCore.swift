@@ -59,7 +59,9 @@ public struct SessionCore {
     }
 
     public let name: String
-    public let epoch: String
+    /// Names this incarnation of the session's history; a stream-ordered session gets a new one
+    /// when it reloads from a broker that lost what it had applied (``SessionInput/reload(epoch:table:position:history:)``).
+    public private(set) var epoch: String
     public let settings: Settings
     public let sequencing: Sequencing
     /// The table with every change applied, committed or not: what new changes are checked against.
@@ -71,6 +73,8 @@ public struct SessionCore {
     private struct Member {
         let connection: Connection
         var author: Author
+        /// The role told in its welcome (`nil` in open mode), told again in a fresh one.
+        let role: String?
         /// Sections whose row streams this member is in.
         var streams: Set<String> = []
         /// Sections whose complete rows this member holds: given in its welcome, delivered by a
@@ -165,7 +169,17 @@ public struct SessionCore {
 
     /// Stream-ordered sessions only (see ``Sequencing``): this node's requests appended (or
     /// being appended) and not applied yet, by origin number, with who to answer.
-    private var awaiting: [UInt64: (origin: Origin, id: String?)] = [:]
+    private var awaiting: [UInt64: Awaiting] = [:]
+
+    private struct Awaiting {
+        var origin: Origin
+        var id: String?
+        /// Where the append put it, once its reply came.
+        var position: String?
+    }
+
+    /// Whether changes may be appended: false while the broker is unavailable (read-only).
+    private var writable = true
     /// Requests whose append failed with an unknown outcome, with how many more reads to the
     /// stream's end they wait for their entry before their author is told it failed.
     private var uncertain: [UInt64: Int] = [:]
@@ -209,10 +223,15 @@ public struct SessionCore {
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
             remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.sectionsNeedingRows)
         }
-        // The run of consecutive seqs ending at `table.seq`, counted from the end.
+        remember(history, upTo: table.seq)
+    }
+
+    /// Keeps for resume the run of consecutive seqs of `history` that ends at `seq`.
+    private mutating func remember(_ history: [HistoryEntry], upTo seq: UInt64) {
+        // The run of consecutive seqs ending at `seq`, counted from the end.
         var run = 0
         for entry in history.reversed() {
-            guard UInt64(run) < table.seq, entry.seq == table.seq - UInt64(run) else { break }
+            guard UInt64(run) < seq, entry.seq == seq - UInt64(run) else { break }
             run += 1
         }
         for entry in history.suffix(min(run, settings.historyEvents)) {
@@ -269,7 +288,11 @@ public struct SessionCore {
             effects.append(.send(OutboundMessage(ServerMessage.found(id: id, query: query, matches: matches, truncated: truncated)), to: connection))
         case .sequenced(let requests): receive(requests, into: &effects)
         case .appendFailed(let number, let error): appendFailed(number, error, into: &effects)
-        case .caughtUp: caughtUp(into: &effects)
+        case .appended(let number, let position): awaiting[number]?.position = position
+        case .caughtUp(let through): caughtUp(through: through, into: &effects)
+        case .brokerAvailable(let available): writable = available
+        case .reload(let epoch, let table, let position, let history):
+            reload(epoch: epoch, table: table, position: position, history: history, now: now, into: &effects)
         case .remotePresence(let nodes): remotePresence(nodes, into: &effects)
         }
         return effects
@@ -283,7 +306,7 @@ public struct SessionCore {
     private mutating func join(_ connection: Connection, _ request: JoinRequest, role: String?, now: UInt64, into effects: inout [SessionEffect]) {
         guard members[connection.id] == nil else { return }
         let author = Author(client: clientID(of: connection), name: request.name)
-        members[connection.id] = Member(connection: connection, author: author)
+        members[connection.id] = Member(connection: connection, author: author, role: role)
         connections.append(connection)
         let presence = listedMembers()
         if presence.count < clusterMemberCount { presenceListExact = false }
@@ -307,32 +330,42 @@ public struct SessionCore {
                 stream(section, to: connection, now: now, into: &effects)
             }
         } else {
-            // Rows go inline while both budgets last (rows, and bytes: the welcome is one frame).
-            var rowBudget = settings.welcomeRowBudget
-            var byteBudget = settings.welcomeByteBudget
-            var inline: Set<String> = []
-            var later: [Section] = []
-            for section in committed.sections where !section.collapsed {
-                let bytes = section.rows.count <= rowBudget ? RowStream.estimatedBytes(section.rows[...]) : Int.max
-                if streams[section.key] == nil && section.rows.count <= rowBudget && bytes <= byteBudget {
-                    rowBudget -= section.rows.count
-                    byteBudget -= bytes
-                    inline.insert(section.key)
-                } else {
-                    later.append(section)
-                }
-            }
-            let busy = busySections
-            let snapshot = TableSnapshot(committed, rows: .sections(inline), busy: { busy.contains($0) })
-            let welcome = ServerMessage.welcome(
-                session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence, presenceCount: clusterMemberCount,
-                recovered: request.since == nil ? nil : false, role: role)
-            effects.append(.send(OutboundMessage(welcome), to: connection))
-            members[connection.id]?.held = inline
-            for section in later { stream(section, to: connection, now: now, into: &effects) }
+            welcome(
+                connection, author: author, presence: presence, recovered: request.since == nil ? nil : false, role: role, now: now, into: &effects)
         }
         presenceJoined.append(connection.id)
         presenceChanged(into: &effects)
+    }
+
+    /// The whole committed table to one member (rows inline while the budgets last, the rest
+    /// streamed), with the presence list.
+    private mutating func welcome(
+        _ connection: Connection, author: Author, presence: [Author], recovered: Bool?, role: String?, now: UInt64,
+        into effects: inout [SessionEffect]
+    ) {
+        // Rows go inline while both budgets last (rows, and bytes: the welcome is one frame).
+        var rowBudget = settings.welcomeRowBudget
+        var byteBudget = settings.welcomeByteBudget
+        var inline: Set<String> = []
+        var later: [Section] = []
+        for section in committed.sections where !section.collapsed {
+            let bytes = section.rows.count <= rowBudget ? RowStream.estimatedBytes(section.rows[...]) : Int.max
+            if streams[section.key] == nil && section.rows.count <= rowBudget && bytes <= byteBudget {
+                rowBudget -= section.rows.count
+                byteBudget -= bytes
+                inline.insert(section.key)
+            } else {
+                later.append(section)
+            }
+        }
+        let busy = busySections
+        let snapshot = TableSnapshot(committed, rows: .sections(inline), busy: { busy.contains($0) })
+        let welcome = ServerMessage.welcome(
+            session: name, client: author, epoch: epoch, snapshot: snapshot, presence: presence, presenceCount: clusterMemberCount,
+            recovered: recovered, role: role)
+        effects.append(.send(OutboundMessage(welcome), to: connection))
+        members[connection.id]?.held = inline
+        for section in later { stream(section, to: connection, now: now, into: &effects) }
     }
 
     private mutating func leave(_ connection: Connection, into effects: inout [SessionEffect]) {
@@ -454,13 +487,7 @@ public struct SessionCore {
             pendingStart += 1
             apply(next, into: &effects)
         }
-        if pendingStart == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            pendingStart = 0
-        } else if pendingStart > 1_024 && pendingStart * 2 > pending.count {
-            pending.removeFirst(pendingStart)
-            pendingStart = 0
-        }
+        Self.compact(&pending, start: &pendingStart)
         if !unpersisted.isEmpty {
             effects.append(.persist(unpersisted, generation: generation))
             unpersisted.removeAll(keepingCapacity: true)
@@ -507,11 +534,32 @@ public struct SessionCore {
             done += 1
         }
         inFlight.removeFirst(done)
-        if committed.seq - checkpointSeq >= UInt64(max(1, settings.checkpointEvents)) {
-            checkpointSeq = committed.seq
+        checkpointIfDue(into: &effects)
+        drainPending(into: &effects)
+    }
+
+    /// Drops the handled front of a queue (`start` is its first unhandled element) when that
+    /// is all of it, or more than half of a long one: a queue never moves per element.
+    private static func compact<Element>(_ queue: inout [Element], start: inout Int) {
+        if start == queue.count {
+            queue.removeAll(keepingCapacity: true)
+            start = 0
+        } else if start > 1_024 && start * 2 > queue.count {
+            queue.removeFirst(start)
+            start = 0
+        }
+    }
+
+    /// Asks for a checkpoint (a snapshot, for a stream-ordered session) every
+    /// `checkpointEvents` committed events.
+    private mutating func checkpointIfDue(into effects: inout [SessionEffect]) {
+        guard committed.seq - checkpointSeq >= UInt64(max(1, settings.checkpointEvents)) else { return }
+        checkpointSeq = committed.seq
+        if case .stream = sequencing {
+            effects.append(.snapshot(committed, position: appliedPosition, history: recentHistory))
+        } else {
             effects.append(.checkpoint(committed))
         }
-        drainPending(into: &effects)
     }
 
     private mutating func publish(_ entry: InFlight, now: UInt64, into effects: inout [SessionEffect]) {
@@ -526,7 +574,19 @@ public struct SessionCore {
             let left = (expandingInFlight[key] ?? 1) - 1
             expandingInFlight[key] = left > 0 ? left : nil
         }
-        let message = OutboundMessage(entry.logged.encoded ?? ServerMessage.event(event))
+        announce(
+            event, OutboundMessage(entry.logged.encoded ?? ServerMessage.event(event)), author: entry.author,
+            retries: waitingAcks.removeValue(forKey: event.seq) ?? [], streamed: entry.streams, into: &effects)
+    }
+
+    /// What follows once the committed table took `event` (from the log, or from a session's
+    /// stream): members see it, history keeps it, its author (and retries of the same change)
+    /// hear, and members lacking the rows of a section it expands get them: in a stream for the
+    /// sections in `streamed` (`nil`: those too large for one chunk), else in one chunk.
+    private mutating func announce(
+        _ event: TableEvent, _ message: OutboundMessage, author: Origin?, retries: [(origin: Origin, id: String)] = [], streamed: [String]?,
+        into effects: inout [SessionEffect]
+    ) {
         effects.append(.broadcast(message, to: connections))
         if case .addSection(let added) = event.change, let key = added.key {
             // Everyone now holds the new section whole: it has no rows yet.
@@ -539,8 +599,8 @@ public struct SessionCore {
         // Computed once: a getter that builds an array.
         let needingRows = event.sectionsNeedingRows
         remember(event.seq, message, expanded: needingRows)
-        if let author = entry.author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
-        for retry in waitingAcks.removeValue(forKey: event.seq) ?? [] {
+        if let author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
+        for retry in retries {
             acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
         }
         for key in needingRows {
@@ -549,7 +609,7 @@ public struct SessionCore {
             // Only members that lack the rows get them; the others already show them.
             let lacking = connections.filter { members[$0.id]?.held.contains(key) == false }
             guard !lacking.isEmpty else { continue }
-            if entry.streams.contains(key) {
+            if streamed.map({ $0.contains(key) }) ?? !fitsOneChunk(section) {
                 startStream(section, seq: event.seq, to: lacking, now: now, into: &effects)
             } else {
                 // One chunk, encoded once, right behind the event: nothing to pace or wait for.
@@ -787,6 +847,56 @@ extension SessionCore {
         }
     }
 
+    /// Whether a read reaching the stream's end settles anything (``SessionInput/caughtUp(through:)``):
+    /// this node has requests appended and not yet applied, or joins waiting for the stream.
+    public var waitsForCatchUp: Bool { !awaiting.isEmpty || !joinsWaiting.isEmpty }
+
+    /// Starts again from `table` at `position`: streams end, history is what the snapshot
+    /// carries (`history`: resumes from before it get a fresh welcome), and every member gets a
+    /// fresh welcome. In a new epoch the outcome of this core's waiting requests cannot be
+    /// known: their authors are told they failed (a retry with the same change id is
+    /// acknowledged if one landed after all).
+    private mutating func reload(
+        epoch: String, table: Table, position: String, history: [HistoryEntry], now: UInt64, into effects: inout [SessionEffect]
+    ) {
+        for (key, stream) in streams.sorted(by: { $0.key < $1.key }) {
+            effects.append(.endStream(section: key))
+            if stream.busyArmed { effects.append(.cancelTimer(.busy(section: key, seq: stream.seq))) }
+            if stream.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: key, seq: stream.seq))) }
+        }
+        streams.removeAll()
+        busySections.removeAll()
+        sequencedPending.removeAll()
+        sequencedStart = 0
+        if epoch != self.epoch {
+            for number in awaiting.keys.sorted() {
+                guard let waiting = awaiting.removeValue(forKey: number) else { continue }
+                refuse(waiting.origin, Self.notAppended, id: waiting.id, into: &effects)
+            }
+            uncertain.removeAll()
+        }
+        let from = committed.seq
+        let previous = self.epoch
+        self.epoch = epoch
+        committed = table
+        appliedPosition = position
+        checkpointSeq = table.seq
+        self.history.removeAll()
+        historyStart = 0
+        remember(history, upTo: table.seq)
+        let presence = listedMembers()
+        for connection in connections {
+            guard let member = members[connection.id] else { continue }
+            members[connection.id]?.streams = []
+            members[connection.id]?.held = []
+            welcome(connection, author: member.author, presence: presence, recovered: nil, role: member.role, now: now, into: &effects)
+        }
+        effects.append(
+            .log(
+                .warning, "session_reloaded",
+                { [("from_seq", String(from)), ("seq", String(table.seq)), ("epoch_changed", epoch == previous ? "no" : "yes")] }))
+    }
+
     /// The client id members are known by: node-qualified when several nodes share the session,
     /// or two nodes' `c5` would be one author.
     private func clientID(of connection: Connection) -> String {
@@ -797,13 +907,18 @@ extension SessionCore {
     /// A change becomes a request for the stream; only the order decides what it meets, so
     /// nothing is checked against the table here.
     private mutating func appendRequest(_ change: Pending, node: String, into effects: inout [SessionEffect]) {
+        guard writable else {
+            // Applying it here alone would fork the order: refused, as with a failed append.
+            refuse(change.origin, Self.readOnly, id: change.id, into: &effects)
+            return
+        }
         guard awaiting.count < settings.maxPendingChanges else {
             refuse(
                 change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
             return
         }
         requestsMade += 1
-        awaiting[requestsMade] = (change.origin, change.id)
+        awaiting[requestsMade] = Awaiting(origin: change.origin, id: change.id)
         let origin = RequestOrigin(node: node, number: requestsMade)
         effects.append(.append(SequencedRequest(change: change.change, id: change.id, author: change.author, origin: origin)))
     }
@@ -822,16 +937,35 @@ extension SessionCore {
         effects.append(.log(.warning, "append_failed", { [("reason", error.reason)] }))
     }
 
+    private static var readOnly: ProtocolError {
+        ProtocolError(
+            .storageUnavailable, "the session is read-only while its shared storage cannot be reached; the change was not applied, retry later")
+    }
+
+    private static var notReadBack: ProtocolError {
+        ProtocolError(.storageUnavailable, "the change was stored but could not be read back, so no node applied it; retry later")
+    }
+
     private static var notAppended: ProtocolError {
         ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
     }
 
     /// A read reached the stream's end: requests of unknown outcome not seen by now did not land
     /// (a retry with the same change id is acknowledged with the original seq if one did after all).
-    private mutating func caughtUp(into effects: inout [SessionEffect]) {
+    private mutating func caughtUp(through: String, into effects: inout [SessionEffect]) {
         if !joinsWaiting.isEmpty {
             for index in joinsWaiting.indices { joinsWaiting[index].reads -= 1 }
             admitWaitingJoins(into: &effects)
+        }
+        if sequencedStart == sequencedPending.count {
+            // Everything read is applied: a request appended at or before `through` and still
+            // waiting was dropped by every reader (its entry did not decode).
+            let dropped = awaiting.filter { $0.value.position.map { !StreamPosition.precedes(through, $0) } ?? false }.keys.sorted()
+            for number in dropped {
+                guard let waiting = awaiting.removeValue(forKey: number) else { continue }
+                refuse(waiting.origin, Self.notReadBack, id: waiting.id, into: &effects)
+                effects.append(.log(.warning, "request_dropped", { [("position", waiting.position ?? "")] }))
+            }
         }
         guard !uncertain.isEmpty else { return }
         for number in uncertain.keys.sorted() {
@@ -869,24 +1003,15 @@ extension SessionCore {
             sequencedStart += 1
             applySequenced(next, into: &effects)
         }
-        if sequencedStart == sequencedPending.count {
-            sequencedPending.removeAll(keepingCapacity: true)
-            sequencedStart = 0
-        } else if sequencedStart > 1_024 && sequencedStart * 2 > sequencedPending.count {
-            sequencedPending.removeFirst(sequencedStart)
-            sequencedStart = 0
-        }
+        Self.compact(&sequencedPending, start: &sequencedStart)
         if committed.seq > before { admitWaitingJoins(into: &effects) }
-        if committed.seq > before && committed.seq - checkpointSeq >= UInt64(max(1, settings.checkpointEvents)) {
-            checkpointSeq = committed.seq
-            effects.append(.snapshot(committed, position: appliedPosition, history: recentHistory))
-        }
+        checkpointIfDue(into: &effects)
     }
 
     /// One request in stream order: the same event or refusal on every node; only its origin
     /// node answers the author.
     private mutating func applySequenced(_ request: SequencedRequest, into effects: inout [SessionEffect]) {
-        var waiting: (origin: Origin, id: String?)?
+        var waiting: Awaiting?
         if case .stream(let node, let origin) = sequencing, request.origin.node == origin ?? node {
             waiting = awaiting.removeValue(forKey: request.origin.number)
             uncertain[request.origin.number] = nil
@@ -904,34 +1029,7 @@ extension SessionCore {
             if let waiting { acknowledge(waiting.origin, id: request.id, seq: seq, into: &effects) }
         case .applied(let event):
             if case .member(let connection)? = waiting.flatMap({ present($0.origin) }) { effects.append(.accepted(connection)) }
-            publishSequenced(event, author: waiting?.origin, into: &effects)
-        }
-    }
-
-    /// What ``publish(_:now:into:)`` does after the committed table took the event.
-    private mutating func publishSequenced(_ event: TableEvent, author: Origin?, into effects: inout [SessionEffect]) {
-        let message = OutboundMessage(ServerMessage.event(event))
-        effects.append(.broadcast(message, to: connections))
-        if case .addSection(let added) = event.change, let key = added.key {
-            for connection in connections { members[connection.id]?.held.insert(key) }
-        }
-        for key in event.reloadedSections {
-            for connection in connections { members[connection.id]?.held.remove(key) }
-        }
-        remember(event.seq, message, expanded: event.sectionsNeedingRows)
-        if let author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
-        for key in event.sectionsNeedingRows {
-            guard let section = committed.section(key), !section.collapsed, !section.rows.isEmpty else { continue }
-            let lacking = connections.filter { members[$0.id]?.held.contains(key) == false }
-            guard !lacking.isEmpty else { continue }
-            if !fitsOneChunk(section) {
-                startStream(section, seq: event.seq, to: lacking, now: now, into: &effects)
-            } else {
-                let rows = ServerMessage.rows(
-                    section: key, seq: event.seq, from: 0, total: section.rows.count, rows: section.rows[...], final: true)
-                effects.append(.broadcast(OutboundMessage(rows), to: lacking))
-                for connection in lacking { members[connection.id]?.held.insert(key) }
-            }
+            announce(event, OutboundMessage(ServerMessage.event(event)), author: waiting?.origin, streamed: nil, into: &effects)
         }
     }
 }

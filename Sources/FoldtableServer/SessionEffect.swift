@@ -30,8 +30,17 @@ public enum SessionInput {
     /// The append of this node's request `number` failed; with `mayHaveRun` its entry may still
     /// show up in the stream.
     case appendFailed(number: UInt64, BrokerError)
-    /// The node's reader read to the end of the session's stream.
-    case caughtUp
+    /// This node's request `number` is in the stream at `position` (its entry is applied when read).
+    case appended(number: UInt64, position: String)
+    /// The node's reader read to the end of the session's stream, `through` that position.
+    case caughtUp(through: String)
+    /// The broker can (`true`) or cannot append and deliver: while it cannot, the session is
+    /// read-only and changes are refused with `storage_unavailable`.
+    case brokerAvailable(Bool)
+    /// The stream no longer continues from what this core applied (trimmed past it during an
+    /// outage, or lost by the broker): start again from `table` at `position` in `epoch`, with
+    /// `history` (the snapshot's events before it) for resumes; every member gets a fresh welcome.
+    case reload(epoch: String, table: Table, position: String, history: [HistoryEntry] = [])
     /// A shared session: the members other nodes hold now, every such node (as a
     /// ``PresenceBroker`` delivers them after a heartbeat): merged into welcomes, `presence`
     /// diffs and the member count.

@@ -21,6 +21,14 @@ final class TableSession {
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
     var createdHere = false
+    /// A shared session: the stream position of the last request the broker delivered (where
+    /// following resumes after an outage), and when each of this core's appends was made (for
+    /// the commit latency: append to own apply), by origin number.
+    var deliveredPosition = ""
+    /// Counts the hub's resumes of this shared session: only the answer to the latest counts
+    /// (the broker may flap, and an earlier answer was computed from an older position).
+    var resumes: UInt64 = 0
+    private var appendsMade: [UInt64: ContinuousClock.Instant] = [:]
     /// A shared session: its members joined, left or were renamed since the last heartbeat (the
     /// hub then hands the broker the node's members again; otherwise the beat only refreshes).
     var presenceDirty = false
@@ -46,6 +54,7 @@ final class TableSession {
             let input = inputs[next]
             next += 1
             let effects: [SessionEffect]
+            let seqBefore = core.committed.seq
             switch input {
             case .join, .leave, .rename:
                 presenceDirty = true
@@ -54,10 +63,26 @@ final class TableSession {
                 let start = ContinuousClock.now
                 effects = core.handle(input, now: transport.nowMilliseconds())
                 hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
+            case .sequenced(let requests):
+                if !appendsMade.isEmpty, case .stream(let node, let origin) = core.sequencing {
+                    for request in requests where request.origin.node == origin ?? node {
+                        if let start = appendsMade.removeValue(forKey: request.origin.number) {
+                            hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
+                        }
+                    }
+                }
+                effects = core.handle(input, now: transport.nowMilliseconds())
             default:
                 effects = core.handle(input, now: transport.nowMilliseconds())
             }
+            // A shared session's changes are committed by its own apply of the stream (a
+            // local session's count when the log confirms, below); a reload applies nothing.
+            if case .stream = core.sequencing, core.committed.seq > seqBefore {
+                if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
+            }
             for effect in effects { perform(effect) }
+            // Nothing of this core's waits to be applied: no append time is needed any more.
+            if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
         }
         inputs.removeAll(keepingCapacity: true)
         hub.sessionSettled(self)
@@ -118,8 +143,15 @@ final class TableSession {
         case .append(let request):
             // Only stream-ordered sessions ask, and the hub makes those only with a broker.
             guard let broker = hub.broker else { return }
+            let number = request.origin.number
+            appendsMade[number] = ContinuousClock.now
             broker.append(session: name, request: request) { [self] result in
-                if case .failure(let error) = result { handle(.appendFailed(number: request.origin.number, error)) }
+                switch result {
+                case .success(let position): handle(.appended(number: number, position: position))
+                case .failure(let error):
+                    if !error.mayHaveRun { appendsMade[number] = nil }
+                    handle(.appendFailed(number: number, error))
+                }
             }
         case .snapshot(let table, let position, let history):
             hub.broker?.saveSnapshot(

@@ -16,6 +16,7 @@ enum ClusterSetup {
         let broker = RedisBroker(
             options, limits: config.tableLimits, post: { queue.post($0) },
             report: { event, fields in log(.warning, event, pairs: { fields }) },
+            // One line per transition of the broker (both its connections up, or not), never per attempt.
             stateChanged: { state in
                 switch state {
                 case .connected: log(.info, "redis_connected", ["redis": "\(url)"])
@@ -23,6 +24,26 @@ enum ClusterSetup {
                 }
             })
         return Cluster(node: node, broker: broker)
+    }
+
+    /// The broker's connection state and failures on `/metrics`.
+    static func register(_ cluster: Cluster, metrics: Metrics) {
+        guard let broker = cluster.broker as? RedisBroker else { return }
+        metrics.gauge("foldtable_redis_connected", "1 while both Redis connections are up (else shared sessions are read-only).") {
+            broker.isAvailable ? 1 : 0
+        }
+        metrics.counter("foldtable_redis_reconnects_total", "Times Redis became reachable again after an outage.") {
+            Double(broker.counters.reconnects)
+        }
+        metrics.counter("foldtable_redis_failed_appends_total", "Appends to a session's stream that failed.") {
+            Double(broker.counters.failedAppends)
+        }
+        metrics.counter("foldtable_redis_failed_reads_total", "Reads of the streams, opens and resumes that failed.") {
+            Double(broker.counters.failedReads)
+        }
+        metrics.counter("foldtable_redis_dropped_entries_total", "Stream entries that did not decode (dropped on every node).") {
+            Double(broker.counters.droppedEntries)
+        }
     }
 
     /// The host name up to its first dot, as a node id (letters, digits, `_` and `-`).

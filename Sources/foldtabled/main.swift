@@ -86,6 +86,7 @@ let hub = Hub(
     log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable }, residentBytes: ResidentMemory.bytes,
     cluster: cluster)
 transport.delegate = hub
+if let cluster { ClusterSetup.register(cluster, metrics: hub.metrics) }
 hub.metrics.counter("foldtable_frames_written_total", "WebSocket frames written to clients.") { Double(transport.written.frames) }
 hub.metrics.counter("foldtable_frames_coalesced_total", "Messages that shared a frame with an earlier one (batching's saving).") {
     let written = transport.written

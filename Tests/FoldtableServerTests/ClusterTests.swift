@@ -12,9 +12,16 @@ final class LocalCluster {
 
     /// A hub with a broker of its own over the shared streams, as each node has its own Redis broker.
     @discardableResult
-    func start(_ node: String) -> Harness {
+    func start(_ node: String, configure: (inout ServerConfig) -> Void = { _ in }) -> Harness {
         let broker = LocalBroker(streams: streams, post: { [brokerQueue] work in brokerQueue.post(work) })
-        let harness = Harness(cluster: Cluster(node: node, broker: broker))
+        // Epochs differ per node and per call, as random ones would.
+        var epochs = 0
+        let harness = Harness(
+            cluster: Cluster(node: node, broker: broker), configure: configure,
+            makeEpoch: {
+                epochs += 1
+                return "\(node)\(epochs)"
+            })
         nodes.append(harness)
         settle()
         return harness
@@ -136,5 +143,115 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
         b.join(3, name: "bo")
         cluster.settle()
         #expect(b.transport.messages(3, type: "welcome").first?["seq"] == .integer(2))
+    }
+
+    /// Hubs "a" and "b", each with member 1 (ana on a, bo on b) in the demo session.
+    func twoHubsWithOneMemberEach(configure: (inout ServerConfig) -> Void = { _ in }) -> (LocalCluster, Harness, Harness) {
+        let cluster = LocalCluster()
+        let a = cluster.start("a", configure: configure)
+        let b = cluster.start("b", configure: configure)
+        a.join(1, name: "ana")
+        b.join(1, name: "bo")
+        cluster.settle()
+        return (cluster, a, b)
+    }
+
+    func broker(_ harness: Harness) -> LocalBroker {
+        harness.hub.cluster!.broker as! LocalBroker
+    }
+
+    func readiness(_ harness: Harness, id: UInt64) -> (Int?, JSONValue?) {
+        harness.hub.httpRequest(HTTPRequest(id: id, method: "GET", path: "/readyz", headers: ["Host": "127.0.0.1:8080"]))
+        let response = harness.transport.responses[id]
+        return (response?.status, response.flatMap { try? JSONParser.parse($0.body) })
+    }
+
+    @Test func aHubCutOffFromTheBrokerIsReadOnlyAndCatchesUpInOrderWhenItReturns() throws {
+        let (cluster, a, b) = twoHubsWithOneMemberEach()
+        #expect(readiness(a, id: 1).0 == 200)
+
+        broker(a).setAvailable(false)
+        cluster.settle()
+        let (status, body) = readiness(a, id: 2)
+        #expect(status == 503)
+        #expect(body?["reason"] == .string("shared storage (redis) unavailable: shared sessions are read-only"))
+        a.say(1, #"{"type":"toggle","section":"mac","id":"a1"}"#)
+        a.hub.submitAPIChange(.toggle(section: .key("mac")), id: nil, author: Author(client: "api", name: "cron"), session: "demo") { result in
+            #expect(throws: ProtocolError.self) { try result.get() }
+        }
+        for round in 0..<3 { b.say(1, #"{"type":"toggle","section":"ipad","id":"b\#(round)"}"#) }
+        cluster.settle()
+        let refusal = try #require(a.transport.messages(1, type: "error").first)
+        #expect(refusal["code"] == .string("storage_unavailable") && refusal["id"] == .string("a1"))
+        #expect(a.transport.messages(1, type: "ack").isEmpty)
+        #expect(eventLine(a, 1).isEmpty)
+        #expect(eventLine(b, 1).count == 3)
+        // Members can still read: a find is answered from the committed table.
+        a.say(1, #"{"type":"find","q":"Mac","id":"f1"}"#)
+        #expect(a.transport.messages(1, type: "found").count == 1)
+
+        broker(a).setAvailable(true)
+        cluster.settle()
+        #expect(readiness(a, id: 3).0 == 200)
+        #expect(eventLine(a, 1) == eventLine(b, 1))
+        #expect(a.transport.messages(1, type: "welcome").count == 1)
+        a.say(1, #"{"type":"toggle","section":"mac","id":"a2"}"#)
+        cluster.settle()
+        #expect(a.transport.messages(1, type: "ack").first?["seq"] == .integer(4))
+        #expect(eventLine(a, 1) == eventLine(b, 1))
+        #expect(eventLine(a, 1).map { $0.split(separator: ":")[0] } == ["1", "2", "3", "4"])
+    }
+
+    @Test func aHubWhosePositionWasTrimmedAwayReloadsOnceAndWelcomesItsMembersAgainEvenIfTheBrokerFlaps() throws {
+        let (cluster, a, b) = twoHubsWithOneMemberEach {
+            $0.checkpointEvents = 2
+            $0.historyEvents = 1
+        }
+        let epoch = a.transport.messages(1, type: "welcome").first?["epoch"]
+        broker(a).setAvailable(false)
+        cluster.settle()
+        for round in 0..<6 { b.say(1, #"{"type":"toggle","section":"ipad","id":"b\#(round)"}"#) }
+        cluster.settle()
+        // The broker flaps before the first resume is answered: only the latest answer counts.
+        broker(a).setAvailable(true)
+        broker(a).setAvailable(false)
+        broker(a).setAvailable(true)
+        cluster.settle()
+        let welcomes = a.transport.messages(1, type: "welcome")
+        #expect(welcomes.count == 2)
+        #expect(welcomes.last?["seq"] == .integer(6))
+        #expect(welcomes.last?["epoch"] == epoch)
+        #expect(a.hub.metrics.sessionReloads == 1)
+        // And it follows the stream from there, in step with the other hub.
+        a.say(1, #"{"type":"toggle","section":"mac","id":"a1"}"#)
+        cluster.settle()
+        #expect(a.transport.messages(1, type: "ack").first?["seq"] == .integer(7))
+        #expect(eventLine(a, 1) == ["7:toggle:a.c1"])
+        #expect(eventLine(b, 1).last == "7:toggle:a.c1")
+    }
+
+    @Test func aSessionTheBrokerLostIsMadeAgainFromANodesTableInANewEpochThatEveryNodeTakes() throws {
+        let (cluster, a, b) = twoHubsWithOneMemberEach()
+        a.say(1, #"{"type":"addSection","title":"Kept","id":"a1"}"#)
+        cluster.settle()
+        let before = try #require(a.transport.messages(1, type: "welcome").first?["epoch"])
+        broker(a).setAvailable(false)
+        broker(b).setAvailable(false)
+        cluster.settle()
+        cluster.streams.forget(session: "demo")
+        broker(a).setAvailable(true)
+        cluster.settle()
+        broker(b).setAvailable(true)
+        cluster.settle()
+        let onA = try #require(a.transport.messages(1, type: "welcome").last)
+        let onB = try #require(b.transport.messages(1, type: "welcome").last)
+        #expect(a.transport.messages(1, type: "welcome").count == 2 && b.transport.messages(1, type: "welcome").count == 2)
+        #expect(onA["epoch"] != before)
+        #expect(onA["epoch"] == onB["epoch"])
+        #expect(onA["seq"] == .integer(1) && onB["seq"] == .integer(1))
+        #expect(onA["table"] == onB["table"])
+        b.say(1, #"{"type":"toggle","section":"mac","id":"b1"}"#)
+        cluster.settle()
+        #expect(eventLine(a, 1).last == "2:toggle:b.c1" && eventLine(b, 1).last == "2:toggle:b.c1")
     }
 }

@@ -150,11 +150,11 @@ import Testing
         var a = try core(node: "a", member: ana, name: "ana")
         let request = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)
         var effects = a.handle(.appendFailed(number: request.origin.number, BrokerError("timed out", mayHaveRun: true)), now: 0)
-        effects += a.handle(.caughtUp, now: 0)
+        effects += a.handle(.caughtUp(through: "9-0"), now: 0)
         #expect(refusals(effects).isEmpty)
         effects = a.handle(.sequenced(positioned([request])), now: 0)
         #expect(acks(effects).map { "\($0.1)@\($0.2)" } == ["a1@1"])
-        #expect(refusals(a.handle(.caughtUp, now: 0)).isEmpty)
+        #expect(refusals(a.handle(.caughtUp(through: "9-0"), now: 0)).isEmpty)
     }
 
     @Test func anAppendOfUnknownOutcomeNotReadBackIsRefusedAndItsRetryResolvedByTheChangeId() throws {
@@ -162,9 +162,9 @@ import Testing
         var b = try core(node: "b", member: bo, name: "bo")
         let lost = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)
         var effects = a.handle(.appendFailed(number: lost.origin.number, BrokerError("timed out", mayHaveRun: true)), now: 0)
-        effects += a.handle(.caughtUp, now: 0)
+        effects += a.handle(.caughtUp(through: "9-0"), now: 0)
         #expect(refusals(effects).isEmpty)
-        effects = a.handle(.caughtUp, now: 0)
+        effects = a.handle(.caughtUp(through: "9-0"), now: 0)
         #expect(refusals(effects).map(\.0) == [.storageUnavailable])
         #expect(refusals(effects).map(\.1) == ["a1"])
 
@@ -233,5 +233,95 @@ import Testing
             if case .snapshot(let table, let position, _) = effect { return (table.seq, position) } else { return nil }
         }
         #expect(snapshots.map { "\($0.0)@\($0.1)" } == ["3@3-0"])
+    }
+
+    func welcomes(_ effects: [SessionEffect]) -> [JSONValue] {
+        effects.compactMap { effect -> JSONValue? in
+            guard case .send(let message, _) = effect, let value = try? JSONParser.parse(message.bytes), value["type"] == .string("welcome")
+            else { return nil }
+            return value
+        }
+    }
+
+    @Test func whileTheBrokerIsUnavailableChangesAreRefusedAndNothingIsAppended() throws {
+        var a = try core(node: "a", member: ana, name: "ana")
+        _ = a.handle(.brokerAvailable(false), now: 0)
+        var effects = a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)
+        #expect(appended(effects).isEmpty)
+        #expect(refusals(effects).map(\.0) == [.storageUnavailable])
+        #expect(refusals(effects).map(\.1) == ["a1"])
+        #expect(a.committed.seq == 0 && !a.waitsForCatchUp)
+        // Reads go on from the committed table.
+        effects = a.handle(.find(query: "row", limit: 10, id: "f1", from: ana), now: 0)
+        #expect(effects.contains { if case .send = $0 { return true } else { return false } })
+        // Requests of other nodes read before the outage still apply.
+        var b = try core(node: "b", member: bo, name: "bo")
+        let fromB = positioned(appended(b.handle(.change(.toggle(section: .key("s")), id: "b1", from: bo), now: 0)))
+        #expect(seqs(a.handle(.sequenced(fromB), now: 0)) == [1])
+        _ = a.handle(.brokerAvailable(true), now: 0)
+        effects = a.handle(.change(.toggle(section: .key("t")), id: "a2", from: ana), now: 0)
+        #expect(appended(effects).map(\.id) == ["a2"])
+        #expect(refusals(effects).isEmpty)
+    }
+
+    @Test func aRequestStoredButNeverReadBackIsRefusedOnceAReadPassesItsPosition() throws {
+        var a = try core(node: "a", member: ana, name: "ana")
+        let first = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)
+        let second = try #require(appended(a.handle(.change(.toggle(section: .key("s")), id: "a2", from: ana), now: 0)).first)
+        _ = a.handle(.appended(number: first.origin.number, position: "5-0"), now: 0)
+        _ = a.handle(.appended(number: second.origin.number, position: "7-0"), now: 0)
+        #expect(a.waitsForCatchUp)
+        // A read that ends before either entry settles nothing.
+        #expect(refusals(a.handle(.caughtUp(through: "4-0"), now: 0)).isEmpty)
+        // The first entry did not decode (every reader dropped it); the read reached 6-0.
+        let effects = a.handle(.caughtUp(through: "6-0"), now: 0)
+        #expect(refusals(effects).map(\.0) == [.storageUnavailable])
+        #expect(refusals(effects).map(\.1) == ["a1"])
+        // The second is read back and acknowledged as usual.
+        var entry = second
+        entry.position = "7-0"
+        #expect(acks(a.handle(.sequenced([entry]), now: 0)).map(\.1) == ["a2"])
+        #expect(!a.waitsForCatchUp)
+        #expect(refusals(a.handle(.caughtUp(through: "9-0"), now: 0)).isEmpty)
+    }
+
+    @Test func aReloadInTheSameEpochWelcomesEveryMemberAgainAndKeepsWaitingRequests() throws {
+        var a = try core(node: "a", member: ana, name: "ana")
+        var b = try core(node: "b", member: bo, name: "bo")
+        let mine = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)
+        _ = a.handle(.appendFailed(number: mine.origin.number, BrokerError("connection lost", mayHaveRun: true)), now: 0)
+        // Node b went on meanwhile; its snapshot covers what a never read.
+        var stream: [SequencedRequest] = []
+        for id in ["b1", "b2", "b3"] { stream += appended(b.handle(.change(.toggle(section: .key("s")), id: id, from: bo), now: 0)) }
+        stream = positioned(stream)
+        _ = b.handle(.sequenced(stream), now: 0)
+        let snapshot = b.committed
+        var entry = mine
+        entry.position = "4-0"
+        let onB = b.handle(.sequenced([entry]), now: 0)
+
+        var effects = a.handle(.reload(epoch: "e1", table: snapshot, position: "3-0"), now: 0)
+        let welcome = try #require(welcomes(effects).first)
+        #expect(welcome["seq"] == .integer(3) && welcome["epoch"] == .string("e1"))
+        #expect(a.committed.seq == 3 && a.appliedPosition == "3-0")
+        #expect(refusals(effects).isEmpty)
+        // The request of unknown outcome landed after the snapshot: acknowledged from its apply.
+        effects = a.handle(.sequenced([entry]), now: 0)
+        #expect(acks(effects).map { "\($0.1)@\($0.2)" } == ["a1@4"])
+        #expect(events(effects) == events(onB))
+        // A resume from before the reload no longer reaches back: a fresh welcome.
+        let cy = Connection(id: 2)
+        effects = a.handle(.join(cy, JoinRequest(session: "x", name: "cy", since: 1, epoch: "e1"), role: nil), now: 0)
+        #expect(welcomes(effects).first?["recovered"] == .bool(false))
+    }
+
+    @Test func aReloadInANewEpochRefusesWaitingRequestsAndWelcomesInTheNewEpoch() throws {
+        var a = try core(node: "a", member: ana, name: "ana")
+        let mine = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)
+        _ = a.handle(.appended(number: mine.origin.number, position: "9-0"), now: 0)
+        let effects = a.handle(.reload(epoch: "e2", table: a.committed, position: ""), now: 0)
+        #expect(refusals(effects).map(\.0) == [.storageUnavailable])
+        #expect(welcomes(effects).first?["epoch"] == .string("e2"))
+        #expect(a.epoch == "e2" && !a.waitsForCatchUp)
     }
 }

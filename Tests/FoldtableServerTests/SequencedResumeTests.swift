@@ -175,9 +175,9 @@ import Testing
         var effects = b.handle(.join(bo, JoinRequest(session: "x", name: "ana", since: 100, epoch: "e1"), role: nil), now: 0)
         #expect(sent(effects, to: bo).isEmpty)
         // The first read may have begun before the join.
-        effects = b.handle(.caughtUp, now: 0)
+        effects = b.handle(.caughtUp(through: "9-0"), now: 0)
         #expect(sent(effects, to: bo).isEmpty)
-        effects = b.handle(.caughtUp, now: 0)
+        effects = b.handle(.caughtUp(through: "9-0"), now: 0)
         #expect(sent(effects, to: bo).first.flatMap(type) == "welcome")
         #expect(b.memberCount == 1)
     }
@@ -187,8 +187,8 @@ import Testing
         _ = b.handle(.join(bo, JoinRequest(session: "x", name: "ana", since: 100, epoch: "e1"), role: nil), now: 0)
         _ = b.handle(.leave(bo), now: 0)
         #expect(b.isQuiet)
-        _ = b.handle(.caughtUp, now: 0)
-        let effects = b.handle(.caughtUp, now: 0)
+        _ = b.handle(.caughtUp(through: "9-0"), now: 0)
+        let effects = b.handle(.caughtUp(through: "9-0"), now: 0)
         #expect(sent(effects, to: bo).isEmpty)
         #expect(b.memberCount == 0)
     }

@@ -86,7 +86,10 @@ final class Harness {
     let store: MemoryStore
     var hub: Hub
 
-    init(verifier: TokenVerifier? = nil, cluster: Cluster? = nil, configure: (inout ServerConfig) -> Void = { _ in }) {
+    init(
+        verifier: TokenVerifier? = nil, cluster: Cluster? = nil, configure: (inout ServerConfig) -> Void = { _ in },
+        makeEpoch: @escaping () -> String = { "e1" }
+    ) {
         var config = ServerConfig()
         config.demoLargeRows = 5_000
         // Tests send thousands of changes in no time: far past any rate limit.
@@ -100,7 +103,7 @@ final class Harness {
         hub = Hub(
             config: config, transport: transport, store: store, eventLog: store, storedNames: [], log: Log(level: .error), verifier: verifier,
             // Wall-clock seconds the hub sees (tokens' exp and nbf): fixed.
-            clock: { 1_800_000_000 }, makeEpoch: { "e1" }, cluster: cluster)
+            clock: { 1_800_000_000 }, makeEpoch: makeEpoch, cluster: cluster)
         transport.delegate = hub
         var options = TableOptions()
         options.busyThresholdMs = config.busyThresholdMs
