@@ -26,6 +26,13 @@ public enum ClientMessage: Equatable, Sendable {
     /// Decodes one message. On failure also returns the change id when the message had a
     /// readable one, so the error reply can name the change it refuses.
     public static func decode(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) -> (Result<ClientMessage, ProtocolError>, id: String?) {
+        if let decoded = bytes.withContiguousStorageIfAvailable({ decode(UnsafeRawBufferPointer($0), limits: limits) }) { return decoded }
+        return Array(bytes).withUnsafeBytes { decode($0, limits: limits) }
+    }
+
+    /// Decodes one message where its bytes lie (a received frame): what the server calls, with
+    /// no copy and no generic call across modules.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, limits: Limits = Limits()) -> (Result<ClientMessage, ProtocolError>, id: String?) {
         let value: JSONValue
         do {
             value = try JSONParser.parse(bytes, limits: limits.json)
