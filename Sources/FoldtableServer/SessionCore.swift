@@ -198,6 +198,13 @@ public struct SessionCore {
         // A change makes two (accepted, persist), its commit two or more (broadcast, ack):
         // one allocation instead of growing from one.
         effects.reserveCapacity(4)
+        handle(input, now: now, into: &effects)
+        return effects
+    }
+
+    /// Takes one input; appends what to do, in order, to `effects` (a driver's buffer, reused
+    /// from input to input so that no input allocates an array of effects).
+    public mutating func handle(_ input: SessionInput, now: UInt64, into effects: inout [SessionEffect]) {
         self.now = now
         switch input {
         case .join(let connection, let request, let role): join(connection, request, role: role, now: now, into: &effects)
@@ -221,7 +228,6 @@ public struct SessionCore {
         case .appendFailed(let number, let error): appendFailed(number, error, into: &effects)
         case .caughtUp: caughtUp(into: &effects)
         }
-        return effects
     }
 
     /// Notes that a checkpoint of `committed` at `seq` was asked for by the driver itself (on eviction).

@@ -17,6 +17,9 @@ final class TableSession {
     /// (a stream delivered at once, a store completion), and the core takes one at a time.
     private var inputs: [SessionInput] = []
     private var handling = false
+    /// The effects of the input being performed: one buffer kept for every input (emptied,
+    /// its capacity kept), not an array allocated per input.
+    private var effects: [SessionEffect] = []
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
@@ -39,20 +42,24 @@ final class TableSession {
         handling = true
         defer { handling = false }
         var next = 0
+        // Taken out while performed (performing may feed inputs, never re-enter this loop).
+        var effects: [SessionEffect] = []
+        swap(&effects, &self.effects)
         while next < inputs.count {
             let input = inputs[next]
             next += 1
-            let effects: [SessionEffect]
             switch input {
             case .change, .apiChange:
                 let start = ContinuousClock.now
-                effects = core.handle(input, now: transport.nowMilliseconds())
+                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
                 hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
             default:
-                effects = core.handle(input, now: transport.nowMilliseconds())
+                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
             }
             for effect in effects { perform(effect) }
+            effects.removeAll(keepingCapacity: true)
         }
+        swap(&effects, &self.effects)
         inputs.removeAll(keepingCapacity: true)
         hub.sessionSettled(self)
     }
