@@ -78,21 +78,37 @@ public struct Table: Sendable {
         try apply(change, by: author, changeId: changeId, requestDigest: nil)
     }
 
+    /// ``apply(_:by:changeId:)``, also giving the digest the id window holds for `changeId` (`nil`
+    /// without an id): what a replica following this table takes (``applyCommitted(_:request:requestDigest:verify:)``)
+    /// instead of encoding the request again, with no second lookup of the id.
+    public mutating func applyGivingDigest(_ change: Change, by author: Author, changeId: String?) throws(ProtocolError) -> (
+        ApplyOutcome, digest: UInt64?
+    ) {
+        guard let changeId else { return (try apply(change, by: author, changeId: nil, requestDigest: nil), nil) }
+        let digest = Self.digest(change)
+        return (try apply(change, by: author, changeId: changeId, requestDigest: digest), digest)
+    }
+
     /// `requestDigest`: the digest to remember for `changeId` when `change` is not what the author
-    /// sent (a resolved change replayed from a log); `nil` = the digest of `change`.
-    private mutating func apply(_ change: Change, by author: Author, changeId: String?, requestDigest: UInt64?) throws(ProtocolError)
-        -> ApplyOutcome
+    /// sent (a resolved change replayed from a log); `nil` = the digest of `change`. `trusted`:
+    /// the change is an event this table's own sequencer produced from the same state (the
+    /// committed replica), so its id is known to be new and valid: neither is checked again.
+    private mutating func apply(_ change: Change, by author: Author, changeId: String?, requestDigest: UInt64?, trusted: Bool = false)
+        throws(ProtocolError) -> ApplyOutcome
     {
         var digest: UInt64 = 0
         if let changeId {
             digest = requestDigest ?? Self.digest(change)
-            if let earlier = changesById[changeId] {
-                guard earlier.digest == digest else {
-                    throw ProtocolError(.idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
+            if !trusted {
+                if let earlier = changesById[changeId] {
+                    guard earlier.digest == digest else {
+                        throw ProtocolError(
+                            .idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
+                    }
+                    return .duplicate(seq: earlier.seq)
                 }
-                return .duplicate(seq: earlier.seq)
+                try checkKey(changeId, field: "id")
             }
-            try checkKey(changeId, field: "id")
         }
         let next = seq + 1
         var origin: RowOrigin?
@@ -126,8 +142,9 @@ public struct Table: Sendable {
     ///   - event: the event the head produced, next in sequence.
     ///   - request: the change as its author sent it, when it came with a change id.
     ///   - requestDigest: the id window's digest of the request when the caller has it already
-    ///     (the head computed it: ``rememberedDigest(of:)``); `nil` computes it.
-    ///   - verify: compare the event this replica produces with `event` (a whole-event comparison).
+    ///     (the head computed it: ``applyGivingDigest(_:by:changeId:)``); `nil` computes it.
+    ///   - verify: compare the event this replica produces with `event` (a whole-event comparison),
+    ///     and check its change id as a request's would be (new to the window, well formed).
     ///     Events read back from a store are always verified; the committed replica of a running
     ///     session skips it outside debug builds, since the head produced the event from the
     ///     same state a moment before.
@@ -138,7 +155,7 @@ public struct Table: Sendable {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
         }
         let digest = event.changeId == nil ? nil : requestDigest ?? Self.digest(request ?? event.change)
-        let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest)
+        let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest, trusted: !verify)
         guard case .applied(let produced) = outcome, !verify || produced == event else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
         }

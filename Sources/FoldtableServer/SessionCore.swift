@@ -418,8 +418,10 @@ public struct SessionCore {
     private mutating func apply(_ change: Pending, into effects: inout [SessionEffect]) {
         let origin = present(change.origin)
         let outcome: ApplyOutcome
+        // The digest the head's id window keeps for the change id: the committed replica takes it.
+        let digest: UInt64?
         do {
-            outcome = try head.apply(change.change, by: change.author, changeId: change.id)
+            (outcome, digest) = try head.applyGivingDigest(change.change, by: change.author, changeId: change.id)
         } catch {
             refuse(change.origin, error, id: change.id, into: &effects)
             return
@@ -439,7 +441,6 @@ public struct SessionCore {
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
             let streamed = event.sectionsNeedingRows.filter { key in head.section(key).map { !$0.collapsed && !fitsOneChunk($0) } ?? false }
-            let digest = change.id.flatMap { head.rememberedDigest(of: $0) }
             inFlight.append(InFlight(logged: logged, requestDigest: digest, author: origin, streams: streamed))
             unpersisted.append(logged)
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
