@@ -33,6 +33,14 @@ public enum ClientMessage: Equatable, Sendable {
     /// Decodes one message where its bytes lie (a received frame): what the server calls, with
     /// no copy and no generic call across modules.
     public static func decode(_ bytes: UnsafeRawBufferPointer, limits: Limits = Limits()) -> (Result<ClientMessage, ProtocolError>, id: String?) {
+        let flat = bytes.withMemoryRebound(to: UInt8.self) { FlatRequestDecoder.decode($0, limits: limits) }
+        if let (message, id) = flat { return (.success(message), id) }
+        return decodeThroughTree(bytes, limits: limits)
+    }
+
+    /// Decodes any message by way of its JSON tree: everything ``FlatRequestDecoder`` leaves, and
+    /// every error.
+    static func decodeThroughTree(_ bytes: UnsafeRawBufferPointer, limits: Limits) -> (Result<ClientMessage, ProtocolError>, id: String?) {
         let value: JSONValue
         do {
             value = try JSONParser.parse(bytes, limits: limits.json)
