@@ -1,4 +1,4 @@
-/// A message from a client, decoded strictly by the server (``decode(_:limits:)``) and encoded by
+/// A message from a client, decoded strictly by the server (``decode(_:limits:)-(UnsafeRawBufferPointer,_)``) and encoded by
 /// clients (``encoded()``): both directions of the wire format live here.
 public enum ClientMessage: Equatable, Sendable {
     case join(JoinRequest)
@@ -118,7 +118,7 @@ public enum ClientMessage: Equatable, Sendable {
 }
 
 extension ClientMessage {
-    /// The message as one JSON object, the bytes a client sends: ``decode(_:limits:)`` gives the
+    /// The message as one JSON object, the bytes a client sends: ``decode(_:limits:)-(Collection<UInt8>,_)`` gives the
     /// same message back. Members are written in a fixed order (`type` first, a change's `id`
     /// last), so the same message always encodes to the same bytes.
     public func encoded() -> [UInt8] {
