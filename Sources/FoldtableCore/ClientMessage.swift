@@ -1,4 +1,4 @@
-/// A message from a client, decoded strictly by the server (``decode(_:limits:)``) and encoded by
+/// A message from a client, decoded strictly by the server (``decode(_:limits:)-(UnsafeRawBufferPointer,_)``) and encoded by
 /// clients (``encoded()``): both directions of the wire format live here.
 public enum ClientMessage: Equatable, Sendable {
     case join(JoinRequest)
@@ -26,6 +26,21 @@ public enum ClientMessage: Equatable, Sendable {
     /// Decodes one message. On failure also returns the change id when the message had a
     /// readable one, so the error reply can name the change it refuses.
     public static func decode(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) -> (Result<ClientMessage, ProtocolError>, id: String?) {
+        if let decoded = bytes.withContiguousStorageIfAvailable({ decode(UnsafeRawBufferPointer($0), limits: limits) }) { return decoded }
+        return Array(bytes).withUnsafeBytes { decode($0, limits: limits) }
+    }
+
+    /// Decodes one message where its bytes lie (a received frame): what the server calls, with
+    /// no copy and no generic call across modules.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, limits: Limits = Limits()) -> (Result<ClientMessage, ProtocolError>, id: String?) {
+        let flat = bytes.withMemoryRebound(to: UInt8.self) { FlatRequestDecoder.decode($0, limits: limits) }
+        if let (message, id) = flat { return (.success(message), id) }
+        return decodeThroughTree(bytes, limits: limits)
+    }
+
+    /// Decodes any message by way of its JSON tree: everything ``FlatRequestDecoder`` leaves, and
+    /// every error.
+    static func decodeThroughTree(_ bytes: UnsafeRawBufferPointer, limits: Limits) -> (Result<ClientMessage, ProtocolError>, id: String?) {
         let value: JSONValue
         do {
             value = try JSONParser.parse(bytes, limits: limits.json)
@@ -103,7 +118,7 @@ public enum ClientMessage: Equatable, Sendable {
 }
 
 extension ClientMessage {
-    /// The message as one JSON object, the bytes a client sends: ``decode(_:limits:)`` gives the
+    /// The message as one JSON object, the bytes a client sends: ``decode(_:limits:)-(Collection<UInt8>,_)`` gives the
     /// same message back. Members are written in a fixed order (`type` first, a change's `id`
     /// last), so the same message always encodes to the same bytes.
     public func encoded() -> [UInt8] {

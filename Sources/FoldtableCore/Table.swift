@@ -78,21 +78,37 @@ public struct Table: Sendable {
         try apply(change, by: author, changeId: changeId, requestDigest: nil)
     }
 
+    /// ``apply(_:by:changeId:)``, also giving the digest the id window holds for `changeId` (`nil`
+    /// without an id): what a replica following this table takes (``applyCommitted(_:request:requestDigest:verify:)``)
+    /// instead of encoding the request again, with no second lookup of the id.
+    public mutating func applyGivingDigest(_ change: Change, by author: Author, changeId: String?) throws(ProtocolError) -> (
+        ApplyOutcome, digest: UInt64?
+    ) {
+        guard let changeId else { return (try apply(change, by: author, changeId: nil, requestDigest: nil), nil) }
+        let digest = Self.digest(change)
+        return (try apply(change, by: author, changeId: changeId, requestDigest: digest), digest)
+    }
+
     /// `requestDigest`: the digest to remember for `changeId` when `change` is not what the author
-    /// sent (a resolved change replayed from a log); `nil` = the digest of `change`.
-    private mutating func apply(_ change: Change, by author: Author, changeId: String?, requestDigest: UInt64?) throws(ProtocolError)
-        -> ApplyOutcome
+    /// sent (a resolved change replayed from a log); `nil` = the digest of `change`. `trusted`:
+    /// the change is an event this table's own sequencer produced from the same state (the
+    /// committed replica), so its id is known to be new and valid: neither is checked again.
+    private mutating func apply(_ change: Change, by author: Author, changeId: String?, requestDigest: UInt64?, trusted: Bool = false)
+        throws(ProtocolError) -> ApplyOutcome
     {
         var digest: UInt64 = 0
         if let changeId {
             digest = requestDigest ?? Self.digest(change)
-            if let earlier = changesById[changeId] {
-                guard earlier.digest == digest else {
-                    throw ProtocolError(.idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
+            if !trusted {
+                if let earlier = changesById[changeId] {
+                    guard earlier.digest == digest else {
+                        throw ProtocolError(
+                            .idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
+                    }
+                    return .duplicate(seq: earlier.seq)
                 }
-                return .duplicate(seq: earlier.seq)
+                try Self.checkKey(limits: limits, changeId, field: "id")
             }
-            try checkKey(changeId, field: "id")
         }
         let next = seq + 1
         var origin: RowOrigin?
@@ -126,8 +142,9 @@ public struct Table: Sendable {
     ///   - event: the event the head produced, next in sequence.
     ///   - request: the change as its author sent it, when it came with a change id.
     ///   - requestDigest: the id window's digest of the request when the caller has it already
-    ///     (the head computed it: ``rememberedDigest(of:)``); `nil` computes it.
-    ///   - verify: compare the event this replica produces with `event` (a whole-event comparison).
+    ///     (the head computed it: ``applyGivingDigest(_:by:changeId:)``); `nil` computes it.
+    ///   - verify: compare the event this replica produces with `event` (a whole-event comparison),
+    ///     and check its change id as a request's would be (new to the window, well formed).
     ///     Events read back from a store are always verified; the committed replica of a running
     ///     session skips it outside debug builds, since the head produced the event from the
     ///     same state a moment before.
@@ -138,7 +155,7 @@ public struct Table: Sendable {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
         }
         let digest = event.changeId == nil ? nil : requestDigest ?? Self.digest(request ?? event.change)
-        let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest)
+        let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest, trusted: !verify)
         guard case .applied(let produced) = outcome, !verify || produced == event else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
         }
@@ -241,10 +258,10 @@ public struct Table: Sendable {
             guard sections.count < limits.maxSections else {
                 throw ProtocolError(.limitReached, "the table already has \(limits.maxSections) sections")
             }
-            try checkText(new.title, field: "title")
-            try checkOptionalText(new.detail, field: "detail")
-            try checkOptionalText(new.footer, field: "footer")
-            let key = try newKey(new.key, prefix: "s", seq: next, taken: { sectionPositions[$0] != nil })
+            try Self.checkText(limits: limits, new.title, field: "title")
+            try Self.checkOptionalText(limits: limits, new.detail, field: "detail")
+            try Self.checkOptionalText(limits: limits, new.footer, field: "footer")
+            let key = try Self.newKey(limits: limits, new.key, prefix: "s", seq: next, taken: { sectionPositions[$0] != nil })
             let index = new.index ?? sections.count
             guard index >= 0 && index <= sections.count else {
                 throw ProtocolError(.invalidValue, "index must be between 0 and \(sections.count)", field: "index")
@@ -274,9 +291,9 @@ public struct Table: Sendable {
             guard patch.title != nil || patch.detail != nil || patch.footer != nil else {
                 throw ProtocolError(.invalidValue, "set must change at least one of title, detail, footer", field: "set")
             }
-            if let title = patch.title { try checkText(title, field: "title") }
-            if let detail = patch.detail { try checkOptionalText(detail, field: "detail") }
-            if let footer = patch.footer { try checkOptionalText(footer, field: "footer") }
+            if let title = patch.title { try Self.checkText(limits: limits, title, field: "title") }
+            if let detail = patch.detail { try Self.checkOptionalText(limits: limits, detail, field: "detail") }
+            if let footer = patch.footer { try Self.checkOptionalText(limits: limits, footer, field: "footer") }
             var updated = sections[position]
             if let title = patch.title { updated.title = title }
             if let detail = patch.detail { updated.detail = detail }
@@ -305,10 +322,10 @@ public struct Table: Sendable {
             guard rowSections.count < limits.maxRowsPerTable else {
                 throw ProtocolError(.limitReached, "the table already has \(limits.maxRowsPerTable) rows")
             }
-            try checkText(new.label, field: "label")
-            try checkText(new.value, field: "value", allowEmpty: true)
-            try checkOptionalText(new.detail, field: "detail")
-            let key = try newKey(new.key, prefix: "r", seq: next, taken: { rowSections[$0] != nil })
+            try Self.checkText(limits: limits, new.label, field: "label")
+            try Self.checkText(limits: limits, new.value, field: "value", allowEmpty: true)
+            try Self.checkOptionalText(limits: limits, new.detail, field: "detail")
+            let key = try Self.newKey(limits: limits, new.key, prefix: "r", seq: next, taken: { rowSections[$0] != nil })
             let count = sections[position].rows.count
             let index = new.index ?? count
             guard index >= 0 && index <= count else {
@@ -336,9 +353,9 @@ public struct Table: Sendable {
             guard patch.label != nil || patch.value != nil || patch.detail != nil else {
                 throw ProtocolError(.invalidValue, "set must change at least one of label, value, detail", field: "set")
             }
-            if let label = patch.label { try checkText(label, field: "label") }
-            if let value = patch.value { try checkText(value, field: "value", allowEmpty: true) }
-            if let detail = patch.detail { try checkOptionalText(detail, field: "detail") }
+            if let label = patch.label { try Self.checkText(limits: limits, label, field: "label") }
+            if let value = patch.value { try Self.checkText(limits: limits, value, field: "value", allowEmpty: true) }
+            if let detail = patch.detail { try Self.checkOptionalText(limits: limits, detail, field: "detail") }
             var updated = sections[position].rows[rowIndex]
             if let label = patch.label { updated.label = label }
             if let value = patch.value { updated.value = value }
@@ -391,11 +408,11 @@ public struct Table: Sendable {
                 let new = imported.rows[index]
                 let key: String
                 do throws(ProtocolError) {
-                    try checkText(new.label, field: "label")
-                    try checkText(new.value, field: "value", allowEmpty: true)
-                    try checkOptionalText(new.detail, field: "detail")
+                    try Self.checkText(limits: limits, new.label, field: "label")
+                    try Self.checkText(limits: limits, new.value, field: "value", allowEmpty: true)
+                    try Self.checkOptionalText(limits: limits, new.detail, field: "detail")
                     // Allocated keys name the import's seq and the row's place in it: `r<seq>.<n>`.
-                    key = try newKey(new.key, prefix: "r", seq: next, suffix: ".\(index + 1)", taken: taken)
+                    key = try Self.newKey(limits: limits, new.key, prefix: "r", seq: next, suffix: ".\(index + 1)", taken: taken)
                 } catch {
                     throw ProtocolError(error.code, "rows.\(index).\(error.message)", field: error.field.map { "rows.\(index).\($0)" })
                 }
@@ -421,8 +438,8 @@ public struct Table: Sendable {
             guard !patch.isEmpty else {
                 throw ProtocolError(.invalidValue, "options must change at least one option", field: "options")
             }
-            if let indicator = patch.collapsedIndicator { try checkIndicator(indicator, field: "collapsedIndicator") }
-            if let indicator = patch.expandedIndicator { try checkIndicator(indicator, field: "expandedIndicator") }
+            if let indicator = patch.collapsedIndicator { try Self.checkIndicator(limits: limits, indicator, field: "collapsedIndicator") }
+            if let indicator = patch.expandedIndicator { try Self.checkIndicator(limits: limits, indicator, field: "expandedIndicator") }
             if let threshold = patch.busyThresholdMs, threshold < 0 || threshold > limits.maxBusyThresholdMs {
                 throw ProtocolError(.invalidValue, "busyThresholdMs must be between 0 and \(limits.maxBusyThresholdMs)", field: "busyThresholdMs")
             }
@@ -505,11 +522,11 @@ public struct Table: Sendable {
 
     /// The key a new section or row gets: the client's (validated, unused), or `<prefix><seq>`,
     /// suffixed `-1`, `-2`, ... in the rare case a client already took that name.
-    private func newKey(
-        _ requested: String?, prefix: String, seq next: UInt64, suffix fixed: String = "", taken: (String) -> Bool
+    private static func newKey(
+        limits: TableLimits, _ requested: String?, prefix: String, seq next: UInt64, suffix fixed: String = "", taken: (String) -> Bool
     ) throws(ProtocolError) -> String {
         if let requested {
-            try checkKey(requested, field: "key")
+            try Self.checkKey(limits: limits, requested, field: "key")
             guard !taken(requested) else {
                 throw ProtocolError(.duplicateKey, "the key \"\(requested)\" is already used", field: "key")
             }
@@ -542,7 +559,9 @@ public struct Table: Sendable {
         row.label.utf8.count + row.value.utf8.count + (row.detail?.utf8.count ?? 0)
     }
 
-    private func checkKey(_ key: String, field: String) throws(ProtocolError) {
+    // The checks are static, given the limits: called on `self` from a mutating method, they
+    // made the compiler copy the whole table (a retain of every stored property) first.
+    private static func checkKey(limits: TableLimits, _ key: String, field: String) throws(ProtocolError) {
         guard !key.isEmpty, key.utf8.count <= limits.maxKeyBytes else {
             throw ProtocolError(.invalidValue, "\(field) must be 1 to \(limits.maxKeyBytes) bytes", field: field)
         }
@@ -557,7 +576,7 @@ public struct Table: Sendable {
         }
     }
 
-    private func checkText(_ text: String, field: String, allowEmpty: Bool = false) throws(ProtocolError) {
+    private static func checkText(limits: TableLimits, _ text: String, field: String, allowEmpty: Bool = false) throws(ProtocolError) {
         if !allowEmpty && text.isEmpty {
             throw ProtocolError(.invalidValue, "\(field) must not be empty", field: field)
         }
@@ -566,11 +585,11 @@ public struct Table: Sendable {
         }
     }
 
-    private func checkOptionalText(_ text: String?, field: String) throws(ProtocolError) {
-        if let text { try checkText(text, field: field, allowEmpty: true) }
+    private static func checkOptionalText(limits: TableLimits, _ text: String?, field: String) throws(ProtocolError) {
+        if let text { try Self.checkText(limits: limits, text, field: field, allowEmpty: true) }
     }
 
-    private func checkIndicator(_ text: String, field: String) throws(ProtocolError) {
+    private static func checkIndicator(limits: TableLimits, _ text: String, field: String) throws(ProtocolError) {
         guard !text.isEmpty, text.utf8.count <= limits.maxIndicatorBytes else {
             throw ProtocolError(.invalidValue, "\(field) must be 1 to \(limits.maxIndicatorBytes) bytes", field: field)
         }

@@ -269,8 +269,12 @@ public final class Hub: TransportDelegate {
 
     /// Called after a session handled its inputs: a session left quiet starts its idle clock.
     func sessionSettled(_ session: TableSession) {
+        let quiet = session.core.isQuiet
+        // Nothing to arm or cancel (a busy session without a timer: every change): no lookup
+        // of the session by name.
+        guard quiet != (session.evictionTimer != nil) else { return }
         guard sessions[session.name] === session else { return }
-        if session.core.isQuiet {
+        if quiet {
             if session.evictionTimer == nil {
                 session.evictionTimer = armTimer(.evict(name: session.name), milliseconds: UInt64(config.idleEvictSecs) * 1_000)
             }

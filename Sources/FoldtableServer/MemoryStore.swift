@@ -61,23 +61,27 @@ public final class MemoryStore: SessionStore, EventLog {
 
     public func append(session name: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
         if let failWrites { return later(completion, .failure(failWrites)) }
-        guard let first = events.first, let (last, checkpointSeq) = sessions[name].map({ (lastSeq($0), $0.checkpoint.seq) }) else {
-            return later(completion, .failure(.conflict("no session \(name)")))
-        }
-        guard first.event.seq == last + 1 else {
-            return later(completion, .failure(.conflict("event \(first.event.seq) does not follow \(last)")))
-        }
-        // Mutated in place through the dictionary's subscript, never copied out and back (a copy
-        // would make every append copy the whole log).
+        guard let index = sessions.index(forKey: name) else { return later(completion, .failure(.conflict("no session \(name)"))) }
+        // Worked on in place through the dictionary's values, never copied out and back: a copy
+        // of a stored session retains its whole checkpoint table, and copying the log back would
+        // copy every event.
+        later(completion, Self.append(events, to: &sessions.values[index], keepEvents: keepEvents))
+    }
+
+    private static func append(_ events: [LoggedEvent], to stored: inout StoredSession, keepEvents: Int) -> Result<UInt64, StoreError> {
+        let last = stored.events.last?.event.seq ?? stored.checkpoint.seq
+        guard let first = events.first else { return .failure(.conflict("nothing to append to \(stored.name)")) }
+        guard first.event.seq == last + 1 else { return .failure(.conflict("event \(first.event.seq) does not follow \(last)")) }
         // Without the encoded bytes the caller may carry: a cache, not worth its memory here.
-        sessions[name]?.events.append(contentsOf: events.lazy.map { LoggedEvent(event: $0.event, request: $0.request) })
+        for logged in events { stored.events.append(LoggedEvent(event: logged.event, request: logged.request)) }
         // Bounded like the SQLite log: what the checkpoint covers beyond the resume window goes,
         // in steps of keepEvents so the front of the array moves rarely.
+        let checkpointSeq = stored.checkpoint.seq
         let keepFrom = checkpointSeq > UInt64(keepEvents) ? checkpointSeq - UInt64(keepEvents) : 0
-        if let oldest = sessions[name]?.events.first?.event.seq, oldest <= keepFrom, keepFrom - oldest >= UInt64(keepEvents) {
-            sessions[name]?.events.removeFirst(Int(keepFrom - oldest + 1))
+        if let oldest = stored.events.first?.event.seq, oldest <= keepFrom, keepFrom - oldest >= UInt64(keepEvents) {
+            stored.events.removeFirst(Int(keepFrom - oldest + 1))
         }
-        later(completion, .success(events[events.count - 1].event.seq))
+        return .success(events[events.count - 1].event.seq)
     }
 
     public func read(session name: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void) {

@@ -260,6 +260,13 @@ public struct SessionCore {
         // A change makes two (accepted, persist), its commit two or more (broadcast, ack):
         // one allocation instead of growing from one.
         effects.reserveCapacity(4)
+        handle(input, now: now, into: &effects)
+        return effects
+    }
+
+    /// Takes one input; appends what to do, in order, to `effects` (a driver's buffer, reused
+    /// from input to input so that no input allocates an array of effects).
+    public mutating func handle(_ input: SessionInput, now: UInt64, into effects: inout [SessionEffect]) {
         self.now = now
         switch input {
         case .join(let connection, let request, let role):
@@ -295,7 +302,6 @@ public struct SessionCore {
             reload(epoch: epoch, table: table, position: position, history: history, now: now, into: &effects)
         case .remotePresence(let nodes): remotePresence(nodes, into: &effects)
         }
-        return effects
     }
 
     /// Notes that a checkpoint of `committed` at `seq` was asked for by the driver itself (on eviction).
@@ -497,8 +503,10 @@ public struct SessionCore {
     private mutating func apply(_ change: Pending, into effects: inout [SessionEffect]) {
         let origin = present(change.origin)
         let outcome: ApplyOutcome
+        // The digest the head's id window keeps for the change id: the committed replica takes it.
+        let digest: UInt64?
         do {
-            outcome = try head.apply(change.change, by: change.author, changeId: change.id)
+            (outcome, digest) = try head.applyGivingDigest(change.change, by: change.author, changeId: change.id)
         } catch {
             refuse(change.origin, error, id: change.id, into: &effects)
             return
@@ -518,7 +526,6 @@ public struct SessionCore {
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
             let streamed = event.sectionsNeedingRows.filter { key in head.section(key).map { !$0.collapsed && !fitsOneChunk($0) } ?? false }
-            let digest = change.id.flatMap { head.rememberedDigest(of: $0) }
             inFlight.append(InFlight(logged: logged, requestDigest: digest, author: origin, streams: streamed))
             unpersisted.append(logged)
             for key in streamed { expandingInFlight[key, default: 0] += 1 }

@@ -17,6 +17,9 @@ final class TableSession {
     /// (a stream delivered at once, a store completion), and the core takes one at a time.
     private var inputs: [SessionInput] = []
     private var handling = false
+    /// The effects of the input being performed: one buffer kept for every input (emptied,
+    /// its capacity kept), not an array allocated per input.
+    private var effects: [SessionEffect] = []
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
@@ -50,18 +53,20 @@ final class TableSession {
         handling = true
         defer { handling = false }
         var next = 0
+        // Taken out while performed (performing may feed inputs, never re-enter this loop).
+        var effects: [SessionEffect] = []
+        swap(&effects, &self.effects)
         while next < inputs.count {
             let input = inputs[next]
             next += 1
-            let effects: [SessionEffect]
             let seqBefore = core.committed.seq
             switch input {
             case .join, .leave, .rename:
                 presenceDirty = true
-                effects = core.handle(input, now: transport.nowMilliseconds())
+                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
             case .change, .apiChange:
                 let start = ContinuousClock.now
-                effects = core.handle(input, now: transport.nowMilliseconds())
+                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
                 hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
             case .sequenced(let requests):
                 if !appendsMade.isEmpty, case .stream(let node, let origin) = core.sequencing {
@@ -71,9 +76,9 @@ final class TableSession {
                         }
                     }
                 }
-                effects = core.handle(input, now: transport.nowMilliseconds())
+                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
             default:
-                effects = core.handle(input, now: transport.nowMilliseconds())
+                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
             }
             // A shared session's changes are committed by its own apply of the stream (a
             // local session's count when the log confirms, below); a reload applies nothing.
@@ -81,9 +86,11 @@ final class TableSession {
                 if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
             }
             for effect in effects { perform(effect) }
+            effects.removeAll(keepingCapacity: true)
             // Nothing of this core's waits to be applied: no append time is needed any more.
             if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
         }
+        swap(&effects, &self.effects)
         inputs.removeAll(keepingCapacity: true)
         hub.sessionSettled(self)
     }

@@ -89,6 +89,42 @@ func randomChange(_ table: Table, _ rng: inout SplitMix) -> Change {
         #expect(applied > 20_000)
     }
 
+    /// What a running session does: the head applies requests (some retried or reusing an id),
+    /// and the committed replica takes each event unverified with the digest the head gave, its
+    /// change id not checked again. It must end with the head's table and the head's id window.
+    @Test func aCommittedReplicaTakingTheHeadsDigestsUnverifiedEndsAsTheHead() throws {
+        var applied = 0
+        var retried = 0
+        for seed in UInt64(1)...300 {
+            var rng = SplitMix(state: seed)
+            var head = try sampleTable()
+            var committed = try sampleTable()
+            for step in 0..<60 {
+                let change = randomChange(head, &rng)
+                let id: String? = Int.random(in: 0..<2, using: &rng) == 0 ? "id-\(Int.random(in: 0..<12, using: &rng))" : nil
+                guard let (outcome, digest) = try? head.applyGivingDigest(change, by: Author(client: "c\(step % 3)", name: "n"), changeId: id)
+                else { continue }
+                #expect((digest != nil) == (id != nil))
+                if let id, let digest { #expect(head.rememberedDigest(of: id) == digest) }
+                guard case .applied(let event) = outcome else {
+                    retried += 1
+                    continue
+                }
+                applied += 1
+                try committed.applyCommitted(event, request: id == nil ? nil : change, requestDigest: digest, verify: false)
+            }
+            var a = JSONWriter()
+            var b = JSONWriter()
+            TableSnapshot(head, rows: .all).encode(into: &a)
+            TableSnapshot(committed, rows: .all).encode(into: &b)
+            #expect(a.bytes == b.bytes, "seed \(seed)")
+            #expect(committed.seq == head.seq)
+            #expect(committed.rememberedChanges == head.rememberedChanges, "seed \(seed)")
+        }
+        #expect(applied > 5_000)
+        #expect(retried > 20)
+    }
+
     @Test func theSameChangesGiveTheSameEventsEverywhere() throws {
         var rng1 = SplitMix(state: 99)
         var rng2 = SplitMix(state: 99)
