@@ -546,7 +546,7 @@ def test_readyz_is_503_while_the_disk_refuses_writes_and_200_once_it_takes_them_
         refused = await _fill(writer, "f", "r")
         assert refused["code"] == "storage_unavailable"
         status, headers, body = http_get(server.port, "/readyz")
-        assert (status, json.loads(body)) == (503, {"status": "not_ready"})
+        assert (status, json.loads(body)) == (503, {"status": "not_ready", "reason": "storage unavailable"})
         assert headers["content-type"] == "application/json"
         assert http_get(server.port, "/healthz")[0] == 200
 
