@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import socket
-import ssl
 import subprocess
 import time
 import urllib.request
@@ -19,7 +18,7 @@ import yaml
 from websockets.asyncio.client import connect
 
 from foldtabled import BIN, REPO, Client, LoggedServer
-from test_deploy import make_certificate
+from test_deploy import make_certificate, nginx_for_tests, start_nginx
 
 DEPLOY = os.path.join(REPO, "deploy")
 REDIS = shutil.which("redis-server")
@@ -166,49 +165,9 @@ def cluster(tmp_path_factory):
                 "--redis", f"redis://127.0.0.1:{redis_port}/0", "--node-id", node, "--data-dir", str(tmp / f"data-{node}"),
                 "--public-url", f"https://127.0.0.1:{tls_port}", "--trusted-proxies", "127.0.0.2", "--log-level", "info",
                 stderr_path=tmp / f"node-{node}.log")
-        conf = open(os.path.join(DEPLOY, "nginx-cluster.conf")).read()
-        conf = (conf.replace("tables.example.com", "127.0.0.1")
-                .replace("/etc/ssl/foldtable/fullchain.pem", str(cert))
-                .replace("/etc/ssl/foldtable/privkey.pem", str(key))
-                .replace("127.0.0.1:8081", f"127.0.0.1:{nodes['a'].port}")
-                .replace("127.0.0.1:8082", f"127.0.0.1:{nodes['b'].port}")
-                .replace("listen 443 ssl;", f"listen 127.0.0.1:{tls_port} ssl;")
-                .replace("listen [::]:443 ssl;", "")
-                .replace("listen 80;", f"listen 127.0.0.1:{free_port()};")
-                .replace("listen [::]:80;", "")
-                .replace("proxy_pass http://foldtabled;", "proxy_pass http://foldtabled;\n        proxy_bind 127.0.0.2;"))
-        (tmp / "foldtable.conf").write_text(conf)
-        for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (tmp / d).mkdir()
-            os.chmod(tmp / d, 0o777)
-        (tmp / "nginx.conf").write_text(f"""
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log;
-worker_processes 1;
-events {{ worker_connections 256; }}
-http {{
-    access_log {tmp}/access.log;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    include {tmp}/foldtable.conf;
-}}
-""")
-        test = subprocess.run([NGINX, "-t", "-c", str(tmp / "nginx.conf")], capture_output=True, text=True)
-        assert test.returncode == 0, test.stderr
-        nginx = subprocess.Popen([NGINX, "-c", str(tmp / "nginx.conf"), "-g", "daemon off;"], stderr=subprocess.PIPE, text=True)
-        context = ssl.create_default_context(cafile=str(cert))
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                urllib.request.urlopen(f"https://127.0.0.1:{tls_port}/healthz", context=context, timeout=2)
-                break
-            except (OSError, ssl.SSLError):
-                assert time.monotonic() < deadline, "nginx did not come up"
-                assert nginx.poll() is None, nginx.stderr.read()
-                time.sleep(0.1)
+        main_conf = nginx_for_tests(tmp, "nginx-cluster.conf", {"127.0.0.1:8081": nodes["a"].port, "127.0.0.1:8082": nodes["b"].port},
+                                    cert, key, tls_port)
+        nginx, context = start_nginx(main_conf, cert, tls_port, probe="/healthz")
         yield {"url": f"https://127.0.0.1:{tls_port}", "ws": f"wss://127.0.0.1:{tls_port}/ws", "context": context,
                "nodes": nodes, "nginx_log": tmp / "error.log"}
     finally:

@@ -3,7 +3,6 @@ front of the installed foldtabled (TLS, the WebSocket upgrade, the real client a
 Dockerfile's runtime packages against what the binary links, and a backup taken while clients
 write. No Docker engine runs here, so the image itself is not built; everything else is."""
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -16,9 +15,10 @@ import urllib.request
 import pytest
 from websockets.asyncio.client import connect
 
-from foldtabled import REPO, Client, Server, http_get
+from foldtabled import REPO, Client, Server
 
 DEPLOY = os.path.join(REPO, "deploy")
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 
 def run(coro):
@@ -87,6 +87,64 @@ def make_certificate(directory):
     return cert, key
 
 
+def nginx_for_tests(directory, conf_name, upstreams, cert, key, tls_port):
+    """deploy/<conf_name> templated as README says (host name, certificate, upstreams: the
+    conf's own upstream addresses mapped to loopback ports), plus one test-only line: nginx
+    connects to foldtabled from 127.0.0.2, so the proxy's address differs from the client's
+    (both would otherwise be 127.0.0.1) and the log can show which one the server believed.
+    Writes the conf and an nginx.conf around it under `directory`, checks it with `nginx -t`
+    and returns the path of the nginx.conf to start."""
+    conf = open(os.path.join(DEPLOY, conf_name)).read()
+    for address, port in upstreams.items():
+        conf = conf.replace(address, f"127.0.0.1:{port}")
+    conf = (conf.replace("tables.example.com", "127.0.0.1")
+            .replace("/etc/ssl/foldtable/fullchain.pem", str(cert))
+            .replace("/etc/ssl/foldtable/privkey.pem", str(key))
+            .replace("listen 443 ssl;", f"listen 127.0.0.1:{tls_port} ssl;")
+            .replace("listen [::]:443 ssl;", "")
+            .replace("listen 80;", f"listen 127.0.0.1:{free_port()};")
+            .replace("listen [::]:80;", "")
+            .replace("proxy_pass http://foldtabled;", "proxy_pass http://foldtabled;\n        proxy_bind 127.0.0.2;"))
+    (directory / "foldtable.conf").write_text(conf)
+    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (directory / d).mkdir()
+        os.chmod(directory / d, 0o777)
+    (directory / "nginx.conf").write_text(f"""
+pid {directory}/nginx.pid;
+error_log {directory}/error.log;
+worker_processes 1;
+events {{ worker_connections 256; }}
+http {{
+    access_log {directory}/access.log;
+    client_body_temp_path {directory}/body;
+    proxy_temp_path {directory}/proxy;
+    fastcgi_temp_path {directory}/fastcgi;
+    uwsgi_temp_path {directory}/uwsgi;
+    scgi_temp_path {directory}/scgi;
+    include {directory}/foldtable.conf;
+}}
+""")
+    test = subprocess.run([NGINX, "-t", "-c", str(directory / "nginx.conf")], capture_output=True, text=True)
+    assert test.returncode == 0, test.stderr
+    return directory / "nginx.conf"
+
+
+def start_nginx(main_conf, cert, tls_port, probe="/"):
+    """Debian's nginx on `main_conf`, once it answers `probe` over TLS: (process, TLS context)."""
+    nginx = subprocess.Popen([NGINX, "-c", str(main_conf), "-g", "daemon off;"], stderr=subprocess.PIPE, text=True)
+    context = ssl.create_default_context(cafile=str(cert))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            urllib.request.urlopen(f"https://127.0.0.1:{tls_port}{probe}", context=context, timeout=2)
+            return nginx, context
+        except (OSError, ssl.SSLError):
+            if time.monotonic() >= deadline or nginx.poll() is not None:
+                nginx.terminate()
+                raise AssertionError("nginx did not come up: " + (nginx.stderr.read() if nginx.poll() is not None else ""))
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def behind_nginx(prefix, tmp_path):
     """The installed foldtabled behind Debian's nginx running deploy/nginx.conf, templated as
@@ -95,37 +153,7 @@ def behind_nginx(prefix, tmp_path):
     otherwise be 127.0.0.1) and the log can show which one the server believed."""
     cert, key = make_certificate(tmp_path)
     app_port, tls_port = free_port(), free_port()
-    conf = open(os.path.join(DEPLOY, "nginx.conf")).read()
-    conf = (conf.replace("tables.example.com", "127.0.0.1")
-            .replace("/etc/ssl/foldtable/fullchain.pem", str(cert))
-            .replace("/etc/ssl/foldtable/privkey.pem", str(key))
-            .replace("127.0.0.1:8080", f"127.0.0.1:{app_port}")
-            .replace("listen 443 ssl;", f"listen 127.0.0.1:{tls_port} ssl;")
-            .replace("listen [::]:443 ssl;", "")
-            .replace("listen 80;", f"listen 127.0.0.1:{free_port()};")
-            .replace("listen [::]:80;", "")
-            .replace("proxy_pass http://foldtabled;", "proxy_pass http://foldtabled;\n        proxy_bind 127.0.0.2;"))
-    (tmp_path / "foldtable.conf").write_text(conf)
-    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        (tmp_path / d).mkdir()
-        os.chmod(tmp_path / d, 0o777)
-    (tmp_path / "nginx.conf").write_text(f"""
-pid {tmp_path}/nginx.pid;
-error_log {tmp_path}/error.log;
-worker_processes 1;
-events {{ worker_connections 256; }}
-http {{
-    access_log {tmp_path}/access.log;
-    client_body_temp_path {tmp_path}/body;
-    proxy_temp_path {tmp_path}/proxy;
-    fastcgi_temp_path {tmp_path}/fastcgi;
-    uwsgi_temp_path {tmp_path}/uwsgi;
-    scgi_temp_path {tmp_path}/scgi;
-    include {tmp_path}/foldtable.conf;
-}}
-""")
-    test = subprocess.run(["nginx", "-t", "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True)
-    assert test.returncode == 0, test.stderr
+    main_conf = nginx_for_tests(tmp_path, "nginx.conf", {"127.0.0.1:8080": app_port}, cert, key, tls_port)
     log = open(tmp_path / "foldtabled.log", "w")
     server = subprocess.Popen(
         [str(prefix / "bin/foldtabled"), "--port", str(app_port), "--web-root", str(prefix / "share/foldtable/web"),
@@ -135,17 +163,7 @@ http {{
     nginx = None
     try:
         assert server.stdout.readline().startswith("listening on")
-        nginx = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"], stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 10
-        context = ssl.create_default_context(cafile=str(cert))
-        while True:
-            try:
-                urllib.request.urlopen(f"https://127.0.0.1:{tls_port}/", context=context, timeout=2)
-                break
-            except (OSError, ssl.SSLError):
-                assert time.monotonic() < deadline, "nginx did not come up"
-                assert nginx.poll() is None, nginx.stderr.read()
-                time.sleep(0.1)
+        nginx, context = start_nginx(main_conf, cert, tls_port)
         yield {"url": f"https://127.0.0.1:{tls_port}", "ws": f"wss://127.0.0.1:{tls_port}/ws", "context": context,
                "log": tmp_path / "foldtabled.log"}
     finally:
