@@ -45,7 +45,12 @@ struct StreamGaps {
         // thread does not run: the open's answer waits in its queue) while b writes past the
         // window and its snapshots trim the stream behind a's position.
         a.join(1, name: "ana")
-        for _ in 0..<2_000 where a.serviceQueue.isEmpty { usleep(5_000) }
+        var waited = 0
+        while a.serviceQueue.isEmpty && waited < 2_000 {
+            usleep(5_000)
+            waited += 1
+        }
+        try #require(!a.serviceQueue.isEmpty, "the open's answer did not come back in 10 s")
         for n in 0..<20 { b.say(1, #"{"type":"toggle","section":"b","id":"late\#(n)"}"#) }
         settle([b]) { b.events(1).count == 23 }
         let redis = RedisClient(RedisClient.Options(url: server.url))
