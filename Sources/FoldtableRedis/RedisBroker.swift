@@ -6,8 +6,19 @@ import Synchronization
 /// The `Broker` port on Redis: one stream of requests per session
 /// (`foldtable:{name}:stream`) and one snapshot hash beside it (`foldtable:{name}:snapshot`:
 /// the covered stream ID, the epoch, the table as `TableCheckpoint` writes it, and the events
-/// before it members may resume from, as `HistoryCoding` writes them). The braces
-/// keep a session's keys in one hash slot, so its scripts run in one place.
+/// before it members may resume from, as `HistoryCoding` writes them, and the number of the
+/// covered entry) and a counter (`foldtable:{name}:count`) that numbers the entries: each entry
+/// holds its request (`req`) and its number (`n`, one more than the entry before), given by the
+/// append's script. The braces keep a session's keys in one hash slot, so its scripts run in
+/// one place.
+///
+/// Why numbers: `XREAD` from an ID that was trimmed away starts at the oldest entry left,
+/// without a word. A node that fell behind while connected (stopped, or reading slower than
+/// the others write) by more than the entries a snapshot keeps would skip entries. With
+/// numbers the reader sees it in what it reads anyway (no extra command per read): an entry
+/// whose number is not the last one's plus one ends the follow, and the hub resumes, which
+/// reloads the session from the snapshot. Entries without a number (written before numbers)
+/// are not checked.
 ///
 /// Two ``RedisClient``s, each with a thread of its own: one for commands (appends, opens,
 /// snapshots), one for the reader, whose `XREAD BLOCK` holds its connection. Nothing here
@@ -82,10 +93,13 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         let token: UInt64
         let deliver: ([SequencedRequest]) -> Void
         let caughtUp: (String) -> Void
+        let fellBehind: () -> Void
     }
 
     private struct ReadState: Sendable {
-        var streams: [String: (after: StreamID, token: UInt64)] = [:]
+        /// `number`: that of the entry at `after`, which the next entry read must continue
+        /// (`nil`: not checked until a numbered entry is read).
+        var streams: [String: (after: StreamID, token: UInt64, number: UInt64?)] = [:]
         var running = false
         var closed = false
     }
@@ -172,14 +186,40 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     static func streamKey(_ session: String) -> String { "foldtable:{\(session)}:stream" }
     static func snapshotKey(_ session: String) -> String { "foldtable:{\(session)}:snapshot" }
+    static func countKey(_ session: String) -> String { "foldtable:{\(session)}:count" }
 
     // MARK: - Appending
 
+    /// Numbers the entry and appends it (`KEYS[1]` the counter, `KEYS[2]` the stream). A
+    /// counter that starts again at 1 while the stream holds numbered entries (its key alone was
+    /// lost) goes on from the stream's last number instead, so numbers never go back.
+    private static let appendScript = RedisScript(
+        """
+        local n = redis.call('INCR', KEYS[1])
+        if n == 1 then
+          local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+          if last then
+            for i = 1, #last[2], 2 do
+              if last[2][i] == 'n' then
+                n = tonumber(last[2][i + 1]) + 1
+                redis.call('SET', KEYS[1], n)
+              end
+            end
+          end
+        end
+        return redis.call('XADD', KEYS[2], '*', 'n', n, 'req', ARGV[1])
+        """)
+
     public func append(session: String, request: SequencedRequest, completion: @escaping (Result<String, BrokerError>) -> Void) {
         let carried = ServiceThreadOnly(completion)
-        commands.xadd(Self.streamKey(session), fields: [StreamField("req", RequestCoding.encode(request))]) { [weak self] result in
+        commands.evaluate(Self.appendScript, keys: [Self.countKey(session), Self.streamKey(session)], arguments: [RequestCoding.encode(request)]) {
+            [weak self] result in
             if case .failure = result { self?.counts.withLock { $0.failedAppends += 1 } }
-            carried.value(result.map(\.description).mapError { BrokerError($0.description, mayHaveRun: $0.mayHaveRun) })
+            carried.value(
+                result.mapError { BrokerError($0.description, mayHaveRun: $0.mayHaveRun) }.flatMap { reply in
+                    guard let id = reply.string.flatMap(StreamID.init) else { return .failure(BrokerError("the append did not answer a stream ID")) }
+                    return .success(id.description)
+                })
         }
     }
 
@@ -187,18 +227,35 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     /// Creates the snapshot when asked and none exists, then returns it with every entry after
     /// the ID it covers, in one script: nothing can be trimmed between the two reads.
+    /// A snapshot made here covers no entry: its number is the one before the stream's first
+    /// entry (all of them come after it), or the counter's when the stream is empty.
     private static let openScript = RedisScript(
         """
         local created = 0
         if redis.call('EXISTS', KEYS[1]) == 0 then
           if ARGV[1] == '' then return false end
           redis.call('HSET', KEYS[1], 'ms', '0', 'sq', '0', 'epoch', ARGV[1], 'table', ARGV[2])
+        \(numberBeforeStream)
           created = 1
         end
-        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table', 'history')
+        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table', 'history', 'n')
         local entries = redis.call('XRANGE', KEYS[2], '(' .. s[1] .. '-' .. s[2], '+')
-        return {s[1], s[2], s[3], s[4], entries, created, s[5] or ''}
+        return {s[1], s[2], s[3], s[4], entries, created, s[5] or '', s[6] or ''}
         """)
+
+    /// Lua: sets the snapshot's `n` (`KEYS[1]`) to the number before the stream's (`KEYS[2]`)
+    /// first entry, or to the counter (`KEYS[3]`, 0 if none) when the stream is empty; no `n`
+    /// when that first entry has none.
+    private static let numberBeforeStream = """
+          local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)[1]
+          if first then
+            for i = 1, #first[2], 2 do
+              if first[2][i] == 'n' then redis.call('HSET', KEYS[1], 'n', tonumber(first[2][i + 1]) - 1) end
+            end
+          else
+            redis.call('HSET', KEYS[1], 'n', redis.call('GET', KEYS[3]) or '0')
+          end
+        """
 
     public func open(session: String, create: BrokeredSession?, completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void) {
         let carried = ServiceThreadOnly(completion)
@@ -206,7 +263,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         let limits = limits
         let report = report
         let sessionCounts = presence.counts
-        commands.evaluate(Self.openScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: fresh) {
+        commands.evaluate(Self.openScript, keys: [Self.snapshotKey(session), Self.streamKey(session), Self.countKey(session)], arguments: fresh) {
             [weak self] result in
             if case .failure = result { self?.counts.withLock { $0.failedReads += 1 } }
             // Listed by every node from now on (again, if it was made before the listing existed).
@@ -224,9 +281,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     /// (members resuming from before the open get a fresh welcome), not with a wrong one.
     private static func opened(_ reply: RedisReply, limits: TableLimits, historyDropped: () -> Void) throws(BrokerError) -> BrokeredSession? {
         if reply == .null { return nil }
-        guard let parts = reply.elements, parts.count == 7, let ms = parts[0].integer, let sq = parts[1].integer, let epoch = parts[2].string,
+        guard let parts = reply.elements, parts.count == 8, let ms = parts[0].integer, let sq = parts[1].integer, let epoch = parts[2].string,
             case .bulk(let tableBytes) = parts[3], let entries = StreamEntry.list(parts[4]), let created = parts[5].integer,
-            case .bulk(let historyBytes) = parts[6]
+            case .bulk(let historyBytes) = parts[6], let number = parts[7].string
         else { throw BrokerError("the snapshot of the session is not in the expected form") }
         let table: Table
         do {
@@ -247,13 +304,27 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             historyDropped()
         }
         var session = BrokeredSession(epoch: epoch, table: table, position: position, requests: requests, history: history)
+        session.number = UInt64(number)
         session.created = created == 1
         return session
     }
 
     private static func decode(_ entry: StreamEntry, limits: TableLimits) throws(ProtocolError) -> SequencedRequest {
         guard let bytes = entry["req"] else { throw ProtocolError(.invalidValue, "the entry has no request", field: "req") }
-        return try RequestCoding.decode(bytes, position: entry.id.description, limits: limits)
+        var request = try RequestCoding.decode(bytes, position: entry.id.description, limits: limits)
+        request.number = number(entry)
+        return request
+    }
+
+    /// The entry's number (`n`), `nil` when it has none (written before entries were numbered).
+    static func number(_ entry: StreamEntry) -> UInt64? {
+        guard let digits = entry["n"], !digits.isEmpty, digits.count <= 19 else { return nil }
+        var value: UInt64 = 0
+        for digit in digits {
+            guard digit >= 0x30, digit <= 0x39 else { return nil }
+            value = value * 10 + UInt64(digit - 0x30)
+        }
+        return value
     }
 
     // MARK: - Resuming after an outage
@@ -272,6 +343,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         if redis.call('EXISTS', KEYS[1]) == 0 then
           if ARGV[5] == '' then return -1 end
           redis.call('HSET', KEYS[1], 'ms', '0', 'sq', '0', 'epoch', ARGV[4], 'table', ARGV[5])
+        \(numberBeforeStream)
           created = 1
         else
           local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch')
@@ -289,9 +361,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             if sms < ams or (sms == ams and ssq < asq) then redis.call('HSET', KEYS[1], 'epoch', ARGV[4]) end
           end
         end
-        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table', 'history')
+        local s = redis.call('HMGET', KEYS[1], 'ms', 'sq', 'epoch', 'table', 'history', 'n')
         local entries = redis.call('XRANGE', KEYS[2], '(' .. s[1] .. '-' .. s[2], '+')
-        return {s[1], s[2], s[3], s[4], entries, created, s[5] or ''}
+        return {s[1], s[2], s[3], s[4], entries, created, s[5] or '', s[6] or ''}
         """)
 
     public func resume(
@@ -310,7 +382,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         let limits = limits
         let report = report
         let arguments: [any RedisArgument] = [after.milliseconds, after.sequence, epoch, create.epoch, table ?? []]
-        commands.evaluate(Self.resumeScript, keys: [Self.snapshotKey(session), Self.streamKey(session)], arguments: arguments) {
+        commands.evaluate(
+            Self.resumeScript, keys: [Self.snapshotKey(session), Self.streamKey(session), Self.countKey(session)], arguments: arguments
+        ) {
             [weak self] result in
             if case .failure = result { self?.counts.withLock { $0.failedReads += 1 } }
             if case .success(let reply) = result, reply.integer == -1, table == nil, let self {
@@ -332,6 +406,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     /// Writes the snapshot (table and history in one `HSET`) when it covers a later ID than the
     /// stored one, then trims the stream to `keep` entries before that ID (and everything after it).
+    /// The snapshot records the number of the covered entry (`n`; none when that entry has none).
     private static let snapshotScript = RedisScript(
         """
         local ms = tonumber(redis.call('HGET', KEYS[1], 'ms') or '-1')
@@ -342,6 +417,13 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         redis.call('HSET', KEYS[1], 'ms', ARGV[1], 'sq', ARGV[2], 'epoch', ARGV[3], 'table', ARGV[4], 'history', ARGV[6])
         local keep = tonumber(ARGV[5])
         local older = redis.call('XREVRANGE', KEYS[2], ARGV[1] .. '-' .. ARGV[2], '-', 'COUNT', keep + 1)
+        local number = nil
+        if older[1] and older[1][1] == ARGV[1] .. '-' .. ARGV[2] then
+          for i = 1, #older[1][2], 2 do
+            if older[1][2][i] == 'n' then number = older[1][2][i + 1] end
+          end
+        end
+        if number then redis.call('HSET', KEYS[1], 'n', number) else redis.call('HDEL', KEYS[1], 'n') end
         if #older > keep then redis.call('XTRIM', KEYS[2], 'MINID', older[#older][1]) end
         return 1
         """)
@@ -360,14 +442,15 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     // MARK: - Reading
 
     public func follow(
-        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping (String) -> Void
+        session: String, after position: String, number: UInt64?, deliver: @escaping ([SequencedRequest]) -> Void,
+        caughtUp: @escaping (String) -> Void, fellBehind: @escaping () -> Void
     ) {
         nextToken += 1
         let token = nextToken
-        followers[session] = Follower(token: token, deliver: deliver, caughtUp: caughtUp)
+        followers[session] = Follower(token: token, deliver: deliver, caughtUp: caughtUp, fellBehind: fellBehind)
         let after = StreamID(position) ?? .zero
         let start = positions.withLock { state -> Bool in
-            state.streams[session] = (after, token)
+            state.streams[session] = (after, token, number)
             guard !state.running, !state.closed else { return false }
             state.running = true
             return true
@@ -412,16 +495,35 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 let entries = byKey[Self.streamKey(stream.session)] ?? []
                 // Only for streams still followed as read: a lost connection forgot them all
                 // (see `readerChanged`), and what a read on a new connection found waits for
-                // the hub's check that the stream continues.
-                let current = positions.withLock { state -> Bool in
-                    guard state.streams[stream.session]?.token == stream.token else { return false }
-                    if let last = entries.last?.id { state.streams[stream.session]?.after = last }
-                    return true
+                // the hub's check that the stream continues. An entry not numbered on from the
+                // one before ends the follow: the entries between were trimmed before this read.
+                let kept = positions.withLock { state -> (count: Int, number: UInt64?)? in
+                    guard let followed = state.streams[stream.session], followed.token == stream.token else { return nil }
+                    var number = followed.number
+                    for (index, entry) in entries.enumerated() {
+                        let next = Self.number(entry)
+                        if let number, let next, next != number &+ 1 {
+                            state.streams[stream.session] = nil
+                            return (index, number)
+                        }
+                        number = next
+                    }
+                    if let last = entries.last?.id { state.streams[stream.session] = (last, followed.token, number) }
+                    return (entries.count, number)
                 }
-                guard current else { continue }
+                guard let kept else { continue }
+                let gap = kept.count < entries.count
+                if gap {
+                    report(
+                        "stream_gap",
+                        [
+                            ("session", stream.session), ("after", (kept.count == 0 ? stream.after : entries[kept.count - 1].id).description),
+                            ("expected", String((kept.number ?? 0) &+ 1)), ("found", Self.number(entries[kept.count]).map(String.init) ?? ""),
+                        ])
+                }
                 var requests: [SequencedRequest] = []
-                requests.reserveCapacity(entries.count)
-                for entry in entries {
+                requests.reserveCapacity(kept.count)
+                for entry in entries[..<kept.count] {
                     do {
                         requests.append(try Self.decode(entry, limits: limits))
                     } catch {
@@ -431,7 +533,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 }
                 let through = (entries.last?.id ?? stream.after).description
                 reads.append(
-                    Read(session: stream.session, token: stream.token, requests: requests, atEnd: entries.count < reading.count, through: through))
+                    Read(
+                        session: stream.session, token: stream.token, requests: requests, atEnd: !gap && entries.count < reading.count,
+                        through: through, fellBehind: gap))
             }
             if !reads.isEmpty {
                 let done = reads
@@ -449,6 +553,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         /// The read found the stream's end, `through` that position.
         let atEnd: Bool
         let through: String
+        /// The stream was trimmed past what was read before: no longer followed.
+        let fellBehind: Bool
     }
 
     /// Service thread: hands a read's requests to each session that still follows its stream.
@@ -456,6 +562,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         for read in reads {
             if !read.requests.isEmpty, let follower = followers[read.session], follower.token == read.token { follower.deliver(read.requests) }
             if read.atEnd, let follower = followers[read.session], follower.token == read.token { follower.caughtUp(read.through) }
+            if read.fellBehind, let follower = followers[read.session], follower.token == read.token { follower.fellBehind() }
         }
     }
 }

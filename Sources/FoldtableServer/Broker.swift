@@ -27,6 +27,12 @@ public struct SequencedRequest: Equatable, Sendable {
     /// The entry's place in the stream (its Redis stream ID), set by the broker when the entry
     /// is read: what a snapshot records as covered. Empty before the append.
     public var position: String
+    /// The entry's number in its session's stream, set by the broker when the entry is read:
+    /// numbers are given at append time, one more than the entry before, so a follower whose
+    /// next entry is not its last one's number plus one knows the entries between were trimmed
+    /// away before it read them. `nil`: not numbered (an entry written before entries were
+    /// numbered, or a broker that never skips entries, like ``LocalBroker``); not checked.
+    public var number: UInt64?
 
     public init(change: Change, id: String?, author: Author, origin: RequestOrigin, position: String = "") {
         self.change = change
@@ -71,6 +77,9 @@ public struct BrokeredSession: Sendable {
     /// first), saved with it: what lets a member resume here from before this node opened the
     /// session. Empty for a new session, or a snapshot saved without them.
     public var history: [HistoryEntry]
+    /// The number of the entry at `position` (see ``SequencedRequest/number``): 0 for a
+    /// snapshot that covers no entry, `nil` when unknown (not checked).
+    public var number: UInt64?
 
     public init(epoch: String, table: Table, position: String, requests: [SequencedRequest], history: [HistoryEntry] = []) {
         self.epoch = epoch
@@ -122,9 +131,16 @@ public protocol Broker: PresenceBroker {
     ///
     /// While the broker is unavailable nothing is delivered; once it is available again the
     /// follower must ``resume(session:after:epoch:create:completion:)`` and follow again.
+    ///
+    /// `number` is that of the entry at `position` (``SequencedRequest/number``, or
+    /// ``BrokeredSession/number`` for a snapshot's), `nil` if unknown. Should the next entries
+    /// read not continue it (the stream was trimmed past `position` while this node was behind:
+    /// stopped, or reading slower than the others write), nothing after the gap is delivered,
+    /// the broker stops following and calls `fellBehind`: the follower must resume (which
+    /// reloads the session) and follow again.
     func follow(
-        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void,
-        caughtUp: @escaping (_ through: String) -> Void)
+        session: String, after position: String, number: UInt64?, deliver: @escaping ([SequencedRequest]) -> Void,
+        caughtUp: @escaping (_ through: String) -> Void, fellBehind: @escaping () -> Void)
     func unfollow(session: String)
     /// Saves `table` as the snapshot covering the stream up to `position`, with `history` (the
     /// events before it that members may resume from), unless a snapshot of a later position is

@@ -828,6 +828,7 @@ extension Hub {
         // the broker's transitions (brokerAvailability), and a resume follows each return.
         if !opened.requests.isEmpty { session.handle(.sequenced(opened.requests)) }
         session.deliveredPosition = opened.requests.last?.position ?? opened.position
+        session.deliveredNumber = opened.requests.last.map(\.number) ?? opened.number
         followStream(session, cluster)
         log(
             .info, "session_loaded",
@@ -838,18 +839,28 @@ extension Hub {
     }
 
     /// Follows the stream of `session` from the last position delivered to it.
-    private func followStream(_ session: TableSession, _ cluster: Cluster) {
+    /// `checked`: whether the broker checks the entries continue `deliveredNumber` (not after a
+    /// resume that found the stream continuing although its numbers did not: see `resume`).
+    private func followStream(_ session: TableSession, _ cluster: Cluster, checked: Bool = true) {
         cluster.broker.follow(
-            session: session.name, after: session.deliveredPosition,
+            session: session.name, after: session.deliveredPosition, number: checked ? session.deliveredNumber : nil,
             deliver: { [weak self, weak session] requests in
                 guard let self, let session, isResident(session), let last = requests.last else { return }
                 session.deliveredPosition = last.position
+                session.deliveredNumber = last.number
                 session.handle(.sequenced(requests))
             },
             caughtUp: { [weak self, weak session] through in
                 // Only a session with requests of its own waiting has anything to settle.
                 guard let self, let session, isResident(session), session.core.waitsForCatchUp else { return }
                 session.handle(.caughtUp(through: through))
+            },
+            fellBehind: { [weak self, weak session] in
+                // The stream was trimmed past what this node applied: the resume finds that
+                // position gone and reloads the session from the snapshot (same epoch).
+                guard let self, let session, isResident(session) else { return }
+                log(.warning, "session_fell_behind", ["session": session.name, "position": session.deliveredPosition])
+                resume(session, cluster, afterGap: true)
             })
     }
 
@@ -869,7 +880,11 @@ extension Hub {
     /// order); else reloads it from what the broker holds (members get a fresh welcome). Should
     /// Redis have lost the session altogether, this node's committed table makes it again, in a
     /// new epoch (the first node to do so wins; the others reload that one).
-    fileprivate func resume(_ session: TableSession, _ cluster: Cluster) {
+    ///
+    /// `afterGap`: the broker found the entries after the delivered one not numbered on from it.
+    /// Should the stream still hold that entry (so nothing was trimmed past it: the numbers
+    /// themselves went wrong), following goes on unchecked rather than resuming again forever.
+    fileprivate func resume(_ session: TableSession, _ cluster: Cluster, afterGap: Bool = false) {
         let fresh = BrokeredSession(epoch: makeEpoch(), table: session.core.committed, position: "", requests: [])
         session.resumes += 1
         let attempt = session.resumes
@@ -879,13 +894,14 @@ extension Hub {
             switch result {
             case .success(nil):
                 cluster.broker.unfollow(session: session.name)
-                followStream(session, cluster)
+                followStream(session, cluster, checked: !afterGap)
                 log(.info, "session_resumed", ["session": session.name, "position": session.deliveredPosition])
             case .success(let opened?):
                 cluster.broker.unfollow(session: session.name)
                 metrics.sessionReloads += 1
                 session.handle(.reload(epoch: opened.epoch, table: opened.table, position: opened.position, history: opened.history))
                 session.deliveredPosition = opened.requests.last?.position ?? opened.position
+                session.deliveredNumber = opened.requests.last.map(\.number) ?? opened.number
                 if !opened.requests.isEmpty { session.handle(.sequenced(opened.requests)) }
                 followStream(session, cluster)
             case .failure(let error):

@@ -132,8 +132,11 @@ public final class LocalBroker: Broker {
         open(session: session, create: create, completion: completion)
     }
 
+    /// Never calls `fellBehind`: trimmed entries stay in the array, so a follower never skips
+    /// any (entries are not numbered).
     public func follow(
-        session: String, after position: String, deliver: @escaping ([SequencedRequest]) -> Void, caughtUp: @escaping (String) -> Void
+        session: String, after position: String, number: UInt64?, deliver: @escaping ([SequencedRequest]) -> Void,
+        caughtUp: @escaping (String) -> Void, fellBehind: @escaping () -> Void
     ) {
         nextToken += 1
         followers[session, default: []].append(Follower(token: nextToken, after: Int(position) ?? 0, deliver: deliver, caughtUp: caughtUp))

@@ -99,7 +99,7 @@ public final class Metrics {
             ("foldtable_delivered_bytes_total", "Bytes of all deliveries.", bytesOut),
             ("foldtable_changes_applied_total", "Changes committed and broadcast.", changesApplied),
             ("foldtable_memory_refusals_total", "Joins and new sessions refused at the memory budget.", memoryRefusals),
-            ("foldtable_session_reloads_total", "Shared sessions reloaded from Redis after an outage (members got a fresh welcome).", sessionReloads),
+            ("foldtable_session_reloads_total", "Shared sessions reloaded from Redis after an outage or a fall behind the trimming.", sessionReloads),
         ]
         for (name, help, value) in counters {
             header(name, "counter", help)

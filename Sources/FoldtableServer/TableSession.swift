@@ -28,6 +28,9 @@ final class TableSession {
     /// following resumes after an outage), and when each of this core's appends was made (for
     /// the commit latency: append to own apply), by origin number.
     var deliveredPosition = ""
+    /// The number of the entry at `deliveredPosition` (``SequencedRequest/number``): what the
+    /// broker checks the next entries continue.
+    var deliveredNumber: UInt64?
     /// Counts the hub's resumes of this shared session: only the answer to the latest counts
     /// (the broker may flap, and an earlier answer was computed from an older position).
     var resumes: UInt64 = 0
