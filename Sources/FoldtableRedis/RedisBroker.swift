@@ -115,10 +115,10 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         readerOptions.clientName = options.clientName.map { $0 + "-reader" }
         // The clients are made before `self` is whole: their state reports find it through `link`.
         let link = Link()
-        commands = RedisClient(commandOptions, deliver: post, stateChanged: { state in link.broker?.commandsChanged(state) })
+        commands = RedisClient(commandOptions, deliver: post, stateChanged: { state in link.commandsChanged(state) })
         // The reader's completions (and state reports) run on its own thread: the loop issues
         // the next read there.
-        reader = RedisClient(readerOptions, stateChanged: { state in link.broker?.readerChanged(state) })
+        reader = RedisClient(readerOptions, stateChanged: { state in link.readerChanged(state) })
         self.stateChanged = stateChanged
         self.post = post
         self.limits = limits
@@ -129,14 +129,61 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         link.set(self)
     }
 
-    /// A weak way back to the broker for its clients' state reports.
+    /// A weak way back to the broker for its clients' state reports. The clients connect as
+    /// soon as they are made, before the broker is whole, and report each transition once, so a
+    /// report made before ``set(_:)`` is kept and passed on then (lost, the broker would stay
+    /// unavailable until a reconnect: a node that never becomes writable). Reports are passed
+    /// on under the lock, so a later report cannot be overtaken by an early one.
     private final class Link: Sendable {
-        private struct Weak: @unchecked Sendable {
+        private struct Held: @unchecked Sendable {
             weak var broker: RedisBroker?
+            var set = false
+            var readerBeforeSet: RedisClient.State?
+            /// The commands client's early report, until the service thread takes it.
+            var commandsBeforeSet: RedisClient.State?
         }
-        private let held = Mutex(Weak())
-        var broker: RedisBroker? { held.withLock { $0.broker } }
-        func set(_ broker: RedisBroker) { held.withLock { $0.broker = broker } }
+        private let held = Mutex(Held())
+
+        func set(_ broker: RedisBroker) {
+            let replayCommands = held.withLock { state -> Bool in
+                state.broker = broker
+                state.set = true
+                if let early = state.readerBeforeSet { broker.readerChanged(early) }
+                state.readerBeforeSet = nil
+                return state.commandsBeforeSet != nil
+            }
+            // The commands client's reports run on the service thread (through `post`).
+            if replayCommands { broker.post { [self] in replayCommandsReport() } }
+        }
+
+        /// Reader's thread.
+        func readerChanged(_ state: RedisClient.State) {
+            held.withLock { held in
+                if !held.set { held.readerBeforeSet = state }
+                held.broker?.readerChanged(state)
+            }
+        }
+
+        /// Service thread.
+        func commandsChanged(_ state: RedisClient.State) {
+            held.withLock { held in
+                guard held.set else {
+                    held.commandsBeforeSet = state
+                    return
+                }
+                held.commandsBeforeSet = nil
+                held.broker?.commandsChanged(state)
+            }
+        }
+
+        /// Service thread: the early report, unless a later one came first.
+        private func replayCommandsReport() {
+            held.withLock { held in
+                guard let early = held.commandsBeforeSet else { return }
+                held.commandsBeforeSet = nil
+                held.broker?.commandsChanged(early)
+            }
+        }
     }
 
     /// Service thread: the commands client's state changed.
