@@ -20,6 +20,8 @@ final class TableSession {
     /// The effects of the input being performed: one buffer kept for every input (emptied,
     /// its capacity kept), not an array allocated per input.
     private var effects: [SessionEffect] = []
+    /// Where acks are encoded, emptied for each (its capacity kept).
+    private var ackBuffer = JSONWriter(capacity: 64)
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
@@ -53,6 +55,10 @@ final class TableSession {
         handling = true
         defer { handling = false }
         var next = 0
+        // One strong reference for the whole loop: every read of the unowned property checks
+        // and retains (about seven per acknowledged change before).
+        let hub = self.hub
+        let transport = hub.transport
         // Taken out while performed (performing may feed inputs, never re-enter this loop).
         var effects: [SessionEffect] = []
         swap(&effects, &self.effects)
@@ -85,7 +91,7 @@ final class TableSession {
             if case .stream = core.sequencing, core.committed.seq > seqBefore {
                 if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
             }
-            for effect in effects { perform(effect) }
+            for effect in effects { perform(effect, hub: hub, transport: transport) }
             effects.removeAll(keepingCapacity: true)
             // Nothing of this core's waits to be applied: no append time is needed any more.
             if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
@@ -108,7 +114,8 @@ final class TableSession {
         }
     }
 
-    private func perform(_ effect: SessionEffect) {
+    /// `hub` and `transport`: this session's, held by the caller for its loop.
+    private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport) {
         switch effect {
         case .send(let message, let connection):
             hub.metrics.sent(message, to: 1)
@@ -121,9 +128,11 @@ final class TableSession {
         case .accepted(let connection):
             hub.accepted(connection)
         case .ack(let connection, let id, let seq):
-            let ack = OutboundMessage(ServerMessage.ack(id: id, seq: seq))
-            hub.metrics.sent(ack, to: 1)
-            transport.send(ack, to: connection)
+            // Into one reused buffer, then the transport's frame: an ack is one allocation.
+            ackBuffer.bytes.removeAll(keepingCapacity: true)
+            ServerMessage.ack(id: id, seq: seq, into: &ackBuffer)
+            hub.metrics.sent(bytes: ackBuffer.bytes.count, to: 1)
+            ackBuffer.bytes.withUnsafeBytes { transport.send(bytes: $0, to: connection) }
         case .refuse(let connection, let error, let id):
             hub.refuse(connection, error, id: id)
         case .answer(let request, let result):
@@ -131,10 +140,10 @@ final class TableSession {
         case .persist(let events, let generation):
             let start = ContinuousClock.now
             hub.eventLog.append(session: name, events: events) { [self] result in
-                hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
+                self.hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
                 switch result {
                 case .success(let seq):
-                    hub.metrics.changesApplied += UInt64(events.count)
+                    self.hub.metrics.changesApplied += UInt64(events.count)
                     handle(.committed(generation: generation, through: seq))
                 case .failure(let error):
                     if case .conflict = error { rebaseLog() }
