@@ -50,11 +50,12 @@ final class TableSession {
     /// Feeds `input` to the core and performs its effects (and those of any input they cause),
     /// in order. Never re-entered: inputs raised meanwhile wait their turn.
     func handle(_ input: SessionInput) {
-        inputs.append(input)
-        guard !handling else { return }
+        guard !handling else {
+            inputs.append(input)
+            return
+        }
         handling = true
         defer { handling = false }
-        var next = 0
         // One strong reference for the whole loop: every read of the unowned property checks
         // and retains (about seven per acknowledged change before).
         let hub = self.hub
@@ -62,43 +63,52 @@ final class TableSession {
         // Taken out while performed (performing may feed inputs, never re-enter this loop).
         var effects: [SessionEffect] = []
         swap(&effects, &self.effects)
+        // The first input as given (borrowed), not copied into the queue and out again: most
+        // calls bring one input, and a copy retains every string and array it carries.
+        run(input, hub: hub, transport: transport, effects: &effects)
+        var next = 0
         while next < inputs.count {
-            let input = inputs[next]
+            let queued = inputs[next]
             next += 1
-            let seqBefore = core.committed.seq
-            switch input {
-            case .join, .leave, .rename:
-                presenceDirty = true
-                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
-            case .change, .apiChange:
-                let start = ContinuousClock.now
-                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
-                hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
-            case .sequenced(let requests):
-                if !appendsMade.isEmpty, case .stream(let node, let origin) = core.sequencing {
-                    for request in requests where request.origin.node == origin ?? node {
-                        if let start = appendsMade.removeValue(forKey: request.origin.number) {
-                            hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
-                        }
-                    }
-                }
-                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
-            default:
-                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
-            }
-            // A shared session's changes are committed by its own apply of the stream (a
-            // local session's count when the log confirms, below); a reload applies nothing.
-            if case .stream = core.sequencing, core.committed.seq > seqBefore {
-                if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
-            }
-            for effect in effects { perform(effect, hub: hub, transport: transport) }
-            effects.removeAll(keepingCapacity: true)
-            // Nothing of this core's waits to be applied: no append time is needed any more.
-            if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
+            run(queued, hub: hub, transport: transport, effects: &effects)
         }
         swap(&effects, &self.effects)
         inputs.removeAll(keepingCapacity: true)
         hub.sessionSettled(self)
+    }
+
+    /// One input through the core, then its effects performed (and `effects` emptied).
+    private func run(_ input: SessionInput, hub: Hub, transport: Transport, effects: inout [SessionEffect]) {
+        let seqBefore = core.committed.seq
+        switch input {
+        case .join, .leave, .rename:
+            presenceDirty = true
+            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+        case .change, .apiChange:
+            let start = ContinuousClock.now
+            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+            hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
+        case .sequenced(let requests):
+            if !appendsMade.isEmpty, case .stream(let node, let origin) = core.sequencing {
+                for request in requests where request.origin.node == origin ?? node {
+                    if let start = appendsMade.removeValue(forKey: request.origin.number) {
+                        hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
+                    }
+                }
+            }
+            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+        default:
+            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+        }
+        // A shared session's changes are committed by its own apply of the stream (a
+        // local session's count when the log confirms, below); a reload applies nothing.
+        if case .stream = core.sequencing, core.committed.seq > seqBefore {
+            if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
+        }
+        for index in effects.indices { perform(effects[index], hub: hub, transport: transport) }
+        effects.removeAll(keepingCapacity: true)
+        // Nothing of this core's waits to be applied: no append time is needed any more.
+        if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
     }
 
     /// A member's queue drained: refill it from every stream it is in.
