@@ -57,7 +57,7 @@ final class TableSession {
         handling = true
         defer { handling = false }
         // One strong reference for the whole loop: every read of the unowned property checks
-        // and retains (about seven per acknowledged change before).
+        // and retains (16 reads per acknowledged change before, 4 now).
         let hub = self.hub
         let transport = hub.transport
         // Taken out while performed (performing may feed inputs, never re-enter this loop).
