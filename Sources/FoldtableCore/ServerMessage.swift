@@ -147,12 +147,17 @@ public enum ServerMessage {
     /// `{"type":"ack","id":..,"seq":N}`.
     public static func ack(id: String, seq: UInt64) -> [UInt8] {
         var out = JSONWriter(capacity: 64)
+        ack(id: id, seq: seq, into: &out)
+        return out.bytes
+    }
+
+    /// ``ack(id:seq:)`` appended to `out` (a buffer the caller reuses for every ack).
+    public static func ack(id: String, seq: UInt64, into out: inout JSONWriter) {
         out.raw("{\"type\":\"ack\",\"id\":")
         out.string(id)
         out.nextKey("seq")
         out.integer(seq)
         out.byte(UInt8(ascii: "}"))
-        return out.bytes
     }
 
     /// `{"type":"error",...}`: a refused message; the connection stays open.

@@ -198,15 +198,12 @@ public struct Table: Sendable {
 
     /// A digest of a change (64-bit FNV-1a of its JSON form), stable across processes and
     /// versions that encode changes alike: what the id window compares retries by.
+    /// Toggles and sets are hashed from their fields, without encoding them (the same bytes).
     public static func digest(_ change: Change) -> UInt64 {
+        if let digest = ChangeDigest.ofToggleOrSet(change) { return digest }
         var out = JSONWriter(capacity: 96)
         change.encode(into: &out)
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in out.bytes {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
-        }
-        return hash
+        return ChangeDigest.of(out.bytes)
     }
 
     private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64) {

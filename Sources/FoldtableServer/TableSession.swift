@@ -20,6 +20,8 @@ final class TableSession {
     /// The effects of the input being performed: one buffer kept for every input (emptied,
     /// its capacity kept), not an array allocated per input.
     private var effects: [SessionEffect] = []
+    /// Where acks are encoded, emptied for each (its capacity kept).
+    private var ackBuffer = JSONWriter(capacity: 64)
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
@@ -51,51 +53,65 @@ final class TableSession {
     /// Feeds `input` to the core and performs its effects (and those of any input they cause),
     /// in order. Never re-entered: inputs raised meanwhile wait their turn.
     func handle(_ input: SessionInput) {
-        inputs.append(input)
-        guard !handling else { return }
+        guard !handling else {
+            inputs.append(input)
+            return
+        }
         handling = true
         defer { handling = false }
-        var next = 0
+        // One strong reference for the whole loop: every read of the unowned property checks
+        // and retains (16 reads per acknowledged change before, 4 now).
+        let hub = self.hub
+        let transport = hub.transport
         // Taken out while performed (performing may feed inputs, never re-enter this loop).
         var effects: [SessionEffect] = []
         swap(&effects, &self.effects)
+        // The first input as given (borrowed), not copied into the queue and out again: most
+        // calls bring one input, and a copy retains every string and array it carries.
+        run(input, hub: hub, transport: transport, effects: &effects)
+        var next = 0
         while next < inputs.count {
-            let input = inputs[next]
+            let queued = inputs[next]
             next += 1
-            let seqBefore = core.committed.seq
-            switch input {
-            case .join, .leave, .rename:
-                presenceDirty = true
-                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
-            case .change, .apiChange:
-                let start = ContinuousClock.now
-                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
-                hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
-            case .sequenced(let requests):
-                if !appendsMade.isEmpty, case .stream(let node, let origin) = core.sequencing {
-                    for request in requests where request.origin.node == origin ?? node {
-                        if let start = appendsMade.removeValue(forKey: request.origin.number) {
-                            hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
-                        }
-                    }
-                }
-                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
-            default:
-                core.handle(input, now: transport.nowMilliseconds(), into: &effects)
-            }
-            // A shared session's changes are committed by its own apply of the stream (a
-            // local session's count when the log confirms, below); a reload applies nothing.
-            if case .stream = core.sequencing, core.committed.seq > seqBefore {
-                if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
-            }
-            for effect in effects { perform(effect) }
-            effects.removeAll(keepingCapacity: true)
-            // Nothing of this core's waits to be applied: no append time is needed any more.
-            if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
+            run(queued, hub: hub, transport: transport, effects: &effects)
         }
         swap(&effects, &self.effects)
         inputs.removeAll(keepingCapacity: true)
         hub.sessionSettled(self)
+    }
+
+    /// One input through the core, then its effects performed (and `effects` emptied).
+    private func run(_ input: SessionInput, hub: Hub, transport: Transport, effects: inout [SessionEffect]) {
+        let seqBefore = core.committed.seq
+        switch input {
+        case .join, .leave, .rename:
+            presenceDirty = true
+            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+        case .change, .apiChange:
+            let start = ContinuousClock.now
+            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+            hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
+        case .sequenced(let requests):
+            if !appendsMade.isEmpty, case .stream(let node, let origin) = core.sequencing {
+                for request in requests where request.origin.node == origin ?? node {
+                    if let start = appendsMade.removeValue(forKey: request.origin.number) {
+                        hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
+                    }
+                }
+            }
+            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+        default:
+            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+        }
+        // A shared session's changes are committed by its own apply of the stream (a
+        // local session's count when the log confirms, below); a reload applies nothing.
+        if case .stream = core.sequencing, core.committed.seq > seqBefore {
+            if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
+        }
+        for index in effects.indices { perform(effects[index], hub: hub, transport: transport) }
+        effects.removeAll(keepingCapacity: true)
+        // Nothing of this core's waits to be applied: no append time is needed any more.
+        if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
     }
 
     /// A member's queue drained: refill it from every stream it is in.
@@ -111,7 +127,8 @@ final class TableSession {
         }
     }
 
-    private func perform(_ effect: SessionEffect) {
+    /// `hub` and `transport`: this session's, held by the caller for its loop.
+    private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport) {
         switch effect {
         case .send(let message, let connection):
             hub.metrics.sent(message, to: 1)
@@ -124,9 +141,11 @@ final class TableSession {
         case .accepted(let connection):
             hub.accepted(connection)
         case .ack(let connection, let id, let seq):
-            let ack = OutboundMessage(ServerMessage.ack(id: id, seq: seq))
-            hub.metrics.sent(ack, to: 1)
-            transport.send(ack, to: connection)
+            // Into one reused buffer, then the transport's frame: an ack is one allocation.
+            ackBuffer.bytes.removeAll(keepingCapacity: true)
+            ServerMessage.ack(id: id, seq: seq, into: &ackBuffer)
+            hub.metrics.sent(bytes: ackBuffer.bytes.count, to: 1)
+            ackBuffer.bytes.withUnsafeBytes { transport.send(bytes: $0, to: connection) }
         case .refuse(let connection, let error, let id):
             hub.refuse(connection, error, id: id)
         case .answer(let request, let result):
@@ -134,10 +153,10 @@ final class TableSession {
         case .persist(let events, let generation):
             let start = ContinuousClock.now
             hub.eventLog.append(session: name, events: events) { [self] result in
-                hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
+                self.hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
                 switch result {
                 case .success(let seq):
-                    hub.metrics.changesApplied += UInt64(events.count)
+                    self.hub.metrics.changesApplied += UInt64(events.count)
                     handle(.committed(generation: generation, through: seq))
                 case .failure(let error):
                     if case .conflict = error { rebaseLog() }

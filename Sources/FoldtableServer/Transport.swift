@@ -23,6 +23,9 @@ public protocol Transport: AnyObject {
     func broadcast(_ message: OutboundMessage, to connections: [Connection])
     /// Queues a message to one connection.
     func send(_ message: OutboundMessage, to connection: Connection)
+    /// Queues a message for one connection that exists only as `bytes` (an ack, encoded into a
+    /// buffer the caller reuses): the transport copies them before returning.
+    func send(bytes: UnsafeRawBufferPointer, to connection: Connection)
     /// Closes after what is queued, with a WebSocket close code and a short reason.
     func close(_ connection: Connection, code: Int, reason: String)
     /// Bytes queued to the connection and not yet written to its socket.
@@ -45,6 +48,11 @@ public protocol Transport: AnyObject {
 }
 
 extension Transport {
+    /// A transport with no frame of its own to copy into sends them as a message.
+    public func send(bytes: UnsafeRawBufferPointer, to connection: Connection) {
+        send(OutboundMessage(Array(bytes)), to: connection)
+    }
+
     /// Any thread: runs `work` on the service thread soon (see ``ServiceQueue``).
     public func post(_ work: @escaping @Sendable () -> Void) { serviceQueue.post(work) }
 }

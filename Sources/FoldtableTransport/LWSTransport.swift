@@ -245,6 +245,13 @@ public final class LWSTransport: Transport {
         _ = ftws_conn_send(OpaquePointer(connection.handle), frame(for: message))
     }
 
+    /// Straight into a frame of its own: no message object nor its shared-frame box.
+    public func send(bytes: UnsafeRawBufferPointer, to connection: Connection) {
+        let frame = ftws_frame_create(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+        _ = ftws_conn_send(OpaquePointer(connection.handle), frame)
+        ftws_frame_release(frame)
+    }
+
     public func close(_ connection: Connection, code: Int, reason: String) {
         ftws_conn_close(OpaquePointer(connection.handle), Int32(code), reason)
     }

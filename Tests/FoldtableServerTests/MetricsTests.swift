@@ -4,6 +4,18 @@ import Testing
 @testable import FoldtableServer
 
 @Suite struct MetricsTests {
+    @Test func aDurationInSecondsIsWhatItsComponentsSay() {
+        let durations: [Duration] = [
+            .zero, .nanoseconds(1), .nanoseconds(1_234_567), .milliseconds(250), .seconds(3), .seconds(19), .seconds(86_400 * 400),
+            .nanoseconds(-5_000), .seconds(-30),
+        ]
+        for duration in durations {
+            let (seconds, attoseconds) = duration.components
+            let expected = Double(seconds) + Double(attoseconds) / 1e18
+            #expect(abs(Metrics.seconds(duration) - expected) <= max(abs(expected), 1e-9) * 1e-12, "\(duration)")
+        }
+    }
+
     @Test func countersMoveAsClientsActAndTheTextIsPrometheusShaped() {
         let h = Harness()
         h.join(1)
