@@ -82,11 +82,11 @@ public final class Metrics {
         seconds(ContinuousClock.now - start)
     }
 
-    /// `duration` in seconds. From its attoseconds as the two halves `Duration` stores, not
+    /// `duration` in seconds, from its attoseconds (one 128-bit to double conversion), not
     /// `components`: that divides a 128-bit integer (about 300 instructions), and three
     /// histograms take a time per acknowledged change.
     @inline(__always) public static func seconds(_ duration: Duration) -> Double {
-        (Double(duration._high) * 18_446_744_073_709_551_616.0 + Double(duration._low)) * 1e-18
+        Double(duration.attoseconds) * 1e-18
     }
 
     /// The exposition text.
