@@ -137,6 +137,53 @@ struct TalkingToARealRedis {
         #expect(redis.counters.roundTrips - after.roundTrips <= 200)
     }
 
+    @Test func aTransactionWakesABlockedReaderOnceWithAllItsAppends() throws {
+        let server = try RedisServer()
+        let reader = client(server.url)
+        let writer = client(server.url)
+        defer {
+            reader.close()
+            writer.close()
+        }
+        try wait { writer.ping(completion: $0) }.get()
+        let done = DispatchSemaphore(value: 0)
+        let read = Mutex<Result<[StreamBatch], RedisError>?>(nil)
+        reader.xread([(key: "session:t", after: StreamID.zero)], count: 100, blockMs: 10_000) { result in
+            read.withLock { $0 = result }
+            done.signal()
+        }
+        usleep(200_000)
+        let appends = (1...5).map { RedisCommand("XADD", "session:t", "*", "change", "c\($0)") }
+        let results = try wait { completion in writer.transaction(appends) { completion(.success($0)) } }.get()
+        let ids = try results.map { try #require($0.get().string.flatMap(StreamID.init)) }
+        #expect(ids.count == 5 && ids == ids.sorted())
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        // Sent one by one, the read would have been answered after the first append alone.
+        let batches = try #require(read.withLock { $0 }).get()
+        #expect(batches.map(\.key) == ["session:t"])
+        #expect(batches.first?.entries.map(\.id) == ids)
+
+        // A command refused when it runs fails alone; the others ran.
+        let mixed = try wait { completion in
+            writer.transaction([RedisCommand("INCR", "n"), RedisCommand("GET", "session:t"), RedisCommand("INCR", "n")]) { completion(.success($0)) }
+        }.get()
+        #expect(try mixed[0].get() == .integer(1))
+        #expect(try mixed[2].get() == .integer(2))
+        guard case .success(.error(let wrongType)) = mixed[1] else { throw RedisTestError("GET on a stream in a transaction: \(mixed[1])") }
+        #expect(wrongType.hasPrefix("WRONGTYPE"))
+        // A command refused when queued aborts them all: each says why, none ran.
+        let aborted = try wait { completion in
+            writer.transaction([RedisCommand("INCR", "n"), RedisCommand("NOSUCHCOMMAND")]) { completion(.success($0)) }
+        }.get()
+        guard case .failure(.server(let first)) = aborted[0], case .failure(.server(let second)) = aborted[1] else {
+            throw RedisTestError("an aborted transaction: \(aborted)")
+        }
+        #expect(first.hasPrefix("EXECABORT"))
+        #expect(second.contains("unknown command"))
+        #expect(try wait { writer.send(RedisCommand("GET", "n"), completion: $0) }.get() == .bulk(Array("2".utf8)))
+        #expect(try wait { completion in writer.transaction([]) { completion(.success($0)) } }.get().isEmpty)
+    }
+
     @Test func largeBinaryValuesPassUnchanged() throws {
         let server = try RedisServer()
         let redis = client(server.url) { $0.commandTimeoutMs = 10_000 }
