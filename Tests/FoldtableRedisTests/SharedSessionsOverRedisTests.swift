@@ -84,7 +84,7 @@ final class RedisNode: Transport {
 }
 
 /// Drains every node's service queue until `done` holds (or 10 s pass: then the test fails).
-func settle(_ nodes: [RedisNode], until done: () -> Bool) {
+func settle(_ nodes: [RedisNode], sourceLocation: SourceLocation = #_sourceLocation, until done: () -> Bool) {
     // 30 s: reconnects back off up to seconds, and under ThreadSanitizer on a loaded 2-core CI
     // machine everything runs several times slower; a passing run returns as soon as `done`.
     let deadline = ContinuousClock.now + .seconds(30)
@@ -93,7 +93,7 @@ func settle(_ nodes: [RedisNode], until done: () -> Bool) {
         if done() { return }
         usleep(5_000)
     }
-    Issue.record("the nodes did not settle in 30 s")
+    Issue.record("the nodes did not settle in 30 s", sourceLocation: sourceLocation)
 }
 
 @Suite(.serialized, .enabled(if: RedisServer.shouldRun, "redis-server is not on PATH (install redis-server); under CI=true these tests fail instead"))
