@@ -294,7 +294,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 if case .failure = replied { self?.counts.withLock { $0.failedAppends += 1 } }
                 completion(
                     replied.mapError { BrokerError($0.description, mayHaveRun: $0.mayHaveRun) }.flatMap { reply in
-                        guard let id = reply.string.flatMap(StreamID.init) else { return .failure(BrokerError("the append did not answer a stream ID")) }
+                        guard let id = reply.string.flatMap(StreamID.init) else {
+                            return .failure(BrokerError("the append did not answer a stream ID"))
+                        }
                         return .success(id.description)
                     })
             }
