@@ -415,6 +415,14 @@ struct TalkingToARealRedis {
         #expect(again == .array([.bulk(Array("node-a".utf8))]))
         #expect(redis.counters.commands - first == 3)
 
+        // In a transaction too: NOSCRIPT comes inside EXEC's reply, and the next use loads it.
+        let twice = [9_950, 9_960].map { RedisCommand(script: heartbeat, keys: ["presence:plan"], arguments: ["node-a", $0, 6_000]) }
+        _ = try wait { redis.send(RedisCommand("SCRIPT", "FLUSH"), completion: $0) }.get()
+        let missing = try wait { completion in redis.transaction(twice) { completion(.success($0)) } }.get()
+        #expect(missing.allSatisfy { if case .success(.error(let message)) = $0 { message.hasPrefix("NOSCRIPT") } else { false } })
+        let loaded = try wait { completion in redis.transaction(twice) { completion(.success($0)) } }.get()
+        #expect(try loaded.map { try $0.get() } == Array(repeating: .array([.bulk(Array("node-a".utf8))]), count: 2))
+
         let broken = try wait { redis.evaluate(RedisScript("return +"), keys: [], arguments: [], completion: $0) }
         guard case .failure(.server(let compile)) = broken else { throw RedisTestError("a broken script: \(broken)") }
         #expect(compile.contains("Error compiling script"))
