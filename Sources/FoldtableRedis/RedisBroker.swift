@@ -259,7 +259,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         return redis.call('XADD', KEYS[2], '*', 'n', n, 'req', ARGV[1])
         """)
 
-    /// Queues the append for the end of this turn of the service thread (see ``flushAppends()``).
+    /// Queues the append; it is sent at the end of this turn of the service thread, with every
+    /// other append of the turn in one transaction (see `flushAppends`).
     public func append(session: String, request: SequencedRequest, completion: @escaping (Result<String, BrokerError>) -> Void) {
         let command = RedisCommand(
             script: Self.appendScript, keys: [Self.countKey(session), Self.streamKey(session)], arguments: [RequestCoding.encode(request)])
