@@ -32,7 +32,7 @@ import Synchronization
 /// that each stream still continues from what it was delivered, and followed it again.
 ///
 /// `@unchecked Sendable`: the reader's thread touches only `positions` and `counts` (behind
-/// their locks) and immutable settings; `followers`, `nextToken` and the connection states are
+/// their locks) and immutable settings; `followers`, `appendsWaiting`, `nextToken` and the connection states are
 /// used on the service thread only (calls of the port, and work posted there).
 public final class RedisBroker: Broker, @unchecked Sendable {
     /// How the reader reads.
@@ -58,6 +58,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     /// What the reader reads, shared by the service thread (follow, unfollow) and the reader's
     /// thread (the loop): each followed stream's key and last ID read.
     private let positions: Mutex<ReadState>
+    /// Service thread only: appends made during this turn (see ``flushAppends()``).
+    private var appendsWaiting: [WaitingAppend] = []
     /// Service thread only: where each session's entries go.
     private var followers: [String: Follower] = [:]
     private var nextToken: UInt64 = 0
@@ -257,16 +259,53 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         return redis.call('XADD', KEYS[2], '*', 'n', n, 'req', ARGV[1])
         """)
 
+    /// Queues the append; it is sent at the end of this turn of the service thread, with every
+    /// other append of the turn in one transaction (see `flushAppends`).
     public func append(session: String, request: SequencedRequest, completion: @escaping (Result<String, BrokerError>) -> Void) {
-        let carried = ServiceThreadOnly(completion)
-        commands.evaluate(Self.appendScript, keys: [Self.countKey(session), Self.streamKey(session)], arguments: [RequestCoding.encode(request)]) {
-            [weak self] result in
-            if case .failure = result { self?.counts.withLock { $0.failedAppends += 1 } }
-            carried.value(
-                result.mapError { BrokerError($0.description, mayHaveRun: $0.mayHaveRun) }.flatMap { reply in
-                    guard let id = reply.string.flatMap(StreamID.init) else { return .failure(BrokerError("the append did not answer a stream ID")) }
-                    return .success(id.description)
-                })
+        let command = RedisCommand(
+            script: Self.appendScript, keys: [Self.countKey(session), Self.streamKey(session)], arguments: [RequestCoding.encode(request)])
+        appendsWaiting.append(WaitingAppend(command: command, completion: ServiceThreadOnly(completion)))
+        // Posted work runs after what the service thread is doing now (every member's frame
+        // read in this turn), so the appends of one turn go to Redis together.
+        if appendsWaiting.count == 1 { post { self.flushAppends() } }
+    }
+
+    /// An append made this turn, not yet handed to the commands client.
+    private struct WaitingAppend {
+        let command: RedisCommand
+        let completion: ServiceThreadOnly<(Result<String, BrokerError>) -> Void>
+    }
+
+    /// Service thread: the appends of a turn in one transaction, so the readers (this node's and
+    /// every other node's) get them in one `XREAD` reply: one post, one apply and one frame
+    /// per member for all of them, where one append at a time woke the reader for the first
+    /// alone (Redis answers a blocked `XREAD` after each command, and a script is one). Each
+    /// append keeps its own reply (its ID, or its error) and completion.
+    private func flushAppends() {
+        let batch = appendsWaiting
+        appendsWaiting = []
+        guard !batch.isEmpty else { return }
+        let completions = ServiceThreadOnly(batch.map(\.completion.value))
+        let finish: @Sendable ([Result<RedisReply, RedisError>]) -> Void = { [weak self] results in
+            for (completion, result) in zip(completions.value, results) {
+                let replied = result.flatMap { reply -> Result<RedisReply, RedisError> in
+                    if case .error(let message) = reply { return .failure(.server(message)) }
+                    return .success(reply)
+                }
+                if case .failure = replied { self?.counts.withLock { $0.failedAppends += 1 } }
+                completion(
+                    replied.mapError { BrokerError($0.description, mayHaveRun: $0.mayHaveRun) }.flatMap { reply in
+                        guard let id = reply.string.flatMap(StreamID.init) else {
+                            return .failure(BrokerError("the append did not answer a stream ID"))
+                        }
+                        return .success(id.description)
+                    })
+            }
+        }
+        if batch.count == 1 {
+            commands.send([batch[0].command], completion: finish)
+        } else {
+            commands.transaction(batch.map(\.command), completion: finish)
         }
     }
 

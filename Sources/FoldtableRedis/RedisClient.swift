@@ -98,6 +98,41 @@ public final class RedisClient: Sendable {
             })
     }
 
+    /// Queues `commands` as one transaction (`MULTI`, the commands, `EXEC`) in one pipeline:
+    /// Redis runs them together, so a client blocked on a key they change (an `XREAD BLOCK` on
+    /// a stream they append to) is answered once, after all of them, not after the first.
+    /// `completion` gets one result per command, in order: its own reply (an error reply is a
+    /// reply), ``RedisError/server(_:)`` for all when Redis refused the transaction (nothing
+    /// ran), or the failure of the pipeline (``RedisError/mayHaveRun`` as for one command).
+    public func transaction(_ commands: [RedisCommand], completion: @escaping @Sendable ([Result<RedisReply, RedisError>]) -> Void) {
+        guard !commands.isEmpty else { return completion([]) }
+        let count = commands.count
+        send([RedisCommand("MULTI")] + commands + [RedisCommand("EXEC")]) { results in
+            completion(Self.transactionResults(results, count: count))
+        }
+    }
+
+    /// Each command's result from the pipeline `MULTI`, the `count` commands, `EXEC`.
+    static func transactionResults(_ results: [Result<RedisReply, RedisError>], count: Int) -> [Result<RedisReply, RedisError>] {
+        let queued = results.dropFirst().prefix(count)
+        switch results.last {
+        case .success(.array(let replies))? where replies.count == count:
+            return replies.map { .success($0) }
+        case .success(.error(let message))?:
+            // EXECABORT: a command was refused while queued (its own error says why); none ran.
+            return queued.map { result in
+                if case .success(.error(let own)) = result { return .failure(.server(own)) }
+                return .failure(.server(message))
+            }
+        case .success(let reply)?:
+            return Array(repeating: .failure(.unexpectedReply("EXEC answered \(reply.summary)")), count: count)
+        case .failure(let error)?:
+            return Array(repeating: .failure(error), count: count)
+        case nil:
+            return Array(repeating: .failure(.closed), count: count)
+        }
+    }
+
     /// Fails what is queued with ``RedisError/closed``, interrupts a blocked read, ends the
     /// thread and waits for it (not when called from a completion running on that thread).
     public func close() {

@@ -249,6 +249,13 @@ final class RedisWorker: @unchecked Sendable {
                 if case .error(let message) = reply, message.hasPrefix("NOSCRIPT"), let script = batch[index].command.script {
                     connection.forget(script)
                 }
+                if batch[index].command.name == "EXEC", case .array(let replies) = reply,
+                    replies.contains(where: { if case .error(let message) = $0 { message.hasPrefix("NOSCRIPT") } else { false } })
+                {
+                    // A script of the transaction was missing (a SCRIPT FLUSH): every script of
+                    // the batch is loaded again before its next use.
+                    for item in batch { if let script = item.command.script { connection.forget(script) } }
+                }
                 results[index] = .success(reply)
             case .failure(var error):
                 condition.lock()

@@ -137,6 +137,53 @@ struct TalkingToARealRedis {
         #expect(redis.counters.roundTrips - after.roundTrips <= 200)
     }
 
+    @Test func aTransactionWakesABlockedReaderOnceWithAllItsAppends() throws {
+        let server = try RedisServer()
+        let reader = client(server.url)
+        let writer = client(server.url)
+        defer {
+            reader.close()
+            writer.close()
+        }
+        try wait { writer.ping(completion: $0) }.get()
+        let done = DispatchSemaphore(value: 0)
+        let read = Mutex<Result<[StreamBatch], RedisError>?>(nil)
+        reader.xread([(key: "session:t", after: StreamID.zero)], count: 100, blockMs: 10_000) { result in
+            read.withLock { $0 = result }
+            done.signal()
+        }
+        usleep(200_000)
+        let appends = (1...5).map { RedisCommand("XADD", "session:t", "*", "change", "c\($0)") }
+        let results = try wait { completion in writer.transaction(appends) { completion(.success($0)) } }.get()
+        let ids = try results.map { try #require($0.get().string.flatMap(StreamID.init)) }
+        #expect(ids.count == 5 && ids == ids.sorted())
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        // Sent one by one, the read would have been answered after the first append alone.
+        let batches = try #require(read.withLock { $0 }).get()
+        #expect(batches.map(\.key) == ["session:t"])
+        #expect(batches.first?.entries.map(\.id) == ids)
+
+        // A command refused when it runs fails alone; the others ran.
+        let mixed = try wait { completion in
+            writer.transaction([RedisCommand("INCR", "n"), RedisCommand("GET", "session:t"), RedisCommand("INCR", "n")]) { completion(.success($0)) }
+        }.get()
+        #expect(try mixed[0].get() == .integer(1))
+        #expect(try mixed[2].get() == .integer(2))
+        guard case .success(.error(let wrongType)) = mixed[1] else { throw RedisTestError("GET on a stream in a transaction: \(mixed[1])") }
+        #expect(wrongType.hasPrefix("WRONGTYPE"))
+        // A command refused when queued aborts them all: each says why, none ran.
+        let aborted = try wait { completion in
+            writer.transaction([RedisCommand("INCR", "n"), RedisCommand("NOSUCHCOMMAND")]) { completion(.success($0)) }
+        }.get()
+        guard case .failure(.server(let first)) = aborted[0], case .failure(.server(let second)) = aborted[1] else {
+            throw RedisTestError("an aborted transaction: \(aborted)")
+        }
+        #expect(first.hasPrefix("EXECABORT"))
+        #expect(second.contains("unknown command"))
+        #expect(try wait { writer.send(RedisCommand("GET", "n"), completion: $0) }.get() == .bulk(Array("2".utf8)))
+        #expect(try wait { completion in writer.transaction([]) { completion(.success($0)) } }.get().isEmpty)
+    }
+
     @Test func largeBinaryValuesPassUnchanged() throws {
         let server = try RedisServer()
         let redis = client(server.url) { $0.commandTimeoutMs = 10_000 }
@@ -367,6 +414,14 @@ struct TalkingToARealRedis {
         let again = try wait { redis.evaluate(heartbeat, keys: ["presence:plan"], arguments: ["node-a", 9_900, 6_000], completion: $0) }.get()
         #expect(again == .array([.bulk(Array("node-a".utf8))]))
         #expect(redis.counters.commands - first == 3)
+
+        // In a transaction too: NOSCRIPT comes inside EXEC's reply, and the next use loads it.
+        let twice = [9_950, 9_960].map { RedisCommand(script: heartbeat, keys: ["presence:plan"], arguments: ["node-a", $0, 6_000]) }
+        _ = try wait { redis.send(RedisCommand("SCRIPT", "FLUSH"), completion: $0) }.get()
+        let missing = try wait { completion in redis.transaction(twice) { completion(.success($0)) } }.get()
+        #expect(missing.allSatisfy { if case .success(.error(let message)) = $0 { message.hasPrefix("NOSCRIPT") } else { false } })
+        let loaded = try wait { completion in redis.transaction(twice) { completion(.success($0)) } }.get()
+        #expect(try loaded.map { try $0.get() } == Array(repeating: .array([.bulk(Array("node-a".utf8))]), count: 2))
 
         let broken = try wait { redis.evaluate(RedisScript("return +"), keys: [], arguments: [], completion: $0) }
         guard case .failure(.server(let compile)) = broken else { throw RedisTestError("a broken script: \(broken)") }

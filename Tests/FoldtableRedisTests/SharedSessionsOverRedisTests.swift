@@ -83,8 +83,8 @@ final class RedisNode: Transport {
     }
 }
 
-/// Drains every node's service queue until `done` holds (or 10 s pass: then the test fails).
-func settle(_ nodes: [RedisNode], until done: () -> Bool) {
+/// Drains every node's service queue until `done` holds (or 30 s pass: then the test fails).
+func settle(_ nodes: [RedisNode], sourceLocation: SourceLocation = #_sourceLocation, until done: () -> Bool) {
     // 30 s: reconnects back off up to seconds, and under ThreadSanitizer on a loaded 2-core CI
     // machine everything runs several times slower; a passing run returns as soon as `done`.
     let deadline = ContinuousClock.now + .seconds(30)
@@ -93,7 +93,7 @@ func settle(_ nodes: [RedisNode], until done: () -> Bool) {
         if done() { return }
         usleep(5_000)
     }
-    Issue.record("the nodes did not settle in 30 s")
+    Issue.record("the nodes did not settle in 30 s", sourceLocation: sourceLocation)
 }
 
 @Suite(.serialized, .enabled(if: RedisServer.shouldRun, "redis-server is not on PATH (install redis-server); under CI=true these tests fail instead"))
@@ -104,6 +104,35 @@ struct SharedSessionsOverRedis {
         }
         return try! Table(options: TableOptions(), sections: sections, seq: 0)
     }()
+
+    @Test func theAppendsOfOneTurnReachAnotherNodeInOneDelivery() throws {
+        let server = try RedisServer()
+        let a = RedisNode("a", redis: server.url)
+        let b = RedisNode("b", redis: server.url)
+        defer {
+            a.close()
+            b.close()
+        }
+        settle([a, b]) { a.broker.isAvailable && b.broker.isAvailable }
+        var deliveries: [[SequencedRequest]] = []
+        b.broker.follow(session: "turns", after: "", number: nil, deliver: { deliveries.append($0) }, caughtUp: { _ in }, fellBehind: {})
+        // b's reader is blocked on the stream (its first read finds nothing) before a appends.
+        usleep(200_000)
+        var replies: [Result<String, BrokerError>] = []
+        for n in 1...5 {
+            let request = SequencedRequest(
+                change: .toggle(section: .key("s")), id: "t\(n)", author: Author(client: "a.c1", name: "ana"),
+                origin: RequestOrigin(node: "a", number: UInt64(n)))
+            a.broker.append(session: "turns", request: request) { replies.append($0) }
+        }
+        settle([a, b]) { replies.count == 5 && deliveries.joined().count == 5 }
+        let positions = try replies.map { try $0.get() }
+        #expect(positions == positions.sorted() && Set(positions).count == 5)
+        // One turn's appends are one transaction: the blocked read wakes once, for all of them.
+        #expect(deliveries.map { $0.map(\.id) } == [["t1", "t2", "t3", "t4", "t5"]])
+        #expect(deliveries.first?.map(\.position) == positions)
+        #expect(deliveries.first?.map(\.number) == [1, 2, 3, 4, 5])
+    }
 
     @Test func membersOnTwoHubsSeeTheSameEventsInTheSameOrder() throws {
         let server = try RedisServer()
