@@ -857,8 +857,10 @@ extension Hub {
             },
             fellBehind: { [weak self, weak session] in
                 // The stream was trimmed past what this node applied: the resume finds that
-                // position gone and reloads the session from the snapshot (same epoch).
-                guard let self, let session, isResident(session) else { return }
+                // position gone and reloads the session from the snapshot (same epoch). The
+                // cluster is the hub's, not captured: the broker keeps this closure, and the
+                // cluster holds the broker (a cycle LeakSanitizer reports).
+                guard let self, let session, let cluster = self.cluster, isResident(session) else { return }
                 log(.warning, "session_fell_behind", ["session": session.name, "position": session.deliveredPosition])
                 resume(session, cluster, afterGap: true)
             })

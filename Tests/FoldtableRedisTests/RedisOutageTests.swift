@@ -188,6 +188,9 @@ struct RedisOutages {
         #expect(refusal["id"] == .string("long") && refusal["code"] == .string("storage_unavailable"))
         #expect(a.messages(1, type: "ack").first?["id"] == .string("short"))
         #expect(a.events(1) == ["1:addSection:a.c1"] && b.events(1) == a.events(1))
-        #expect(a.broker.counters.droppedEntries == 1 && b.broker.counters.droppedEntries == 1)
+        // Counted on both nodes; a node whose reader followed the stream again from before the
+        // entry (a resume when the broker became available) reads and drops it once more.
+        #expect(a.broker.counters.droppedEntries >= 1 && b.broker.counters.droppedEntries >= 1)
+        #expect(a.messages(1, type: "error").count == 1)
     }
 }

@@ -36,10 +36,14 @@ final class RedisNode: Transport {
     /// Stops the broker, runs what it posted last, and lets go of the hub: the hub holds this
     /// node as its transport, so keeping it would leave the two (and the broker) in a cycle
     /// that LeakSanitizer reports.
+    /// Closing the broker fails what its clients still held, and those completions may post
+    /// more work: everything is run until nothing is left, before and after the hub goes (work
+    /// left in the queue would hold the hub, and the hub this node).
     func close() {
         broker.close()
-        serviceQueue.drain()
+        repeat { serviceQueue.drain() } while !serviceQueue.isEmpty
         hub = nil
+        while !serviceQueue.isEmpty { serviceQueue.drain() }
     }
 
     // Transport
