@@ -129,23 +129,25 @@ final class RedisServer: @unchecked Sendable {
         if let pid { Glibc.kill(pid, SIGCONT) }
     }
 
-    /// A port that was free a moment ago: bound to 0, read back, closed.
+    /// A port that was free a moment ago, below Linux's ephemeral range (32768 on): a port the
+    /// kernel hands out (bind to 0) can be taken by any test's outgoing connection before the
+    /// server binds it, which failed a test now and then ("Address already in use").
     static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw RedisTestError("socket: \(errno)") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(fd, raw, length) == 0 && getsockname(fd, raw, &length) == 0
+        for _ in 0..<100 {
+            let port = Int.random(in: 20_000..<32_000)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw RedisTestError("socket: \(errno)") }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = UInt16(port).bigEndian
+            let bound = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
             }
+            if bound { return port }
         }
-        guard bound else { throw RedisTestError("bind: \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        throw RedisTestError("no free port between 20000 and 32000 after 100 tries")
     }
 
     /// Whether something on `port` answers a PING (a raw socket: the test must not

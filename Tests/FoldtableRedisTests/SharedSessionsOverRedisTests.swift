@@ -210,8 +210,18 @@ struct SharedSessionsOverRedis {
         defer { redis.close() }
         // The snapshot is asked for after the read that passes 10 events since the last, so
         // where it falls depends on how reads batched the entries; the trim follows it exactly.
-        let covered = try wait { redis.send(RedisCommand("HGET", RedisBroker.snapshotKey("plan"), "table"), completion: $0) }.get()
-        let snapshot = try TableCheckpoint.decode(covered.string.map { Array($0.utf8) } ?? [], limits: TableLimits())
+        // The snapshot goes out on the node's commands client after the apply that asked for it:
+        // read until it is there (another client's read can come first).
+        func storedSnapshot() throws -> Table {
+            let covered = try wait { redis.send(RedisCommand("HGET", RedisBroker.snapshotKey("plan"), "table"), completion: $0) }.get()
+            return try TableCheckpoint.decode(covered.string.map { Array($0.utf8) } ?? [], limits: TableLimits())
+        }
+        var snapshot = try storedSnapshot()
+        for _ in 0..<500 where snapshot.seq < 10 {
+            a.serviceQueue.drain()
+            usleep(10_000)
+            snapshot = try storedSnapshot()
+        }
         #expect(snapshot.seq >= 10 && snapshot.seq <= 25)
         let length = try wait { redis.xlen(RedisBroker.streamKey("plan"), completion: $0) }.get()
         #expect(length == 25 - Int(snapshot.seq) + 5)
