@@ -53,33 +53,19 @@ struct ChangeDigest {
         }
     }
 
-    /// ``JSONWriter/string(_:)``'s escaping, byte for byte.
+    /// ``JSONWriter/string(_:)``'s escaping, byte for byte (its rules, not a copy of them).
     private mutating func string(_ value: String) {
         byte(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
             for character in utf8 {
-                if character >= 0x20 && character != 0x22 && character != 0x5C {
+                if JSONWriter.isPlain(character) {
                     byte(character)
-                    continue
-                }
-                switch character {
-                case 0x22: raw("\\\"")
-                case 0x5C: raw("\\\\")
-                case 0x0A: raw("\\n")
-                case 0x0D: raw("\\r")
-                case 0x09: raw("\\t")
-                default:
-                    raw("\\u00")
-                    byte(Self.hexDigit(character >> 4))
-                    byte(Self.hexDigit(character & 0x0F))
+                } else {
+                    JSONWriter.escape(character) { byte($0) }
                 }
             }
         }
         byte(UInt8(ascii: "\""))
-    }
-
-    @inline(__always) private static func hexDigit(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 }

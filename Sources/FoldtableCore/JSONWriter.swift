@@ -40,27 +40,41 @@ public struct JSONWriter {
             var runStart = 0
             for index in 0..<utf8.count {
                 let byte = utf8[index]
-                if byte >= 0x20 && byte != 0x22 && byte != 0x5C { continue }
+                if Self.isPlain(byte) { continue }
                 if index > runStart { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
                 runStart = index + 1
-                switch byte {
-                case 0x22: raw("\\\"")
-                case 0x5C: raw("\\\\")
-                case 0x0A: raw("\\n")
-                case 0x0D: raw("\\r")
-                case 0x09: raw("\\t")
-                default:
-                    raw("\\u00")
-                    bytes.append(Self.hexDigits[Int(byte >> 4)])
-                    bytes.append(Self.hexDigits[Int(byte & 0x0F)])
-                }
+                Self.escape(byte) { bytes.append($0) }
             }
             if utf8.count > runStart { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count])) }
         }
         bytes.append(UInt8(ascii: "\""))
     }
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+    /// Whether a byte of a string's UTF-8 is written as it is; any other goes through
+    /// ``escape(_:_:)``.
+    @inline(__always) static func isPlain(_ byte: UInt8) -> Bool { byte >= 0x20 && byte != 0x22 && byte != 0x5C }
+
+    /// The escape sequence of a byte that is not plain, handed to `write` byte by byte: the one
+    /// place for the rules, shared with the change-id digest, which hashes exactly these bytes.
+    @inline(__always) static func escape(_ byte: UInt8, _ write: (UInt8) -> Void) {
+        write(UInt8(ascii: "\\"))
+        switch byte {
+        case 0x22, 0x5C: write(byte)
+        case 0x0A: write(UInt8(ascii: "n"))
+        case 0x0D: write(UInt8(ascii: "r"))
+        case 0x09: write(UInt8(ascii: "t"))
+        default:
+            write(UInt8(ascii: "u"))
+            write(UInt8(ascii: "0"))
+            write(UInt8(ascii: "0"))
+            write(hexDigit(byte >> 4))
+            write(hexDigit(byte & 0x0F))
+        }
+    }
+
+    @inline(__always) private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
 
     public mutating func bool(_ value: Bool) {
         if value { raw("true") } else { raw("false") }

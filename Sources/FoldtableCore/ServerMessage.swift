@@ -254,7 +254,8 @@ public enum ServerMessage {
         out.byte(UInt8(ascii: "]"))
     }
 
-    private static func author(_ author: Author, into out: inout JSONWriter) {
+    /// `{"client":..,"name":..}`: an author as events and presence lists carry it.
+    public static func author(_ author: Author, into out: inout JSONWriter) {
         out.raw("{\"client\":")
         out.string(author.client)
         out.nextKey("name")

@@ -13,11 +13,7 @@ enum PresenceCoding {
         out.byte(UInt8(ascii: "["))
         for (index, member) in members.enumerated() {
             if index > 0 { out.byte(UInt8(ascii: ",")) }
-            out.raw("{\"client\":")
-            out.string(member.client)
-            out.nextKey("name")
-            out.string(member.name)
-            out.byte(UInt8(ascii: "}"))
+            ServerMessage.author(member, into: &out)
         }
         out.raw("]}")
         return out.bytes
