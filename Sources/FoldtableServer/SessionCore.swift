@@ -1051,7 +1051,7 @@ extension SessionCore {
     /// Who a welcome or a full list names: this node's members in join order, then other nodes'
     /// (node by node, as they list them), at most `presenceListMax` in all.
     private func listedMembers() -> [Author] {
-        var listed = connections.prefix(settings.presenceListMax).compactMap { members[$0.id]?.author }
+        var listed = localPresence.first
         for node in remote where listed.count < settings.presenceListMax {
             listed.append(contentsOf: node.members.prefix(settings.presenceListMax - listed.count))
         }
