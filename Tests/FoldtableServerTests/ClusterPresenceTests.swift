@@ -40,10 +40,7 @@ extension LocalCluster {
 
     @Test func membersOnTwoHubsSeeEachOtherAfterAHeartbeatAndCountsAreClusterWide() throws {
         let cluster = LocalCluster()
-        let a = cluster.start("a")
-        let b = cluster.start("b")
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
+        let (a, b) = anaOnAAndBoOnB(cluster)
         b.join(2, name: "bea")
         cluster.settle()
         // Before a heartbeat each node knows only its own members.
@@ -69,10 +66,7 @@ extension LocalCluster {
 
     @Test func aMemberLeavingOneHubLeavesTheOthersPresenceAtTheNextHeartbeat() throws {
         let cluster = LocalCluster()
-        let a = cluster.start("a")
-        let b = cluster.start("b")
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
+        let (a, b) = anaOnAAndBoOnB(cluster)
         cluster.beat()
         b.close(1)
         cluster.beat()
@@ -83,10 +77,7 @@ extension LocalCluster {
 
     @Test func aHubThatStopsBeatingLosesItsMembersOnlyWhenItsHeartbeatExpires() throws {
         let cluster = LocalCluster()
-        let a = cluster.start("a")
-        let b = cluster.start("b")
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
+        let (a, _) = anaOnAAndBoOnB(cluster)
         cluster.beat()
         #expect(presence(a, 1).last?.count == 2)
         // b dies (kill -9): no more beats, no leaves. Within the bound b's members stay.
@@ -104,10 +95,7 @@ extension LocalCluster {
 
     @Test func aHubStoppingNormallyTakesItsMembersAwayAtOnce() throws {
         let cluster = LocalCluster()
-        let a = cluster.start("a")
-        let b = cluster.start("b")
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
+        let (a, b) = anaOnAAndBoOnB(cluster)
         cluster.beat()
         var left = false
         b.hub.leaveClusterPresence { left = true }
@@ -134,4 +122,13 @@ extension LocalCluster {
         #expect(onB.count == listMax + 51)
         #expect(listedCount(b, 1, in: cluster) == Int64(listMax + 51))
     }
+}
+
+/// Hubs `a` and `b` of `cluster`, with member 1 of each joined (`ana` on a, `bo` on b).
+private func anaOnAAndBoOnB(_ cluster: LocalCluster) -> (Harness, Harness) {
+    let a = cluster.start("a")
+    let b = cluster.start("b")
+    a.join(1, name: "ana")
+    b.join(1, name: "bo")
+    return (a, b)
 }
