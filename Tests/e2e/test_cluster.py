@@ -365,6 +365,17 @@ def test_while_redis_is_down_nodes_are_read_only_and_not_ready_then_converge_whe
         redis.close()
 
 
+async def bo_with_section_x_and_ana(a, b, name):
+    """`bo` on node b adds section x to session `name` (acknowledged), then `ana` joins on node
+    a, once a is ready: (bo, ana)."""
+    bo = await Client.join(b.ws, session=name, name="bo")
+    await bo.send({"type": "addSection", "key": "x", "title": "X", "id": "x"})
+    await bo.next(lambda m: m["type"] == "ack", timeout=10)
+    ana = await Client.join(a.ws, session=name, name="ana")
+    await wait_until(lambda: readiness(a)[0] == 200)
+    return bo, ana
+
+
 def test_a_node_cut_off_while_its_position_is_trimmed_away_welcomes_its_members_afresh():
     """Only node a loses Redis (a TCP relay between them is closed) while node b goes on and its
     snapshots trim the stream past a's position: a reloads and its members get a fresh welcome."""
@@ -376,11 +387,7 @@ def test_a_node_cut_off_while_its_position_is_trimmed_away_welcomes_its_members_
     name = unique("trim")
 
     async def scenario():
-        bo = await Client.join(b.ws, session=name, name="bo")
-        await bo.send({"type": "addSection", "key": "x", "title": "X", "id": "x"})
-        await bo.next(lambda m: m["type"] == "ack", timeout=10)
-        ana = await Client.join(a.ws, session=name, name="ana")
-        await wait_until(lambda: readiness(a)[0] == 200)
+        bo, ana = await bo_with_section_x_and_ana(a, b, name)
         relay.cut()
         await wait_until(lambda: readiness(a)[0] == 503)
         for n in range(10):
@@ -870,11 +877,7 @@ def test_a_node_stopped_while_connected_and_trimmed_past_welcomes_its_members_af
     name = unique("stopped")
 
     async def scenario():
-        bo = await Client.join(b.ws, session=name, name="bo")
-        await bo.send({"type": "addSection", "key": "x", "title": "X", "id": "x"})
-        await bo.next(lambda m: m["type"] == "ack", timeout=10)
-        ana = await Client.join(a.ws, session=name, name="ana")
-        await wait_until(lambda: readiness(a)[0] == 200)
+        bo, ana = await bo_with_section_x_and_ana(a, b, name)
         await bo.send({"type": "toggle", "section": "x", "id": "b-first"})
         await ana.next(lambda m: m["type"] == "event" and m["seq"] == 2, timeout=10)
         os.kill(a.pid, signal.SIGSTOP)
