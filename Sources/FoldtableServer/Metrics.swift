@@ -78,15 +78,8 @@ public final class Metrics {
     }
 
     /// Seconds from `start` to now, for the histograms.
-    public static func seconds(since start: ContinuousClock.Instant) -> Double {
-        seconds(ContinuousClock.now - start)
-    }
-
-    /// `duration` in seconds, from its attoseconds (one 128-bit to double conversion), not
-    /// `components`: that divides a 128-bit integer (about 300 instructions), and three
-    /// histograms take a time per acknowledged change.
-    @inline(__always) public static func seconds(_ duration: Duration) -> Double {
-        Double(duration.attoseconds) * 1e-18
+    @inline(__always) public static func seconds(since start: MonotonicTime) -> Double {
+        start.seconds(until: .now)
     }
 
     /// The exposition text.

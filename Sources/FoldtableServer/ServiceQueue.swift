@@ -7,7 +7,15 @@ import Synchronization
 /// burst of completions costs one wake-up; the service thread runs everything queued in
 /// ``drain()`` (lws: from the wake callback).
 public final class ServiceQueue: Sendable {
-    private let queue = Mutex<[@Sendable () -> Void]>([])
+    /// What is posted, and an emptied array kept for the next turn: `drain` swaps the two, so a
+    /// busy loop reuses their storage instead of growing a new array from nothing every turn
+    /// (thousands of completions a turn: each doubling is a large allocation, and glibc's large
+    /// allocations consolidate its free lists).
+    private struct Buffers {
+        var posted: [@Sendable () -> Void] = []
+        var spare: [@Sendable () -> Void] = []
+    }
+    private let buffers = Mutex(Buffers())
     private let wake: @Sendable () -> Void
 
     /// `wake` makes the service thread call ``drain()`` soon; it may be called from any thread.
@@ -17,9 +25,9 @@ public final class ServiceQueue: Sendable {
 
     /// Any thread: runs `work` on the service thread soon, after what was posted before it.
     public func post(_ work: @escaping @Sendable () -> Void) {
-        let wasEmpty = queue.withLock { queue in
-            queue.append(work)
-            return queue.count == 1
+        let wasEmpty = buffers.withLock { buffers in
+            buffers.posted.append(work)
+            return buffers.posted.count == 1
         }
         if wasEmpty { wake() }
     }
@@ -27,16 +35,24 @@ public final class ServiceQueue: Sendable {
     /// Service thread: runs what is queued now. Work posted while it runs waits for the next
     /// call (a wake-up was asked for it), so one turn of the loop never runs forever.
     public func drain() {
-        let work = queue.withLock { queue in
-            let taken = queue
-            queue.removeAll()
+        var work = buffers.withLock { buffers in
+            var taken: [@Sendable () -> Void] = []
+            swap(&taken, &buffers.spare)
+            swap(&taken, &buffers.posted)
             return taken
         }
+        guard !work.isEmpty else { return }
         for item in work { item() }
+        // The closures go now (they may hold the last reference to what they captured), the
+        // storage back for a later turn.
+        work.removeAll(keepingCapacity: true)
+        buffers.withLock { buffers in
+            if buffers.spare.capacity < work.capacity { swap(&buffers.spare, &work) }
+        }
     }
 
     /// Whether anything is waiting (for tests).
-    public var isEmpty: Bool { queue.withLock { $0.isEmpty } }
+    public var isEmpty: Bool { buffers.withLock { $0.posted.isEmpty } }
 }
 
 /// A value created on the service thread that only passes through other threads and is used

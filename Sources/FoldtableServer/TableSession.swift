@@ -36,7 +36,7 @@ final class TableSession {
     /// Counts the hub's resumes of this shared session: only the answer to the latest counts
     /// (the broker may flap, and an earlier answer was computed from an older position).
     var resumes: UInt64 = 0
-    private var appendsMade: [UInt64: ContinuousClock.Instant] = [:]
+    private var appendsMade: [UInt64: MonotonicTime] = [:]
     /// A shared session: its members joined, left or were renamed since the last heartbeat (the
     /// hub then hands the broker the node's members again; otherwise the beat only refreshes).
     var presenceDirty = false
@@ -88,7 +88,7 @@ final class TableSession {
             presenceDirty = true
             core.handle(input, now: transport.nowMilliseconds(), into: &effects)
         case .change, .apiChange:
-            let start = ContinuousClock.now
+            let start = MonotonicTime.now
             core.handle(input, now: transport.nowMilliseconds(), into: &effects)
             hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
         case .sequenced(let requests):
@@ -135,7 +135,7 @@ final class TableSession {
             transport.send(message, to: connection)
         case .broadcast(let message, let connections):
             hub.metrics.sent(message, to: connections.count)
-            let start = ContinuousClock.now
+            let start = MonotonicTime.now
             transport.broadcast(message, to: connections)
             hub.metrics.fanoutLatency.observe(Metrics.seconds(since: start))
         case .accepted(let connection):
@@ -151,7 +151,7 @@ final class TableSession {
         case .answer(let request, let result):
             hub.apiAnswered(request, result)
         case .persist(let events, let generation):
-            let start = ContinuousClock.now
+            let start = MonotonicTime.now
             hub.eventLog.append(session: name, events: events) { [self] result in
                 self.hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
                 switch result {
@@ -173,7 +173,7 @@ final class TableSession {
             // Only stream-ordered sessions ask, and the hub makes those only with a broker.
             guard let broker = hub.broker else { return }
             let number = request.origin.number
-            appendsMade[number] = ContinuousClock.now
+            appendsMade[number] = MonotonicTime.now
             broker.append(session: name, request: request) { [self] result in
                 switch result {
                 case .success(let position): handle(.appended(number: number, position: position))

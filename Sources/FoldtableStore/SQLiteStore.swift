@@ -242,9 +242,15 @@ public final class SQLiteStore: SessionStore, EventLog {
         // to break.)
         let refused = outbox.withLock { outbox -> [StoreOperation] in
             guard !outbox.isEmpty else { return [] }
-            let taken = outbox
-            outbox.removeAll(keepingCapacity: true)
-            return writer.enqueue(contentsOf: taken) ? [] : taken
+            if writer.enqueue(contentsOf: outbox) {
+                // The writer copied them: emptied in place, the storage ours alone and kept for
+                // the next turn (taking a copy first made this a fresh allocation every turn).
+                outbox.removeAll(keepingCapacity: true)
+                return []
+            }
+            let refused = outbox
+            outbox.removeAll()
+            return refused
         }
         for operation in refused {
             if let delivery = operation.failure(closedError) { post(delivery) }

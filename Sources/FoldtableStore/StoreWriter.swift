@@ -21,6 +21,9 @@ final class StoreWriter: @unchecked Sendable {
     private let post: Post
     private let condition = NSCondition()
     private var queue: [StoreOperation] = []
+    /// An emptied batch kept for the next: `run` swaps it in as the new queue, so a busy writer
+    /// reuses two arrays' storage instead of growing a new one from nothing every batch.
+    private var spare: [StoreOperation] = []
     /// A batch is being run (taken from the queue, results not yet all posted).
     private var busy = false
     private var closing = false
@@ -92,12 +95,15 @@ final class StoreWriter: @unchecked Sendable {
         while true {
             while queue.isEmpty && !closing { condition.wait() }
             if queue.isEmpty { break }
-            let batch = queue
-            queue = []
+            var batch: [StoreOperation] = []
+            swap(&batch, &spare)
+            swap(&batch, &queue)
             busy = true
             condition.unlock()
             runBatch(batch)
+            batch.removeAll(keepingCapacity: true)
             condition.lock()
+            if spare.capacity < batch.capacity { swap(&spare, &batch) }
             busy = false
             condition.broadcast()
         }
@@ -112,6 +118,9 @@ final class StoreWriter: @unchecked Sendable {
     private func runBatch(_ batch: [StoreOperation]) {
         var writes: [StoreOperation] = []
         var deliveries: [@Sendable () -> Void] = []
+        // Sized once: a batch of a thousand appends would otherwise grow each array ten times.
+        writes.reserveCapacity(batch.count)
+        deliveries.reserveCapacity(batch.count)
         for operation in batch {
             if operation.writes {
                 writes.append(operation)
@@ -119,7 +128,7 @@ final class StoreWriter: @unchecked Sendable {
             }
             if !writes.isEmpty {
                 deliveries += commit(writes)
-                writes = []
+                writes.removeAll(keepingCapacity: true)
                 deliver(&deliveries)
             }
             if let delivery = runRead(operation) { deliveries.append(delivery) }
@@ -143,6 +152,7 @@ final class StoreWriter: @unchecked Sendable {
     private func commit(_ writes: [StoreOperation]) -> [@Sendable () -> Void] {
         let database = tables.database
         var results: [@Sendable () -> Void] = []
+        results.reserveCapacity(writes.count)
         do throws(SQLiteError) {
             try database.exec("BEGIN IMMEDIATE")
             for operation in writes {

@@ -4,16 +4,22 @@ import Testing
 @testable import FoldtableServer
 
 @Suite struct MetricsTests {
-    @Test func aDurationInSecondsIsWhatItsComponentsSay() {
-        let durations: [Duration] = [
-            .zero, .nanoseconds(1), .nanoseconds(1_234_567), .milliseconds(250), .seconds(3), .seconds(19), .seconds(86_400 * 400),
-            .nanoseconds(-5_000), .seconds(-30),
-        ]
-        for duration in durations {
-            let (seconds, attoseconds) = duration.components
-            let expected = Double(seconds) + Double(attoseconds) / 1e18
-            #expect(abs(Metrics.seconds(duration) - expected) <= max(abs(expected), 1e-9) * 1e-12, "\(duration)")
-        }
+    @Test func secondsBetweenTwoReadingsAreTheirNanosecondsApart() {
+        let start = MonotonicTime(nanoseconds: 5_000_000_000)
+        #expect(start.seconds(until: MonotonicTime(nanoseconds: 5_000_000_000)) == 0)
+        #expect(abs(start.seconds(until: MonotonicTime(nanoseconds: 5_000_001_000)) - 1e-6) < 1e-15)
+        #expect(abs(start.seconds(until: MonotonicTime(nanoseconds: 5_250_000_000 + 86_400 * 400 * 1_000_000_000)) - (0.25 + 86_400 * 400)) < 1e-6)
+        // A reading taken earlier (it cannot be on one clock, but never a negative latency).
+        #expect(start.seconds(until: MonotonicTime(nanoseconds: 4_000_000_000)) == 0)
+    }
+
+    @Test func theClockMovesForwardAsContinuousClockDoes() {
+        let first = MonotonicTime.now
+        let reference = ContinuousClock.now
+        while ContinuousClock.now - reference < .milliseconds(2) {}
+        let elapsed = first.seconds(until: .now)
+        #expect(elapsed >= 0.002)
+        #expect(elapsed < 10)
     }
 
     @Test func countersMoveAsClientsActAndTheTextIsPrometheusShaped() {
