@@ -29,7 +29,7 @@ final class TableSession {
     private var effects: [SessionEffect] = []
     /// Where acks are encoded, emptied for each (its capacity kept). Taken out for a call of
     /// `handle` like `effects`, so each ack needs no access to the property (and its check).
-    private var ackBuffer = JSONWriter(capacity: 64)
+    private var ackBuffer: JSONWriter? = JSONWriter(capacity: 64)
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
@@ -76,8 +76,7 @@ final class TableSession {
         // Taken out while performed (performing may feed inputs, never re-enter this loop).
         var effects: [SessionEffect] = []
         swap(&effects, &self.effects)
-        var ackBuffer = JSONWriter(capacity: 0)
-        swap(&ackBuffer, &self.ackBuffer)
+        var ackBuffer = self.ackBuffer.take() ?? JSONWriter(capacity: 64)
         // The first input as given (borrowed), not copied into the queue and out again: most
         // calls bring one input, and a copy retains every string and array it carries.
         var quiet = run(input, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
@@ -92,7 +91,7 @@ final class TableSession {
             waitingInputs = 0
         }
         swap(&effects, &self.effects)
-        swap(&ackBuffer, &self.ackBuffer)
+        self.ackBuffer = ackBuffer
         hub.sessionSettled(self, quiet: quiet)
     }
 
@@ -165,7 +164,8 @@ final class TableSession {
     /// it holds, ~300 instructions with the copy's destroy) because the compiler cannot prove
     /// that performing leaves the array alone. It does: the array is `handle`'s local (taken out
     /// of `self`) and a re-entrant `handle` only queues its input. A moved-out slot gets an
-    /// effect holding no references, which `removeAll` then destroys for next to nothing.
+    /// effect holding no references, which the `removeLast`s then destroy for next to nothing
+    /// (`removeAll` would go through the generic `replaceSubrange`, ~280 instructions a call).
     private func perform(_ effects: inout [SessionEffect], hub: Hub, transport: Transport, ackBuffer: inout JSONWriter) {
         effects.withUnsafeMutableBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return }
@@ -175,7 +175,7 @@ final class TableSession {
                 perform(effect, hub: hub, transport: transport, ackBuffer: &ackBuffer)
             }
         }
-        effects.removeAll(keepingCapacity: true)
+        while !effects.isEmpty { effects.removeLast() }
     }
 
     /// A member's queue drained: refill it from every stream it is in.
