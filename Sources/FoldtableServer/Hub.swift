@@ -445,7 +445,9 @@ public final class Hub: TransportDelegate {
         guard let client = clients[connection.id] else { return }
         metrics.messagesIn += 1
         let (result, id) = ClientMessage.decode(message, limits: messageLimits)
-        switch result {
+        // Consumed: a change moves from the decoded message into the session's input instead of
+        // being copied (retaining each string) and both destroyed.
+        switch consume result {
         case .failure(let error):
             refuse(connection, error, id: id)
         case .success(.list(let token)):

@@ -23,7 +23,13 @@ public final class LWSTransport: Transport {
         public func stop(graceMilliseconds: Int32 = 2_000) { ftws_server_stop(server, graceMilliseconds) }
     }
 
-    public weak var delegate: TransportDelegate?
+    public var delegate: TransportDelegate? {
+        get { weakDelegate }
+        set { weakDelegate = newValue }
+    }
+    /// Private storage behind `delegate`: read for every message, and a public stored property
+    /// costs a runtime exclusivity check per read where a private one is proved exclusive.
+    private weak var weakDelegate: TransportDelegate?
     private var server: OpaquePointer?
     /// Work other threads post; drained on the service thread in the wake callback.
     public let serviceQueue: ServiceQueue
