@@ -16,18 +16,20 @@
 /*
  * Recycling. Every acknowledged change makes two small frames (its event and its ack) and frees
  * them a loop turn or so later, in bursts that overflow malloc's per-thread cache: malloc and free
- * took ~450 instructions a change. Frames whose payload fits one of two sizes are made that size
- * and, when released, kept on a free list of the releasing thread (no locks: a list is only ever
- * touched by its own thread), up to FTWS_POOL_MAX each; the lists are freed when their thread
- * ends. A frame may be released on another thread than the one that made it (a message dropped
- * by a test after its server stopped): it simply joins that thread's list.
+ * took ~450 instructions a change. A frame of up to 512 payload bytes is made the next power of
+ * two from 64 up (past 64 bytes, never more than twice its payload) and, when released, kept on
+ * that size's free list of the releasing thread (no locks: a list is only ever touched by its own
+ * thread), up to FTWS_POOL_MAX a size; the lists are freed when their thread ends. A frame may be
+ * released on another thread than the one that made it (a message dropped by a test after its
+ * server stopped): it simply joins that thread's list.
  */
 #define FTWS_POOL_MAX 1024
-static const size_t class_payload[3] = {0, 64, 512};
+#define FTWS_POOL_CLASSES 5
+static const size_t class_payload[FTWS_POOL_CLASSES] = {0, 64, 128, 256, 512};
 
 typedef struct frame_pool {
-    ftws_frame *head[3];
-    size_t count[3];
+    ftws_frame *head[FTWS_POOL_CLASSES];
+    size_t count[FTWS_POOL_CLASSES];
 } frame_pool;
 
 static _Thread_local frame_pool t_pool;
@@ -38,7 +40,7 @@ static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static void pool_free(void *arg)
 {
     frame_pool *pool = arg;
-    for (int c = 1; c < 3; c++) {
+    for (int c = 1; c < FTWS_POOL_CLASSES; c++) {
         while (pool->head[c]) {
             ftws_frame *f = pool->head[c];
             pool->head[c] = f->next;
@@ -54,7 +56,10 @@ ftws_frame *ftws__frame_create(const uint8_t *data, size_t len, bool binary)
 {
     if (len > SIZE_MAX - sizeof(ftws_frame) - LWS_PRE)
         return NULL;
-    uint8_t size_class = len <= class_payload[1] ? 1 : len <= class_payload[2] ? 2 : 0;
+    uint8_t size_class = 0;
+    for (uint8_t c = 1; c < FTWS_POOL_CLASSES && !size_class; c++)
+        if (len <= class_payload[c])
+            size_class = c;
     ftws_frame *f = NULL;
     if (size_class && t_pool.head[size_class]) {
         f = t_pool.head[size_class];
