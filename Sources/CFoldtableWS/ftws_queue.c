@@ -53,13 +53,18 @@ int ftws_conn_send(ftws_conn *conn, ftws_frame *frame)
 }
 
 /* Fan-out: the same frame pushed to every connection; each push is a pointer plus a
- * refcount increment. Returns how many connections refused it. */
-size_t ftws_broadcast(ftws_frame *frame, ftws_conn *const *conns, size_t count)
+ * refcount increment. The pointers are read `stride` bytes apart (see the header). Returns how
+ * many connections refused it. */
+size_t ftws_broadcast(ftws_frame *frame, const void *first, size_t stride, size_t count)
 {
     size_t refused = 0;
-    for (size_t i = 0; i < count; i++)
-        if (ftws_conn_send(conns[i], frame))
+    const unsigned char *at = first;
+    for (size_t i = 0; i < count; i++, at += stride) {
+        ftws_conn *conn;
+        memcpy(&conn, at, sizeof conn);
+        if (ftws_conn_send(conn, frame))
             refused++;
+    }
     return refused;
 }
 

@@ -23,6 +23,9 @@ public final class Hub: TransportDelegate {
     let clock: () -> UInt64
 
     private var clients: [UInt64: ClientState] = [:]
+    /// The client whose change the hub is handing to its session, while it does: the session's
+    /// `accepted` for it then needs no lookup in `clients`.
+    private var receiving: ClientState?
     private var sessions: [String: TableSession] = [:]
     /// Names of every stored session (resident or not), for `list`.
     private var storedNames: Set<String>
@@ -268,8 +271,11 @@ public final class Hub: TransportDelegate {
     func isResident(_ session: TableSession) -> Bool { sessions[session.name] === session }
 
     /// Called after a session handled its inputs: a session left quiet starts its idle clock.
-    func sessionSettled(_ session: TableSession) {
-        let quiet = session.core.isQuiet
+    func sessionSettled(_ session: TableSession) { sessionSettled(session, quiet: session.core.isQuiet) }
+
+    /// The same with `quiet` (`session.core.isQuiet`) told by the session, which read it while
+    /// it held its core anyway.
+    func sessionSettled(_ session: TableSession, quiet: Bool) {
         // Nothing to arm or cancel (a busy session without a timer: every change): no lookup
         // of the session by name.
         guard quiet != (session.evictionTimer != nil) else { return }
@@ -439,7 +445,9 @@ public final class Hub: TransportDelegate {
         guard let client = clients[connection.id] else { return }
         metrics.messagesIn += 1
         let (result, id) = ClientMessage.decode(message, limits: messageLimits)
-        switch result {
+        // Consumed: a change moves from the decoded message into the session's input instead of
+        // being copied (retaining each string) and both destroyed.
+        switch consume result {
         case .failure(let error):
             refuse(connection, error, id: id)
         case .success(.list(let token)):
@@ -477,7 +485,9 @@ public final class Hub: TransportDelegate {
             }
             guard client.role >= .editor else { return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id) }
             guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
+            receiving = client
             session.handle(.change(change, id: id, from: connection))
+            receiving = nil
         case .success(.find(let query, let limit, let id)):
             // A read any member may make; it scans the whole table, so it counts against the
             // same rate limit as a change.
@@ -724,9 +734,14 @@ public final class Hub: TransportDelegate {
         }
     }
 
-    /// A change of `connection` was accepted: its run of refusals is over.
+    /// A change of `connection` was accepted: its run of refusals is over. Usually the client
+    /// whose message is being received: then no lookup.
     func accepted(_ connection: Connection) {
-        clients[connection.id]?.consecutiveErrors = 0
+        if let client = receiving, client.connection == connection {
+            client.consecutiveErrors = 0
+        } else {
+            clients[connection.id]?.consecutiveErrors = 0
+        }
     }
 
     /// An error reply; past `maxConsecutiveErrors` in a row, a close.

@@ -48,6 +48,10 @@ public enum SessionInput {
 }
 
 /// What the core asks its driver to do, in order.
+///
+/// The cases that carry a table, a sequenced request, a section or an error are `indirect` (boxed):
+/// they are rare or come once per request, and inline they made every effect 240 bytes, copied
+/// whole each time an effect is appended, moved or destroyed; boxed, an effect is 48.
 public enum SessionEffect {
     /// Queue one message to one connection.
     case send(OutboundMessage, to: Connection)
@@ -58,22 +62,22 @@ public enum SessionEffect {
     /// A member's change passed validation: its run of refused messages is over.
     case accepted(Connection)
     /// Refuse a message with an error reply (the socket stays open).
-    case refuse(Connection, ProtocolError, id: String?)
+    indirect case refuse(Connection, ProtocolError, id: String?)
     /// Answer an HTTP API change: the seq it is durable at, or why it was refused.
-    case answer(request: UInt64, Result<UInt64, ProtocolError>)
+    indirect case answer(request: UInt64, Result<UInt64, ProtocolError>)
     /// Append these events to the log; report back `committed` or `commitFailed` with `generation`.
     case persist([LoggedEvent], generation: UInt64)
     /// Save this table (the committed one) as the session's checkpoint.
-    case checkpoint(Table)
+    indirect case checkpoint(Table)
     /// A stream-ordered session: append this request to the session's stream; report a failure
     /// with ``SessionInput/appendFailed(number:_:)``. Success needs no report: the entry comes
     /// back through ``SessionInput/sequenced(_:)``.
-    case append(SequencedRequest)
+    indirect case append(SequencedRequest)
     /// A stream-ordered session: save this table (the committed one) as the snapshot covering
     /// the stream up to `position`, with the history members may resume from.
-    case snapshot(Table, position: String, history: [HistoryEntry])
+    indirect case snapshot(Table, position: String, history: [HistoryEntry])
     /// Stream the rows of `section` (as committed at `seq`) to these members.
-    case startStream(Section, seq: UInt64, to: [Connection])
+    indirect case startStream(Section, seq: UInt64, to: [Connection])
     /// Add a member to the running stream of `section` started at `seq`.
     case joinStream(section: String, seq: UInt64, member: Connection)
     /// Take a member out of the stream of `section` (it left or was closed).

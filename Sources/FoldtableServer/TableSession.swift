@@ -16,12 +16,20 @@ final class TableSession {
     /// Inputs waiting while effects of an earlier one are performed: effects can cause inputs
     /// (a stream delivered at once, a store completion), and the core takes one at a time.
     private var inputs: [SessionInput] = []
+    /// `inputs.count`, kept apart: the compiler proves a plain Int's accesses exclusive and so
+    /// checks nothing at run time, while each access to the array costs a dynamic check (~80
+    /// instructions); `handle` reads this one instead (inputs rarely wait).
+    private var waitingInputs = 0
     private var handling = false
+    /// Whether the core orders changes by a stream (fixed when it is made): the local path reads
+    /// no more of the core than it must.
+    private let streamOrdered: Bool
     /// The effects of the input being performed: one buffer kept for every input (emptied,
     /// its capacity kept), not an array allocated per input.
     private var effects: [SessionEffect] = []
-    /// Where acks are encoded, emptied for each (its capacity kept).
-    private var ackBuffer = JSONWriter(capacity: 64)
+    /// Where acks are encoded, emptied for each (its capacity kept). Taken out for a call of
+    /// `handle` like `effects`, so each ack needs no access to the property (and its check).
+    private var ackBuffer: JSONWriter? = JSONWriter(capacity: 64)
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
@@ -45,6 +53,7 @@ final class TableSession {
         self.name = core.name
         self.core = core
         self.hub = hub
+        if case .stream = core.sequencing { streamOrdered = true } else { streamOrdered = false }
     }
 
     var memberCount: Int { core.memberCount }
@@ -55,6 +64,7 @@ final class TableSession {
     func handle(_ input: SessionInput) {
         guard !handling else {
             inputs.append(input)
+            waitingInputs += 1
             return
         }
         handling = true
@@ -66,22 +76,49 @@ final class TableSession {
         // Taken out while performed (performing may feed inputs, never re-enter this loop).
         var effects: [SessionEffect] = []
         swap(&effects, &self.effects)
+        var ackBuffer = self.ackBuffer.take() ?? JSONWriter(capacity: 64)
         // The first input as given (borrowed), not copied into the queue and out again: most
         // calls bring one input, and a copy retains every string and array it carries.
-        run(input, hub: hub, transport: transport, effects: &effects)
-        var next = 0
-        while next < inputs.count {
-            let queued = inputs[next]
-            next += 1
-            run(queued, hub: hub, transport: transport, effects: &effects)
+        var quiet = run(input, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
+        if waitingInputs > 0 {
+            var next = 0
+            while next < inputs.count {
+                let queued = inputs[next]
+                next += 1
+                quiet = run(queued, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
+            }
+            inputs.removeAll(keepingCapacity: true)
+            waitingInputs = 0
         }
         swap(&effects, &self.effects)
-        inputs.removeAll(keepingCapacity: true)
-        hub.sessionSettled(self)
+        self.ackBuffer = ackBuffer
+        hub.sessionSettled(self, quiet: quiet)
     }
 
-    /// One input through the core, then its effects performed (and `effects` emptied).
-    private func run(_ input: SessionInput, hub: Hub, transport: Transport, effects: inout [SessionEffect]) {
+    /// One input through the core, then its effects performed (and `effects` emptied). Returns
+    /// whether the core is quiet after it (performing effects never changes that: whatever
+    /// would comes back as another input).
+    private func run(
+        _ input: SessionInput, hub: Hub, transport: Transport, effects: inout [SessionEffect], ackBuffer: inout JSONWriter
+    ) -> Bool {
+        guard streamOrdered else {
+            // A local session: one access to the core (`handle` and the `isQuiet` after it),
+            // nothing of the stream's bookkeeping.
+            let quiet: Bool
+            switch input {
+            case .join, .leave, .rename:
+                presenceDirty = true
+                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
+            case .change, .apiChange:
+                let start = MonotonicTime.now
+                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
+                hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
+            default:
+                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
+            }
+            perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer)
+            return quiet
+        }
         let seqBefore = core.committed.seq
         switch input {
         case .join, .leave, .rename:
@@ -108,10 +145,37 @@ final class TableSession {
         if case .stream = core.sequencing, core.committed.seq > seqBefore {
             if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
         }
-        for index in effects.indices { perform(effects[index], hub: hub, transport: transport) }
-        effects.removeAll(keepingCapacity: true)
+        perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer)
         // Nothing of this core's waits to be applied: no append time is needed any more.
         if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
+        return core.isQuiet
+    }
+
+    /// `core.handle`, then `core.isQuiet`, inside one exclusive access to `core` (the inout):
+    /// one runtime check instead of two.
+    @inline(__always)
+    private static func handle(_ input: SessionInput, now: UInt64, core: inout SessionCore, into effects: inout [SessionEffect]) -> Bool {
+        core.handle(input, now: now, into: &effects)
+        return core.isQuiet
+    }
+
+    /// Performs `effects` in order and empties it (its capacity kept). Each effect is moved
+    /// out of the buffer, not copied: reading `effects[index]` copies it (retaining everything
+    /// it holds, ~300 instructions with the copy's destroy) because the compiler cannot prove
+    /// that performing leaves the array alone. It does: the array is `handle`'s local (taken out
+    /// of `self`) and a re-entrant `handle` only queues its input. A moved-out slot gets an
+    /// effect holding no references, which the `removeLast`s then destroy for next to nothing
+    /// (`removeAll` would go through the generic `replaceSubrange`, ~280 instructions a call).
+    private func perform(_ effects: inout [SessionEffect], hub: Hub, transport: Transport, ackBuffer: inout JSONWriter) {
+        effects.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            for index in 0..<buffer.count {
+                let effect = (base + index).move()
+                (base + index).initialize(to: .accepted(Connection(id: 0)))
+                perform(effect, hub: hub, transport: transport, ackBuffer: &ackBuffer)
+            }
+        }
+        while !effects.isEmpty { effects.removeLast() }
     }
 
     /// A member's queue drained: refill it from every stream it is in.
@@ -127,8 +191,9 @@ final class TableSession {
         }
     }
 
-    /// `hub` and `transport`: this session's, held by the caller for its loop.
-    private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport) {
+    /// `hub` and `transport`: this session's, held by the caller for its loop; `ackBuffer`
+    /// the session's, taken out for it.
+    private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport, ackBuffer: inout JSONWriter) {
         switch effect {
         case .send(let message, let connection):
             hub.metrics.sent(message, to: 1)

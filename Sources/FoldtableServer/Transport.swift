@@ -142,8 +142,25 @@ public struct HTTPResponse: Sendable, Equatable {
 /// connections, at once or over time (row chunks), is copied into the transport only once.
 public final class OutboundMessage {
     public let bytes: [UInt8]
-    /// Owned by the transport that sent the message first.
-    public var transportFrame: AnyObject?
+    /// A pointer and a C function rather than an object: no second allocation, nor a dynamic
+    /// cast, per message. Private, so the compiler proves its accesses exclusive (no runtime check).
+    private var frame: UnsafeMutableRawPointer?
+    private var releaseFrame: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
 
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    deinit {
+        if let frame, let releaseFrame { releaseFrame(frame) }
+    }
+
+    /// The transport's form of the bytes, once ``attachFrame(_:release:)`` attached one.
+    public var transportFrame: UnsafeMutableRawPointer? { frame }
+
+    /// Attaches the transport's form of the bytes (by the transport that sends the message first);
+    /// `release` drops it when the message goes. Once per message.
+    public func attachFrame(_ frame: UnsafeMutableRawPointer, release: @escaping @convention(c) (UnsafeMutableRawPointer?) -> Void) {
+        precondition(self.frame == nil, "a message's transport frame is attached once")
+        self.frame = frame
+        releaseFrame = release
+    }
 }

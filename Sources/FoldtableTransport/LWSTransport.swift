@@ -23,7 +23,13 @@ public final class LWSTransport: Transport {
         public func stop(graceMilliseconds: Int32 = 2_000) { ftws_server_stop(server, graceMilliseconds) }
     }
 
-    public weak var delegate: TransportDelegate?
+    public var delegate: TransportDelegate? {
+        get { weakDelegate }
+        set { weakDelegate = newValue }
+    }
+    /// Private storage behind `delegate`: read for every message, and a public stored property
+    /// costs a runtime exclusivity check per read where a private one is proved exclusive.
+    private weak var weakDelegate: TransportDelegate?
     private var server: OpaquePointer?
     /// Work other threads post; drained on the service thread in the wake callback.
     public let serviceQueue: ServiceQueue
@@ -36,8 +42,6 @@ public final class LWSTransport: Transport {
     /// Open WebSockets per client address, and each connection's address (to count it down).
     private var connectionsByAddress: [String: Int] = [:]
     private var addresses: [UInt64: String] = [:]
-    /// Reused for every broadcast: the connection pointers handed to ftws_broadcast.
-    private var broadcastScratch: [OpaquePointer?] = []
 
     /// Creates the context and binds the port; does not serve until ``run()``.
     public init(config: ServerConfig, echo: Bool = false) throws(StartError) {
@@ -226,19 +230,25 @@ public final class LWSTransport: Transport {
         return result != -1
     }
 
+    /// The message's C frame: made (the bytes copied) the first time it is sent, then attached
+    /// to the message, which releases it when it goes.
     private func frame(for message: OutboundMessage) -> OpaquePointer? {
-        if let existing = message.transportFrame as? SharedFrame { return existing.frame }
-        let frame = message.bytes.withUnsafeBufferPointer { ftws_frame_create($0.baseAddress, $0.count) }
-        message.transportFrame = SharedFrame(frame)
+        if let existing = message.transportFrame { return OpaquePointer(existing) }
+        guard let frame = message.bytes.withUnsafeBufferPointer({ ftws_frame_create($0.baseAddress, $0.count) }) else { return nil }
+        message.attachFrame(UnsafeMutableRawPointer(frame), release: { ftws_frame_release(OpaquePointer($0)) })
         return frame
     }
+
+    /// Where the C side finds each connection's pointer in an array of ``Connection``s.
+    private static let handleOffset = MemoryLayout<Connection>.offset(of: \Connection.handle)!
 
     public func broadcast(_ message: OutboundMessage, to connections: [Connection]) {
         guard !connections.isEmpty else { return }
         let frame = frame(for: message)
-        broadcastScratch.removeAll(keepingCapacity: true)
-        for connection in connections { broadcastScratch.append(OpaquePointer(connection.handle)) }
-        _ = broadcastScratch.withUnsafeBufferPointer { ftws_broadcast(frame, $0.baseAddress, $0.count) }
+        // Each Connection's handle is its ftws_conn pointer: C reads them in place, a stride apart.
+        _ = connections.withUnsafeBytes { raw in
+            ftws_broadcast(frame, raw.baseAddress.map { $0 + Self.handleOffset }, MemoryLayout<Connection>.stride, connections.count)
+        }
     }
 
     public func send(_ message: OutboundMessage, to connection: Connection) {
@@ -286,14 +296,6 @@ private final class WakeTarget: Sendable {
 /// thread-safe, is ever called with it off the service thread.
 private struct ServerPointer: @unchecked Sendable {
     let pointer: OpaquePointer
-}
-
-/// Owns one reference to a C frame; attached to an OutboundMessage so every send of that
-/// message reuses it.
-private final class SharedFrame {
-    let frame: OpaquePointer?
-    init(_ frame: OpaquePointer?) { self.frame = frame }
-    deinit { ftws_frame_release(frame) }
 }
 
 extension Connection {

@@ -22,6 +22,15 @@ import Testing
         #expect(elapsed < 10)
     }
 
+    @Test func aSampleCountsInTheFirstBucketItDoesNotPassAndOneBeyondEveryBoundOnlyInTheTotals() {
+        let histogram = Metrics.Histogram(bounds: [0.1, 1])
+        for seconds in [0.05, 0.1, 0.5, 1, 5] { histogram.observe(seconds) }
+        #expect(histogram.counts == [2, 2])
+        #expect(histogram.count == 5)
+        #expect(abs(histogram.sum - 6.65) < 1e-12)
+        #expect(Metrics.Histogram(bounds: [0.1]).counts == [0])
+    }
+
     @Test func countersMoveAsClientsActAndTheTextIsPrometheusShaped() {
         let h = Harness()
         h.join(1)

@@ -175,9 +175,12 @@ size_t ftws_frame_length(const ftws_frame *frame);
  * the frame would pass max_queue_bytes while other frames are queued (the connection is then
  * closed with slow_close_code). A frame larger than the cap is taken into an empty queue. */
 int ftws_conn_send(ftws_conn *conn, ftws_frame *frame);
-/* Queue one frame to many connections: the fan-out hot path, one call per broadcast. Returns the
- * number of connections that refused it (see ftws_conn_send). */
-size_t ftws_broadcast(ftws_frame *frame, ftws_conn *const *conns, size_t count);
+/* Queue one frame to many connections: the fan-out hot path, one call per broadcast. The
+ * connection pointers are read where the caller keeps them: `first` points at the first one and
+ * each next one lies `stride` bytes further (an array of the caller's connection structs, which
+ * then needs no copy into an array of pointers; stride sizeof(ftws_conn *) for a plain array).
+ * Returns the number of connections that refused it (see ftws_conn_send). */
+size_t ftws_broadcast(ftws_frame *frame, const void *first, size_t stride, size_t count);
 /* Close with a code and a reason (< 123 bytes, truncated if longer) after the queued frames. */
 void ftws_conn_close(ftws_conn *conn, int code, const char *reason);
 /* Bytes currently queued (not yet handed to the socket). */
