@@ -38,6 +38,8 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// Operations asked during the current turn of the service loop (see `submit`).
     private let outbox = Mutex<[StoreOperation]>([])
     private let post: @Sendable (@escaping @Sendable () -> Void) -> Void
+    /// Hands the writer's outcomes to appenders and completions on the service thread.
+    private let deliveries = StoreDeliveries()
 
     /// How long a statement waits for another connection's lock before failing with "busy".
     /// Short: the service must answer (with an error) rather than stall behind a stuck process.
@@ -107,7 +109,8 @@ public final class SQLiteStore: SessionStore, EventLog {
         } catch {
             throw StoreError.unavailable("cannot read the journal of \(path): \(error)")
         }
-        writer = StoreWriter(tables: tables, post: post)
+        let deliveries = self.deliveries
+        writer = StoreWriter(tables: tables) { batch in post { deliveries.run(batch) } }
         writer.start()
     }
 
@@ -177,8 +180,15 @@ public final class SQLiteStore: SessionStore, EventLog {
 
     /// Appends consecutive events following the log's last one; `.conflict` (nothing written) when
     /// the session is not stored or the events do not follow.
-    public func append(session: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
-        submit(.append(session, events, CompletionBox(completion)))
+    public func append(session: String, events: [LoggedEvent], appender: LogAppender) {
+        // The box: the writer only carries the appender back (see StoreDeliveries).
+        submit(.append(session, events, ServiceThreadOnly(appender)))
+    }
+
+    /// Told of every append's outcome first (the store's monitor).
+    public var appendObserver: LogAppender? {
+        get { deliveries.observer }
+        set { deliveries.observer = newValue }
     }
 
     /// The events after `seq`: `[]` at the head, `nil` when the log no longer reaches `seq + 1`
@@ -252,9 +262,10 @@ public final class SQLiteStore: SessionStore, EventLog {
             outbox.removeAll()
             return refused
         }
-        for operation in refused {
-            if let delivery = operation.failure(closedError) { post(delivery) }
-        }
+        let failures = refused.compactMap { $0.failure(closedError) }
+        guard !failures.isEmpty else { return }
+        let deliveries = self.deliveries
+        post { deliveries.run(failures) }
     }
 
     private static func trimmingTrailingSlashes(_ directory: String) -> String {
