@@ -85,7 +85,10 @@ public final class MemoryStore: SessionStore, EventLog {
         // so pruning it copied every event the session keeps.
         sessions.values[index].checkpoint = table
         let keepFrom = table.seq > UInt64(keepEvents) ? table.seq - UInt64(keepEvents) : 0
-        sessions.values[index].events.removeAll { $0.event.seq <= keepFrom }
+        // The log is in seq order: what goes is a prefix, removed without moving the rest one
+        // by one (`removeAll(where:)` copied every kept event).
+        let drop = sessions.values[index].events.prefix { $0.event.seq <= keepFrom }.count
+        sessions.values[index].events.removeFirst(drop)
         later(completion, .success(()))
     }
 
@@ -113,7 +116,10 @@ public final class MemoryStore: SessionStore, EventLog {
         guard let first = events.first else { return .failure(.conflict("nothing to append to \(stored.name)")) }
         guard first.event.seq == last + 1 else { return .failure(.conflict("event \(first.event.seq) does not follow \(last)")) }
         // Without the encoded bytes the caller may carry: a cache, not worth its memory here.
-        for logged in events { stored.events.append(LoggedEvent(event: logged.event, request: logged.request)) }
+        // Copied in bulk and the cache dropped in place: building each event anew copied it twice.
+        let start = stored.events.count
+        stored.events.append(contentsOf: events)
+        for index in start..<stored.events.count { stored.events[index].encoded = nil }
         // Bounded like the SQLite log: what the checkpoint covers beyond the resume window goes,
         // in steps of keepEvents so the front of the array moves rarely.
         let checkpointSeq = stored.checkpoint.seq
