@@ -65,6 +65,13 @@ public enum TableCheckpoint {
     /// is rather than encoded a second time.
     public static func encodeEntry(_ event: TableEvent, request: Change?, encodedEvent: [UInt8]? = nil) -> [UInt8] {
         var out = JSONWriter(capacity: 24 + (encodedEvent?.count ?? 200))
+        encodeEntry(event, request: request, encodedEvent: encodedEvent, into: &out)
+        return out.bytes
+    }
+
+    /// ``encodeEntry(_:request:encodedEvent:)`` appended to `out`: a log writing many entries
+    /// reuses one buffer instead of allocating one per event.
+    public static func encodeEntry(_ event: TableEvent, request: Change?, encodedEvent: [UInt8]?, into out: inout JSONWriter) {
         out.raw("{\"event\":")
         if let encodedEvent, event.change.membersGetWholeForm {
             out.raw(encodedEvent)
@@ -76,7 +83,6 @@ public enum TableCheckpoint {
             request.encode(into: &out)
         }
         out.byte(UInt8(ascii: "}"))
-        return out.bytes
     }
 
     /// Decodes ``encodeEntry(_:request:encodedEvent:)``; the request is the event's change when none was stored.

@@ -117,24 +117,21 @@ final class StoreWriter: @unchecked Sendable {
     // MARK: - One batch
 
     private func runBatch(_ batch: [StoreOperation]) {
-        var writes: [StoreOperation] = []
         var deliveries: [StoreDelivery] = []
-        // Sized once: a batch of a thousand appends would otherwise grow each array ten times.
-        writes.reserveCapacity(batch.count)
+        // Sized once: a batch of a thousand appends would otherwise grow it ten times.
         deliveries.reserveCapacity(batch.count)
-        for operation in batch {
-            if operation.writes {
-                writes.append(operation)
-                continue
-            }
-            if !writes.isEmpty {
-                deliveries += commit(writes)
-                writes.removeAll(keepingCapacity: true)
+        // Runs of writes are committed as slices of the batch, not copied into an array of their
+        // own (a copy retains everything an operation carries).
+        var writesStart = batch.startIndex
+        for index in batch.indices where !batch[index].writes {
+            if writesStart < index {
+                commit(batch[writesStart..<index], into: &deliveries)
                 deliver(&deliveries)
             }
-            if let delivery = runRead(operation) { deliveries.append(delivery) }
+            writesStart = index + 1
+            if let delivery = runRead(batch[index]) { deliveries.append(delivery) }
         }
-        if !writes.isEmpty { deliveries += commit(writes) }
+        if writesStart < batch.endIndex { commit(batch[writesStart...], into: &deliveries) }
         deliver(&deliveries)
     }
 
@@ -148,32 +145,31 @@ final class StoreWriter: @unchecked Sendable {
     /// Runs `writes` in one transaction. Conflicts fail only their operation; any SQLite failure
     /// (BEGIN, a statement, COMMIT) rolls everything back and fails every write of the group, so
     /// nothing is acknowledged that is not on disk. The next batch starts afresh.
-    private func commit(_ writes: [StoreOperation]) -> [StoreDelivery] {
+    private func commit(_ writes: ArraySlice<StoreOperation>, into deliveries: inout [StoreDelivery]) {
         let database = tables.database
-        var results: [StoreDelivery] = []
-        results.reserveCapacity(writes.count)
+        let delivered = deliveries.count
         do throws(SQLiteError) {
-            try database.exec("BEGIN IMMEDIATE")
-            for operation in writes {
-                switch operation {
+            // Prepared once (cached by the connection), not parsed again for every batch.
+            try database.run("BEGIN IMMEDIATE")
+            for index in writes.indices {
+                switch writes[index] {
                 case .append(let session, let events, let appender):
-                    results.append(.appended(appender, try tables.append(session: session, events: events)))
+                    deliveries.append(.appended(appender, try tables.append(session: session, events: events)))
                 case .create(let session, let completion):
                     let result = try tables.create(session)
-                    results.append(.completion { completion(result) })
+                    deliveries.append(.completion { completion(result) })
                 case .saveCheckpoint(let name, let table, let completion):
                     let result = try tables.saveCheckpoint(name, table: table)
-                    results.append(.completion { completion(result) })
+                    deliveries.append(.completion { completion(result) })
                 case .delete(let name, let completion):
                     let result = try tables.delete(name)
-                    results.append(.completion { completion(result) })
+                    deliveries.append(.completion { completion(result) })
                 case .load, .read, .barrier:
                     break
                 }
             }
             try tables.compactJournal()
-            try database.exec("COMMIT")
-            return results
+            try database.run("COMMIT")
         } catch {
             // SQLite may already have rolled back (some I/O errors do); ROLLBACK only if a
             // transaction is still open, and ignore its own failure: the next BEGIN tells.
@@ -181,7 +177,8 @@ final class StoreWriter: @unchecked Sendable {
             // The journal's index took the batch's writes; the database no longer has them.
             tables.invalidateIndex()
             let failure = error.storeError
-            return writes.compactMap { $0.failure(failure) }
+            deliveries.removeSubrange(delivered...)
+            deliveries += writes.compactMap { $0.failure(failure) }
         }
     }
 
