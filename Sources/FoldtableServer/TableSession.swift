@@ -224,10 +224,12 @@ final class TableSession: LogAppender {
             persists.removeAll(keepingCapacity: true)
             persistsHead = 0
         }
-        hub.metrics.commitLatency.observe(Metrics.seconds(since: persist.start))
+        // One strong reference for both reads of the unowned property (each checks and retains).
+        let metrics = hub.metrics
+        metrics.commitLatency.observe(Metrics.seconds(since: persist.start))
         switch result {
         case .success(let seq):
-            hub.metrics.changesApplied += UInt64(persist.count)
+            metrics.changesApplied += UInt64(persist.count)
             handle(.committed(generation: persist.generation, through: seq))
         case .failure(let error):
             if case .conflict = error { rebaseLog() }

@@ -181,8 +181,7 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// Appends consecutive events following the log's last one; `.conflict` (nothing written) when
     /// the session is not stored or the events do not follow.
     public func append(session: String, events: [LoggedEvent], appender: LogAppender) {
-        // The box: the writer only carries the appender back (see StoreDeliveries).
-        submit(.append(session, events, ServiceThreadOnly(appender)))
+        submit(.append(session, events, CarriedAppender(retaining: appender)))
     }
 
     /// Told of every append's outcome first (the store's monitor).
@@ -252,12 +251,9 @@ public final class SQLiteStore: SessionStore, EventLog {
         // to break.)
         let refused = outbox.withLock { outbox -> [StoreOperation] in
             guard !outbox.isEmpty else { return [] }
-            if writer.enqueue(contentsOf: outbox) {
-                // The writer copied them: emptied in place, the storage ours alone and kept for
-                // the next turn (taking a copy first made this a fresh allocation every turn).
-                outbox.removeAll(keepingCapacity: true)
-                return []
-            }
+            // Taken by the writer, usually by swapping arrays (its queue is empty between
+            // batches): the outbox gets the writer's emptied storage for the next turn.
+            if writer.enqueue(taking: &outbox) { return [] }
             let refused = outbox
             outbox.removeAll()
             return refused

@@ -25,11 +25,34 @@ final class CompletionBox<Value: Sendable>: @unchecked Sendable {
     }
 }
 
+/// An append's ``LogAppender`` on its way to the writer thread and back, kept alive by one
+/// reference taken on the service thread when the append is asked and given back there once
+/// its outcome is delivered.
+///
+/// The writer thread never owns a reference: if it held the last one, the appender (a session)
+/// would be freed there, and with it what only the service thread may touch (the transport's
+/// frames keep a plain C reference count). `@unchecked Sendable` for the same reason: the
+/// appender is only used on the service thread.
+struct CarriedAppender: @unchecked Sendable {
+    private unowned(unsafe) let appender: LogAppender
+
+    /// Service thread: takes the reference that ``deliver(_:)`` gives back.
+    init(retaining appender: LogAppender) {
+        _ = Unmanaged.passRetained(appender as AnyObject)
+        self.appender = appender
+    }
+
+    /// Service thread, exactly once per carried appender (every append gets one outcome).
+    func deliver(_ result: Result<UInt64, StoreError>) {
+        appender.appendFinished(result)
+        Unmanaged.passUnretained(appender as AnyObject).release()
+    }
+}
+
 /// An outcome on its way back to the service thread: an append's for its appender (no closure
 /// per append: thousands a second), or any other operation's completion, ready to call.
 enum StoreDelivery: Sendable {
-    /// The appender is a service-thread object the writer only carries (see ``ServiceThreadOnly``).
-    case appended(ServiceThreadOnly<LogAppender>, Result<UInt64, StoreError>)
+    case appended(CarriedAppender, Result<UInt64, StoreError>)
     case completion(@Sendable () -> Void)
 }
 
@@ -48,7 +71,7 @@ final class StoreDeliveries: @unchecked Sendable {
             switch delivery {
             case .appended(let appender, let result):
                 observer?.appendFinished(result)
-                appender.value.appendFinished(result)
+                appender.deliver(result)
             case .completion(let body):
                 body()
             }
@@ -61,7 +84,7 @@ final class StoreDeliveries: @unchecked Sendable {
 enum StoreOperation: Sendable {
     case load(String, CompletionBox<StoredSession?>)
     case read(String, after: UInt64, CompletionBox<[LoggedEvent]?>)
-    case append(String, [LoggedEvent], ServiceThreadOnly<LogAppender>)
+    case append(String, [LoggedEvent], CarriedAppender)
     case create(StoredSession, CompletionBox<Void>)
     case saveCheckpoint(String, Table, CompletionBox<Void>)
     case delete(String, CompletionBox<Void>)

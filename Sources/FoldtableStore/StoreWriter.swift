@@ -64,6 +64,23 @@ final class StoreWriter: @unchecked Sendable {
         return true
     }
 
+    /// Takes every operation of `operations` in order with one lock and one wake-up, leaving it
+    /// empty; `false` (nothing taken) once the writer is closing. When the writer's queue is
+    /// empty the two arrays are swapped: nothing copied, nothing released on the caller's thread.
+    func enqueue(taking operations: inout [StoreOperation]) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !closing else { return false }
+        if queue.isEmpty {
+            swap(&queue, &operations)
+        } else {
+            queue.append(contentsOf: operations)
+            operations.removeAll(keepingCapacity: true)
+        }
+        condition.broadcast()
+        return true
+    }
+
     /// Blocks until the queue is empty and the last batch's results are posted.
     func flush() {
         condition.lock()

@@ -605,6 +605,38 @@ struct SQLiteStoreTests {
                 "observer 1", "session 1", "observer conflict", "session conflict", "observer 2", "session 2",
             ])
     }
+
+    @Test func theStoreKeepsAnAppenderAliveUntilItHearsThenLetsItGoWhetherTheCommitHeldOrFailed() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        store.installCommitHook()
+        var script = Script()
+        _ = try wait { store.create(StoredSession(name: "a", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        let events = try script.events(2)
+        let heard = Box<[String]>()
+        weak var appender: HeardAppends?
+        func append(_ event: LoggedEvent) {
+            // The only strong reference is the store's from here on.
+            let session = HeardAppends("session", into: heard)
+            appender = session
+            store.append(session: "a", events: [event], appender: session)
+        }
+        append(events[0])
+        store.flush()
+        service.drain()
+        #expect(heard.value == ["session 1"])
+        #expect(appender == nil)
+
+        failCommits.store(true, ordering: .relaxed)
+        defer { failCommits.store(false, ordering: .relaxed) }
+        append(events[1])
+        store.flush()
+        service.drain()
+        #expect(heard.value?.count == 2)
+        #expect(heard.value?.last?.hasPrefix("session storage unavailable") == true)
+        #expect(appender == nil)
+    }
 }
 
 extension Result {
