@@ -41,8 +41,14 @@ final class SQLiteDatabase {
     private var handle: OpaquePointer?
     private var statements: [String: SQLiteStatement] = [:]
 
+    /// SQLite's process-wide settings, made once before the first connection opens (they can
+    /// only be changed before SQLite initialises). Whether they took is of no consequence: they
+    /// only save time.
+    private static let configured: Bool = ftsqlite_disable_memory_statistics() == SQLITE_OK
+
     /// Opens (and with `create`, creates) the database at `path`. `readOnly` opens it for reading.
     init(path: String, create: Bool = true, readOnly: Bool = false) throws(SQLiteError) {
+        _ = Self.configured
         self.path = path
         var flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
