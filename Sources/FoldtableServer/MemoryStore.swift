@@ -12,6 +12,18 @@ public final class MemoryStore: SessionStore, EventLog {
     private let queue: ServiceQueue
     /// When set, every write fails with this error (tests of storage faults).
     public var failWrites: StoreError?
+    public weak var appendObserver: LogAppender?
+
+    /// An outcome waiting to be handed over on a later turn.
+    private enum Delivery {
+        case appended(LogAppender, Result<UInt64, StoreError>)
+        case other(() -> Void)
+    }
+    /// Outcomes not handed over yet, in call order, and an emptied array kept for the next turn.
+    /// One posted closure hands over a whole turn's outcomes: a box and a closure posted per
+    /// append were most of what an append cost here.
+    private var pending: [Delivery] = []
+    private var spare: [Delivery] = []
 
     /// `keepEvents`: events kept before the newest checkpoint, for resume.
     public init(keepEvents: Int, queue: ServiceQueue) {
@@ -20,9 +32,34 @@ public final class MemoryStore: SessionStore, EventLog {
     }
 
     private func later<T>(_ completion: @escaping (T) -> Void, _ result: T) {
-        let box = ServiceThreadOnly((completion, result))
-        // Posted, not called: the port promises completions never run inside the call.
-        queue.post { box.value.0(box.value.1) }
+        deliver(.other { completion(result) })
+    }
+
+    private func deliver(_ delivery: Delivery) {
+        pending.append(delivery)
+        guard pending.count == 1 else { return }
+        // Posted, not called: the port promises completions never run inside the call. The box
+        // only carries the store to the service thread it is already on.
+        let store = ServiceThreadOnly(self)
+        queue.post { store.value.handOver() }
+    }
+
+    /// Runs the outcomes pending now; those they cause wait for the next post.
+    private func handOver() {
+        var batch: [Delivery] = []
+        swap(&batch, &spare)
+        swap(&batch, &pending)
+        for delivery in batch {
+            switch delivery {
+            case .appended(let appender, let result):
+                appendObserver?.appendFinished(result)
+                appender.appendFinished(result)
+            case .other(let body):
+                body()
+            }
+        }
+        batch.removeAll(keepingCapacity: true)
+        if spare.capacity < batch.capacity { swap(&spare, &batch) }
     }
 
     public func sessionNames() throws(StoreError) -> [String] { sessions.keys.sorted() }
@@ -41,13 +78,17 @@ public final class MemoryStore: SessionStore, EventLog {
 
     public func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void) {
         if let failWrites { return later(completion, .failure(failWrites)) }
-        guard var stored = sessions[name], table.seq <= lastSeq(stored) else {
+        guard let index = sessions.index(forKey: name), table.seq <= lastSeq(sessions.values[index]) else {
             return later(completion, .failure(.conflict("no session \(name) at \(table.seq)")))
         }
-        stored.checkpoint = table
+        // In place, like `append`: a copy taken out of the dictionary shares the log's storage,
+        // so pruning it copied every event the session keeps.
+        sessions.values[index].checkpoint = table
         let keepFrom = table.seq > UInt64(keepEvents) ? table.seq - UInt64(keepEvents) : 0
-        stored.events.removeAll { $0.event.seq <= keepFrom }
-        sessions[name] = stored
+        // The log is in seq order: what goes is a prefix, removed without moving the rest one
+        // by one (`removeAll(where:)` copied every kept event).
+        let drop = sessions.values[index].events.prefix { $0.event.seq <= keepFrom }.count
+        sessions.values[index].events.removeFirst(drop)
         later(completion, .success(()))
     }
 
@@ -59,13 +100,15 @@ public final class MemoryStore: SessionStore, EventLog {
 
     public func flush() {}
 
-    public func append(session name: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
-        if let failWrites { return later(completion, .failure(failWrites)) }
-        guard let index = sessions.index(forKey: name) else { return later(completion, .failure(.conflict("no session \(name)"))) }
+    public func append(session name: String, events: [LoggedEvent], appender: LogAppender) {
+        if let failWrites { return deliver(.appended(appender, .failure(failWrites))) }
+        guard let index = sessions.index(forKey: name) else {
+            return deliver(.appended(appender, .failure(.conflict("no session \(name)"))))
+        }
         // Worked on in place through the dictionary's values, never copied out and back: a copy
         // of a stored session retains its whole checkpoint table, and copying the log back would
         // copy every event.
-        later(completion, Self.append(events, to: &sessions.values[index], keepEvents: keepEvents))
+        deliver(.appended(appender, Self.append(events, to: &sessions.values[index], keepEvents: keepEvents)))
     }
 
     private static func append(_ events: [LoggedEvent], to stored: inout StoredSession, keepEvents: Int) -> Result<UInt64, StoreError> {
@@ -73,7 +116,10 @@ public final class MemoryStore: SessionStore, EventLog {
         guard let first = events.first else { return .failure(.conflict("nothing to append to \(stored.name)")) }
         guard first.event.seq == last + 1 else { return .failure(.conflict("event \(first.event.seq) does not follow \(last)")) }
         // Without the encoded bytes the caller may carry: a cache, not worth its memory here.
-        for logged in events { stored.events.append(LoggedEvent(event: logged.event, request: logged.request)) }
+        // Copied in bulk and the cache dropped in place: building each event anew copied it twice.
+        let start = stored.events.count
+        stored.events.append(contentsOf: events)
+        for index in start..<stored.events.count { stored.events[index].encoded = nil }
         // Bounded like the SQLite log: what the checkpoint covers beyond the resume window goes,
         // in steps of keepEvents so the front of the array moves rarely.
         let checkpointSeq = stored.checkpoint.seq

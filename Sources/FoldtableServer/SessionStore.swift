@@ -95,11 +95,48 @@ public protocol SessionStore: AnyObject {
 /// Either way nothing is acknowledged or broadcast before the append's completion reports it.
 public protocol EventLog: AnyObject {
     /// Appends consecutive events of one session. The first must follow the last event the log
-    /// holds for `session` (else `.conflict`, and nothing is written). `completion` runs on the
-    /// service thread once they are durable, with the seq of the last event. Appends made in
-    /// one turn of the loop may share one commit (group commit).
-    func append(session: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void)
+    /// holds for `session` (else `.conflict`, and nothing is written). `appender` is told on the
+    /// service thread once they are durable, with the seq of the last event (see
+    /// ``LogAppender``). Appends made in one turn of the loop may share one commit (group
+    /// commit): a failed commit fails every append in it, a conflict only its own.
+    ///
+    /// An object, not a closure per call: a session appends on every turn it changes, and a
+    /// closure (with the store's own wrapping of it) was several allocations per append.
+    func append(session: String, events: [LoggedEvent], appender: LogAppender)
     /// The logged events of `session` after `seq`, oldest first; `nil` when the log no longer
     /// reaches back to `seq + 1` (the caller then sends a fresh welcome).
     func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void)
+    /// Told of every append's outcome, in order, just before the append's own appender (the
+    /// ``StoreMonitor`` watching the log for readiness). Not retained: its owner keeps it alive.
+    var appendObserver: LogAppender? { get set }
+}
+
+/// Who is told how its appends to an ``EventLog`` went: usually a session, the same object for
+/// every append it makes.
+///
+/// Called on the service thread, never inside ``EventLog/append(session:events:appender:)``,
+/// once per append, in the order the appends were made. The log keeps the appender alive until
+/// then.
+public protocol LogAppender: AnyObject {
+    /// `result`: the seq of the append's last event, or why nothing of it is stored.
+    func appendFinished(_ result: Result<UInt64, StoreError>)
+}
+
+extension EventLog {
+    /// ``append(session:events:appender:)`` with a closure: for tests and rare callers (one
+    /// allocation per call, which the sessions' appends avoid).
+    public func append(session: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
+        append(session: session, events: events, appender: ClosureAppender(completion))
+    }
+}
+
+/// A closure as a ``LogAppender``.
+private final class ClosureAppender: LogAppender {
+    private let body: (Result<UInt64, StoreError>) -> Void
+
+    init(_ body: @escaping (Result<UInt64, StoreError>) -> Void) {
+        self.body = body
+    }
+
+    func appendFinished(_ result: Result<UInt64, StoreError>) { body(result) }
 }

@@ -10,8 +10,12 @@ import FoldtableCore
 /// the window it is offered traffic again, and a store still failing takes it out at once.
 /// Conflicts and corrupt data concern one session, not the store: they leave it available.
 ///
+/// Appends are not wrapped one by one: the monitor is the log's ``EventLog/appendObserver`` and
+/// notes each outcome as it is delivered (a wrapping closure per append was an allocation and
+/// a call more on every change).
+///
 /// Service thread only, like the store calls it forwards.
-public final class StoreMonitor: SessionStore, EventLog {
+public final class StoreMonitor: SessionStore, EventLog, LogAppender {
     private let store: SessionStore
     private let log: EventLog
     private let clock: () -> UInt64
@@ -25,6 +29,7 @@ public final class StoreMonitor: SessionStore, EventLog {
         self.log = log
         self.clock = clock
         self.failureWindowMs = failureWindowMs
+        log.appendObserver = self
     }
 
     /// Whether the store answers: no unavailable failure since the last successful write, within
@@ -67,8 +72,18 @@ public final class StoreMonitor: SessionStore, EventLog {
 
     // MARK: - EventLog
 
-    public func append(session: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
-        log.append(session: session, events: events) { [self] result in completion(noted(result, write: true)) }
+    public func append(session: String, events: [LoggedEvent], appender: LogAppender) {
+        log.append(session: session, events: events, appender: appender)
+    }
+
+    /// Whoever watches the monitor's appends in turn (nobody, in foldtabled).
+    public weak var appendObserver: LogAppender?
+
+    /// As the log's observer: notes one append's outcome, before its appender hears of it.
+    public func appendFinished(_ result: Result<UInt64, StoreError>) {
+        // Noted first, not as the argument of an optional call (skipped without an observer).
+        let result = noted(result, write: true)
+        appendObserver?.appendFinished(result)
     }
 
     public func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void) {

@@ -5,7 +5,7 @@ import FoldtableCore
 /// I/O-shaped state the core leaves out: row streams' chunk cursors and timer tokens.
 ///
 /// Runs on the transport's service thread only.
-final class TableSession {
+final class TableSession: LogAppender {
     let name: String
     private(set) var core: SessionCore
     private unowned let hub: Hub
@@ -45,6 +45,11 @@ final class TableSession {
     /// (the broker may flap, and an earlier answer was computed from an older position).
     var resumes: UInt64 = 0
     private var appendsMade: [UInt64: MonotonicTime] = [:]
+    /// This session's appends to the event log not finished yet, oldest first from
+    /// `persistsHead` (the log finishes them in order): what each finish reports to the core.
+    /// A queue here instead of a closure per append, which cost an allocation per change.
+    private var persists: [PendingPersist] = []
+    private var persistsHead = 0
     /// A shared session: its members joined, left or were renamed since the last heartbeat (the
     /// hub then hands the broker the node's members again; otherwise the beat only refreshes).
     var presenceDirty = false
@@ -216,18 +221,8 @@ final class TableSession {
         case .answer(let request, let result):
             hub.apiAnswered(request, result)
         case .persist(let events, let generation):
-            let start = MonotonicTime.now
-            hub.eventLog.append(session: name, events: events) { [self] result in
-                self.hub.metrics.commitLatency.observe(Metrics.seconds(since: start))
-                switch result {
-                case .success(let seq):
-                    self.hub.metrics.changesApplied += UInt64(events.count)
-                    handle(.committed(generation: generation, through: seq))
-                case .failure(let error):
-                    if case .conflict = error { rebaseLog() }
-                    handle(.commitFailed(generation: generation, error))
-                }
-            }
+            persists.append(PendingPersist(generation: generation, count: events.count, start: MonotonicTime.now))
+            hub.eventLog.append(session: name, events: events, appender: self)
         case .checkpoint(let table):
             hub.store.saveCheckpoint(name, table: table) { [hub, name] result in
                 if case .failure(let error) = result {
@@ -275,6 +270,35 @@ final class TableSession {
             transport.close(connection, code: code, reason: reason)
         case .log(let level, let event, let fields):
             hub.logger(level, event, pairs: { [("session", name)] + fields() })
+        }
+    }
+
+    /// One append to the event log in flight.
+    private struct PendingPersist {
+        var generation: UInt64
+        var count: Int
+        var start: MonotonicTime
+    }
+
+    /// The log now holds (or refused) this session's oldest unfinished append.
+    func appendFinished(_ result: Result<UInt64, StoreError>) {
+        guard persistsHead < persists.count else { return }
+        let persist = persists[persistsHead]
+        persistsHead += 1
+        if persistsHead == persists.count {
+            persists.removeAll(keepingCapacity: true)
+            persistsHead = 0
+        }
+        // One strong reference for both reads of the unowned property (each checks and retains).
+        let metrics = hub.metrics
+        metrics.commitLatency.observe(Metrics.seconds(since: persist.start))
+        switch result {
+        case .success(let seq):
+            metrics.changesApplied += UInt64(persist.count)
+            handle(.committed(generation: persist.generation, through: seq))
+        case .failure(let error):
+            if case .conflict = error { rebaseLog() }
+            handle(.commitFailed(generation: persist.generation, error))
         }
     }
 

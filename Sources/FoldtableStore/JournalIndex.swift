@@ -30,7 +30,7 @@ struct JournalIndex {
 
     /// One stored session: its head and its live rows (none: an empty run after `last`). One
     /// entry per session, so an append costs one lookup of the name.
-    private struct SessionLog {
+    struct SessionLog {
         var head: Head
         var run: Run
 
@@ -88,11 +88,23 @@ struct JournalIndex {
         logs[session] = log
     }
 
-    /// Notes that event `seq` of `session` was written at `row`.
-    mutating func appended(_ session: String, seq: UInt64, row: Int64) {
-        // In place through the dictionary's subscript: one lookup, no copy of the rows.
-        guard let dropped = logs[session]?.append(seq: seq, row: row) else { return }
-        liveCount += 1 - dropped
+    /// Where a stored session sits in the index, `nil` when it is not stored: valid until a
+    /// session is created or removed. An append looks its session's name up once, for its check
+    /// and for noting its rows.
+    typealias Slot = Dictionary<String, SessionLog>.Index
+
+    func slot(of session: String) -> Slot? { logs.index(forKey: session) }
+
+    func head(at slot: Slot) -> Head { logs.values[slot].head }
+
+    /// Notes that events `firstSeq`, `firstSeq + 1`, ... of the session at `slot` were written
+    /// at `rows`, in place through the dictionary's values (no copy of the rows).
+    mutating func appended(at slot: Slot, firstSeq: UInt64, rows: [Int64]) {
+        var dropped = 0
+        for (offset, row) in rows.enumerated() {
+            dropped += logs.values[slot].append(seq: firstSeq &+ UInt64(offset), row: row)
+        }
+        liveCount += rows.count - dropped
         if dropped > 0 || cachedLowest == nil { lowestIsStale = true }
     }
 

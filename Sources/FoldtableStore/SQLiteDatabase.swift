@@ -41,8 +41,14 @@ final class SQLiteDatabase {
     private var handle: OpaquePointer?
     private var statements: [String: SQLiteStatement] = [:]
 
+    /// SQLite's process-wide settings, made once before the first connection opens (they can
+    /// only be changed before SQLite initialises). Whether they took is of no consequence: they
+    /// only save time.
+    private static let configured: Bool = ftsqlite_disable_memory_statistics() == SQLITE_OK
+
     /// Opens (and with `create`, creates) the database at `path`. `readOnly` opens it for reading.
     init(path: String, create: Bool = true, readOnly: Bool = false) throws(SQLiteError) {
+        _ = Self.configured
         self.path = path
         var flags = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
@@ -113,6 +119,14 @@ final class SQLiteDatabase {
             sqlite3_free(message)
             throw SQLiteError(code: sqlite3_extended_errcode(handle), message: text)
         }
+    }
+
+    /// Runs one statement that returns no rows, prepared once and cached: for SQL run on every
+    /// batch (`BEGIN IMMEDIATE`, `COMMIT`), which ``exec(_:)`` would parse again each time.
+    func run(_ sql: String) throws(SQLiteError) {
+        let statement = try statement(sql)
+        defer { statement.reset() }
+        try statement.step()
     }
 
     /// The first column of the first row of `sql` as text (`PRAGMA journal_mode=WAL` answers).
@@ -202,7 +216,16 @@ final class SQLiteStatement {
     }
 
     func bind(_ index: Int32, _ value: String) throws(SQLiteError) {
-        try check(sqlite3_bind_text(handle, index, value, -1, Self.transient))
+        // Through the string's own UTF-8 (with its length), not the implicit C-string bridge,
+        // which built a new NUL-terminated array for every small string bound.
+        var value = value
+        let handle = self.handle
+        let status = value.withUTF8 { bytes in
+            // An empty string still needs a non-null pointer, or SQLite stores NULL.
+            let start = UnsafeRawPointer(bytes.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self)
+            return sqlite3_bind_text(handle, index, start, Int32(bytes.count), Self.transient)
+        }
+        try check(status)
     }
 
     func bind(_ index: Int32, _ value: Int64) throws(SQLiteError) {
@@ -222,11 +245,39 @@ final class SQLiteStatement {
         try check(status)
     }
 
+    /// Binds `value` without SQLite copying it, steps once, and binds NULL in its place again (so
+    /// no pointer into `value` stays behind): an insert of bytes the caller encoded into a buffer
+    /// it reuses. `true` when the step gave a row.
+    @discardableResult
+    func step(binding index: Int32, to value: [UInt8]) throws(SQLiteError) -> Bool {
+        guard let handle else { throw SQLiteError(code: SQLITE_MISUSE, message: "the statement is finalized") }
+        let (bound, status) = value.withUnsafeBytes { bytes -> (Int32, Int32) in
+            // SQLITE_STATIC (nil): SQLite reads the bytes during the step, while they are alive
+            // and unchanged here; it needs a non-null pointer for an empty blob.
+            let bound = sqlite3_bind_blob64(handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(bytes.count), nil)
+            guard bound == SQLITE_OK else { return (bound, SQLITE_OK) }
+            return (bound, sqlite3_step(handle))
+        }
+        try check(bound)
+        sqlite3_bind_null(handle, index)
+        return try checkStep(status)
+    }
+
+    /// Ends the current run (releasing any read it holds) but keeps the bindings: for a statement
+    /// run many times in a row that binds every parameter anew or keeps some on purpose.
+    func rewind() {
+        guard let handle else { return }
+        sqlite3_reset(handle)
+    }
+
     /// Advances to the next row: `true` when there is one, `false` when the statement is done.
     @discardableResult
     func step() throws(SQLiteError) -> Bool {
         guard let handle else { throw SQLiteError(code: SQLITE_MISUSE, message: "the statement is finalized") }
-        let status = sqlite3_step(handle)
+        return try checkStep(sqlite3_step(handle))
+    }
+
+    private func checkStep(_ status: Int32) throws(SQLiteError) -> Bool {
         switch status {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false

@@ -38,6 +38,8 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// Operations asked during the current turn of the service loop (see `submit`).
     private let outbox = Mutex<[StoreOperation]>([])
     private let post: @Sendable (@escaping @Sendable () -> Void) -> Void
+    /// Hands the writer's outcomes to appenders and completions on the service thread.
+    private let deliveries = StoreDeliveries()
 
     /// How long a statement waits for another connection's lock before failing with "busy".
     /// Short: the service must answer (with an error) rather than stall behind a stuck process.
@@ -107,7 +109,8 @@ public final class SQLiteStore: SessionStore, EventLog {
         } catch {
             throw StoreError.unavailable("cannot read the journal of \(path): \(error)")
         }
-        writer = StoreWriter(tables: tables, post: post)
+        let deliveries = self.deliveries
+        writer = StoreWriter(tables: tables) { batch in post { deliveries.run(batch) } }
         writer.start()
     }
 
@@ -177,8 +180,14 @@ public final class SQLiteStore: SessionStore, EventLog {
 
     /// Appends consecutive events following the log's last one; `.conflict` (nothing written) when
     /// the session is not stored or the events do not follow.
-    public func append(session: String, events: [LoggedEvent], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
-        submit(.append(session, events, CompletionBox(completion)))
+    public func append(session: String, events: [LoggedEvent], appender: LogAppender) {
+        submit(.append(session, events, CarriedAppender(retaining: appender)))
+    }
+
+    /// Told of every append's outcome first (the store's monitor).
+    public var appendObserver: LogAppender? {
+        get { deliveries.observer }
+        set { deliveries.observer = newValue }
     }
 
     /// The events after `seq`: `[]` at the head, `nil` when the log no longer reaches `seq + 1`
@@ -242,19 +251,19 @@ public final class SQLiteStore: SessionStore, EventLog {
         // to break.)
         let refused = outbox.withLock { outbox -> [StoreOperation] in
             guard !outbox.isEmpty else { return [] }
-            if writer.enqueue(contentsOf: outbox) {
-                // The writer copied them: emptied in place, the storage ours alone and kept for
-                // the next turn (taking a copy first made this a fresh allocation every turn).
-                outbox.removeAll(keepingCapacity: true)
-                return []
-            }
-            let refused = outbox
-            outbox.removeAll()
-            return refused
+            // Taken by the writer, usually by swapping arrays (its queue is empty between
+            // batches): the outbox gets the writer's emptied storage for the next turn. Through a
+            // local: the Mutex's value is only touched in this body (see Tests/sanitizers/tsan.supp).
+            var taken: [StoreOperation] = []
+            swap(&taken, &outbox)
+            guard writer.enqueue(taking: &taken) else { return taken }
+            swap(&taken, &outbox)
+            return []
         }
-        for operation in refused {
-            if let delivery = operation.failure(closedError) { post(delivery) }
-        }
+        let failures = refused.compactMap { $0.failure(closedError) }
+        guard !failures.isEmpty else { return }
+        let deliveries = self.deliveries
+        post { deliveries.run(failures) }
     }
 
     private static func trimmingTrailingSlashes(_ directory: String) -> String {

@@ -30,6 +30,11 @@ final class SessionTables {
     var journalSlack: Int64 = 65_536
     /// Dead rows at the journal's tail deleted together (one DELETE per this many appends at most).
     var truncateStep: Int64 = 4_096
+    /// The journal's insert (see `insertStatement()`), and buffers every append reuses: the
+    /// entry being encoded, the rows written.
+    private var insert: SQLiteStatement?
+    private var entryBuffer = JSONWriter(capacity: 512)
+    private var appendedRows: [Int64] = []
 
     init(database: SQLiteDatabase, keepEvents: Int, limits: TableLimits) {
         self.database = database
@@ -143,30 +148,70 @@ final class SessionTables {
     /// touching 1,000 sessions writes their events and nothing per session.
     func append(session: String, events: [LoggedEvent]) throws(SQLiteError) -> Result<UInt64, StoreError> {
         try ensureIndex()
-        guard let head = index.head(of: session) else {
+        guard let slot = index.slot(of: session) else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
         }
-        guard let first = events.first else { return .success(head.last) }
-        guard first.event.seq == head.last &+ 1 else {
-            return .failure(.conflict("event \(first.event.seq) of \"\(session)\" does not follow \(head.last)"))
+        let last = index.head(at: slot).last
+        // Through the buffer, not `for logged in events` or the array's subscript: those copied
+        // each event (a retain and release of every string and array in it) to read it.
+        return try events.withUnsafeBufferPointer { events throws(SQLiteError) in
+            guard let first = events.first?.event.seq else { return .success(last) }
+            guard first == last &+ 1 else {
+                return .failure(.conflict("event \(first) of \"\(session)\" does not follow \(last)"))
+            }
+            for offset in events.indices where events[offset].event.seq != first &+ UInt64(offset) {
+                return .failure(.conflict("events of \"\(session)\" are not consecutive at \(events[offset].event.seq)"))
+            }
+            try insert(events, of: session)
+            index.appended(at: slot, firstSeq: first, rows: appendedRows)
+            return .success(first &+ UInt64(events.count - 1))
         }
-        for (offset, logged) in events.enumerated() where logged.event.seq != first.event.seq &+ UInt64(offset) {
-            return .failure(.conflict("events of \"\(session)\" are not consecutive at \(logged.event.seq)"))
+    }
+
+    /// Writes `events` to the journal, their rows into `appendedRows`.
+    private func insert(_ events: UnsafeBufferPointer<LoggedEvent>, of session: String) throws(SQLiteError) {
+        let insert = try insertStatement()
+        // Rewound, never reset (which also clears the bindings, freeing SQLite's copy of the
+        // name): the session stays bound for the whole append (one copy of the name), the seq
+        // and entry are bound anew for each, and nothing bound points into our memory after a
+        // step (see `step(binding:to:)`), so the bindings may stay until the next append.
+        defer { insert.rewind() }
+        try insert.bind(1, session)
+        // The buffers and bounds are worked on as locals and put back once: every access to a
+        // stored property of this class is an exclusivity check.
+        var entry = JSONWriter(capacity: 0)
+        var rows: [Int64] = []
+        swap(&entry, &entryBuffer)
+        swap(&rows, &appendedRows)
+        var newest = newestRow
+        var oldest = oldestRow
+        defer {
+            swap(&entry, &entryBuffer)
+            swap(&rows, &appendedRows)
+            newestRow = newest
+            oldestRow = oldest
         }
-        let insert = try database.statement("INSERT INTO journal(session, seq, entry) VALUES (?1, ?2, ?3)")
-        defer { insert.reset() }
-        for logged in events {
-            insert.reset()
-            try insert.bind(1, session)
-            try insert.bind(2, logged.event.seq)
-            try insert.bind(3, TableCheckpoint.encodeEntry(logged.event, request: logged.request, encodedEvent: logged.encoded))
-            try insert.step()
+        rows.removeAll(keepingCapacity: true)
+        for logged in events.indices {
+            insert.rewind()
+            try insert.bind(2, events[logged].event.seq)
+            entry.bytes.removeAll(keepingCapacity: true)
+            TableCheckpoint.encodeEntry(events[logged].event, request: events[logged].request, encodedEvent: events[logged].encoded, into: &entry)
+            try insert.step(binding: 3, to: entry.bytes)
             let row = database.lastInsertRowid
-            newestRow = max(newestRow, row)
-            oldestRow = min(oldestRow, row)
-            index.appended(session, seq: logged.event.seq, row: row)
+            newest = max(newest, row)
+            oldest = min(oldest, row)
+            rows.append(row)
         }
-        return .success(first.event.seq &+ UInt64(events.count - 1))
+    }
+
+    /// The journal's insert, prepared once: looking it up in the connection's cache by its SQL
+    /// hashed the whole text on every append.
+    private func insertStatement() throws(SQLiteError) -> SQLiteStatement {
+        if let insert { return insert }
+        let prepared = try database.statement("INSERT INTO journal(session, seq, entry) VALUES (?1, ?2, ?3)")
+        insert = prepared
+        return prepared
     }
 
     func create(_ session: StoredSession) throws(SQLiteError) -> Result<Void, StoreError> {

@@ -25,12 +25,66 @@ final class CompletionBox<Value: Sendable>: @unchecked Sendable {
     }
 }
 
+/// An append's ``LogAppender`` on its way to the writer thread and back, kept alive by one
+/// reference taken on the service thread when the append is asked and given back there once
+/// its outcome is delivered.
+///
+/// The writer thread never owns a reference: if it held the last one, the appender (a session)
+/// would be freed there, and with it what only the service thread may touch (the transport's
+/// frames keep a plain C reference count). `@unchecked Sendable` for the same reason: the
+/// appender is only used on the service thread.
+struct CarriedAppender: @unchecked Sendable {
+    private unowned(unsafe) let appender: LogAppender
+
+    /// Service thread: takes the reference that ``deliver(_:)`` gives back.
+    init(retaining appender: LogAppender) {
+        _ = Unmanaged.passRetained(appender as AnyObject)
+        self.appender = appender
+    }
+
+    /// Service thread, exactly once per carried appender (every append gets one outcome).
+    func deliver(_ result: Result<UInt64, StoreError>) {
+        appender.appendFinished(result)
+        Unmanaged.passUnretained(appender as AnyObject).release()
+    }
+}
+
+/// An outcome on its way back to the service thread: an append's for its appender (no closure
+/// per append: thousands a second), or any other operation's completion, ready to call.
+enum StoreDelivery: Sendable {
+    case appended(CarriedAppender, Result<UInt64, StoreError>)
+    case completion(@Sendable () -> Void)
+}
+
+/// Hands outcomes to whoever asked, on the service thread: appends' to the log's observer, then
+/// to their appender; the rest to their completion.
+///
+/// `@unchecked Sendable`: the writer thread only carries it into the closure it posts; the
+/// observer is read and written on the service thread only.
+final class StoreDeliveries: @unchecked Sendable {
+    /// ``EventLog/appendObserver``.
+    weak var observer: LogAppender?
+
+    /// Service thread only.
+    func run(_ deliveries: [StoreDelivery]) {
+        for delivery in deliveries {
+            switch delivery {
+            case .appended(let appender, let result):
+                observer?.appendFinished(result)
+                appender.deliver(result)
+            case .completion(let body):
+                body()
+            }
+        }
+    }
+}
+
 /// One request queued for the writer thread. Payloads are values, so they cross threads as they
 /// are; encoding to storage bytes happens on the writer, off the service thread.
 enum StoreOperation: Sendable {
     case load(String, CompletionBox<StoredSession?>)
     case read(String, after: UInt64, CompletionBox<[LoggedEvent]?>)
-    case append(String, [LoggedEvent], CompletionBox<UInt64>)
+    case append(String, [LoggedEvent], CarriedAppender)
     case create(StoredSession, CompletionBox<Void>)
     case saveCheckpoint(String, Table, CompletionBox<Void>)
     case delete(String, CompletionBox<Void>)
@@ -47,14 +101,14 @@ enum StoreOperation: Sendable {
     }
 
     /// The delivery of `error` to this operation's completion, to run on the service thread.
-    func failure(_ error: StoreError) -> (@Sendable () -> Void)? {
+    func failure(_ error: StoreError) -> StoreDelivery? {
         switch self {
-        case .load(_, let completion): return { completion(.failure(error)) }
-        case .read(_, _, let completion): return { completion(.failure(error)) }
-        case .append(_, _, let completion): return { completion(.failure(error)) }
-        case .create(_, let completion): return { completion(.failure(error)) }
-        case .saveCheckpoint(_, _, let completion): return { completion(.failure(error)) }
-        case .delete(_, let completion): return { completion(.failure(error)) }
+        case .load(_, let completion): return .completion { completion(.failure(error)) }
+        case .read(_, _, let completion): return .completion { completion(.failure(error)) }
+        case .append(_, _, let appender): return .appended(appender, .failure(error))
+        case .create(_, let completion): return .completion { completion(.failure(error)) }
+        case .saveCheckpoint(_, _, let completion): return .completion { completion(.failure(error)) }
+        case .delete(_, let completion): return .completion { completion(.failure(error)) }
         case .barrier: return nil
         }
     }

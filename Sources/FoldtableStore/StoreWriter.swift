@@ -8,17 +8,18 @@ import Glibc
 /// before it. Each turn the thread takes everything queued and runs it in order: consecutive
 /// writes share one `BEGIN IMMEDIATE ... COMMIT` (group commit: one fsync for all the appends
 /// one loop turn produced); a read first commits the writes queued before it, then runs on its
-/// own. Results go back through `post` in queue order, one post per commit or batch.
+/// own. Results go back through `deliver` in queue order, one call per commit or batch.
 ///
 /// `@unchecked Sendable`: `queue`, `busy`, `closing` and `finished` are touched only with
 /// `condition` locked; `tables` (the connection) is touched only by the writer thread once
 /// `start()` ran (before that only by the initialiser's thread, and starting a thread orders those
-/// accesses before it). `post` is `@Sendable`.
+/// accesses before it). `deliver` is `@Sendable`.
 final class StoreWriter: @unchecked Sendable {
-    typealias Post = @Sendable (@escaping @Sendable () -> Void) -> Void
+    /// Hands a batch's outcomes to the service thread (posts them; never runs them inline).
+    typealias Deliver = @Sendable ([StoreDelivery]) -> Void
 
     private let tables: SessionTables
-    private let post: Post
+    private let deliverBatch: Deliver
     private let condition = NSCondition()
     private var queue: [StoreOperation] = []
     /// An emptied batch kept for the next: `run` swaps it in as the new queue, so a busy writer
@@ -32,9 +33,9 @@ final class StoreWriter: @unchecked Sendable {
     /// The writer thread, once it runs: `close()` called on it must not wait for itself.
     private var writerThread: pthread_t?
 
-    init(tables: SessionTables, post: @escaping Post) {
+    init(tables: SessionTables, deliver: @escaping Deliver) {
         self.tables = tables
-        self.post = post
+        self.deliverBatch = deliver
     }
 
     /// Starts the thread. From here on only that thread uses the connection.
@@ -59,6 +60,23 @@ final class StoreWriter: @unchecked Sendable {
         defer { condition.unlock() }
         guard !closing else { return false }
         queue.append(contentsOf: operations)
+        condition.broadcast()
+        return true
+    }
+
+    /// Takes every operation of `operations` in order with one lock and one wake-up, leaving it
+    /// empty; `false` (nothing taken) once the writer is closing. When the writer's queue is
+    /// empty the two arrays are swapped: nothing copied, nothing released on the caller's thread.
+    func enqueue(taking operations: inout [StoreOperation]) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !closing else { return false }
+        if queue.isEmpty {
+            swap(&queue, &operations)
+        } else {
+            queue.append(contentsOf: operations)
+            operations.removeAll(keepingCapacity: true)
+        }
         condition.broadcast()
         return true
     }
@@ -116,66 +134,59 @@ final class StoreWriter: @unchecked Sendable {
     // MARK: - One batch
 
     private func runBatch(_ batch: [StoreOperation]) {
-        var writes: [StoreOperation] = []
-        var deliveries: [@Sendable () -> Void] = []
-        // Sized once: a batch of a thousand appends would otherwise grow each array ten times.
-        writes.reserveCapacity(batch.count)
+        var deliveries: [StoreDelivery] = []
+        // Sized once: a batch of a thousand appends would otherwise grow it ten times.
         deliveries.reserveCapacity(batch.count)
-        for operation in batch {
-            if operation.writes {
-                writes.append(operation)
-                continue
-            }
-            if !writes.isEmpty {
-                deliveries += commit(writes)
-                writes.removeAll(keepingCapacity: true)
+        // Runs of writes are committed as slices of the batch, not copied into an array of their
+        // own (a copy retains everything an operation carries).
+        var writesStart = batch.startIndex
+        for index in batch.indices where !batch[index].writes {
+            if writesStart < index {
+                commit(batch[writesStart..<index], into: &deliveries)
                 deliver(&deliveries)
             }
-            if let delivery = runRead(operation) { deliveries.append(delivery) }
+            writesStart = index + 1
+            if let delivery = runRead(batch[index]) { deliveries.append(delivery) }
         }
-        if !writes.isEmpty { deliveries += commit(writes) }
+        if writesStart < batch.endIndex { commit(batch[writesStart...], into: &deliveries) }
         deliver(&deliveries)
     }
 
-    private func deliver(_ deliveries: inout [@Sendable () -> Void]) {
+    private func deliver(_ deliveries: inout [StoreDelivery]) {
         guard !deliveries.isEmpty else { return }
         let batch = deliveries
         deliveries = []
-        post {
-            for delivery in batch { delivery() }
-        }
+        deliverBatch(batch)
     }
 
     /// Runs `writes` in one transaction. Conflicts fail only their operation; any SQLite failure
     /// (BEGIN, a statement, COMMIT) rolls everything back and fails every write of the group, so
     /// nothing is acknowledged that is not on disk. The next batch starts afresh.
-    private func commit(_ writes: [StoreOperation]) -> [@Sendable () -> Void] {
+    private func commit(_ writes: ArraySlice<StoreOperation>, into deliveries: inout [StoreDelivery]) {
         let database = tables.database
-        var results: [@Sendable () -> Void] = []
-        results.reserveCapacity(writes.count)
+        let delivered = deliveries.count
         do throws(SQLiteError) {
-            try database.exec("BEGIN IMMEDIATE")
-            for operation in writes {
-                switch operation {
-                case .append(let session, let events, let completion):
-                    let result = try tables.append(session: session, events: events)
-                    results.append { completion(result) }
+            // Prepared once (cached by the connection), not parsed again for every batch.
+            try database.run("BEGIN IMMEDIATE")
+            for index in writes.indices {
+                switch writes[index] {
+                case .append(let session, let events, let appender):
+                    deliveries.append(.appended(appender, try tables.append(session: session, events: events)))
                 case .create(let session, let completion):
                     let result = try tables.create(session)
-                    results.append { completion(result) }
+                    deliveries.append(.completion { completion(result) })
                 case .saveCheckpoint(let name, let table, let completion):
                     let result = try tables.saveCheckpoint(name, table: table)
-                    results.append { completion(result) }
+                    deliveries.append(.completion { completion(result) })
                 case .delete(let name, let completion):
                     let result = try tables.delete(name)
-                    results.append { completion(result) }
+                    deliveries.append(.completion { completion(result) })
                 case .load, .read, .barrier:
                     break
                 }
             }
             try tables.compactJournal()
-            try database.exec("COMMIT")
-            return results
+            try database.run("COMMIT")
         } catch {
             // SQLite may already have rolled back (some I/O errors do); ROLLBACK only if a
             // transaction is still open, and ignore its own failure: the next BEGIN tells.
@@ -183,19 +194,20 @@ final class StoreWriter: @unchecked Sendable {
             // The journal's index took the batch's writes; the database no longer has them.
             tables.invalidateIndex()
             let failure = error.storeError
-            return writes.compactMap { $0.failure(failure) }
+            deliveries.removeSubrange(delivered...)
+            deliveries += writes.compactMap { $0.failure(failure) }
         }
     }
 
-    private func runRead(_ operation: StoreOperation) -> (@Sendable () -> Void)? {
+    private func runRead(_ operation: StoreOperation) -> StoreDelivery? {
         do throws(SQLiteError) {
             switch operation {
             case .load(let name, let completion):
                 let result = try tables.load(name)
-                return { completion(result) }
+                return .completion { completion(result) }
             case .read(let session, let after, let completion):
                 let result = try tables.read(session: session, after: after)
-                return { completion(result) }
+                return .completion { completion(result) }
             case .barrier(let body):
                 body(tables)
                 return nil

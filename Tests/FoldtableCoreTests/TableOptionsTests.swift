@@ -144,3 +144,16 @@ import Testing
         #expect(table.sections.last?.title == "Inventory")
     }
 }
+
+/// How a checkpoint writes the change-id window's digests: what stored checkpoints hold, so the
+/// form must not drift.
+@Suite struct CheckpointDigests {
+    @Test func aDigestIsSixteenLowercaseHexDigitsZeroPaddedAsStringRadixWroteThem() {
+        for digest: UInt64 in [0, 1, 0xa, 0xf0, 0x1234_5678_9abc_def0, 0x0fed_cba9_8765_4321, .max, 0x8000_0000_0000_0000] {
+            var out = JSONWriter(capacity: 20)
+            TableCheckpoint.hexDigest(digest, into: &out)
+            let hex = String(digest, radix: 16)
+            #expect(String(decoding: out.bytes, as: UTF8.self) == "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\"")
+        }
+    }
+}

@@ -113,4 +113,45 @@ import Testing
         #expect(welcome?["seq"] == .integer(0))
         #expect(welcome?["epoch"] == .string("e2"))
     }
+
+    @Test func theMemoryLogTellsAnAppenderAfterTheCallInOrderAndItsObserverFirst() throws {
+        let queue = ServiceQueue(wake: {})
+        let store = MemoryStore(keepEvents: 10, queue: queue)
+        var table = Table()
+        var events: [LoggedEvent] = []
+        for title in ["A", "B", "C"] {
+            let outcome = try table.apply(.addSection(NewSection(title: title)), by: Author(client: "c1", name: "ana"), changeId: nil)
+            events.append(LoggedEvent(event: try #require(outcome.appliedEvent)))
+        }
+        store.create(StoredSession(name: "s", epoch: "e", checkpoint: Table())) { _ in }
+        var heard: [String] = []
+        let observer = Heard("observer") { heard.append($0) }
+        let session = Heard("session") { heard.append($0) }
+        store.appendObserver = observer
+        store.append(session: "s", events: [events[0]], appender: session)
+        store.append(session: "s", events: [events[2]], appender: session)
+        store.append(session: "s", events: [events[1], events[2]], appender: session)
+        #expect(heard.isEmpty)
+        while !queue.isEmpty { queue.drain() }
+        #expect(heard == ["observer 1", "session 1", "observer conflict", "session conflict", "observer 3", "session 3"])
+    }
+}
+
+/// A ``LogAppender`` that reports what it hears, as "name seq" or "name conflict".
+private final class Heard: LogAppender {
+    private let name: String
+    private let report: (String) -> Void
+
+    init(_ name: String, report: @escaping (String) -> Void) {
+        self.name = name
+        self.report = report
+    }
+
+    func appendFinished(_ result: Result<UInt64, StoreError>) {
+        switch result {
+        case .success(let seq): report("\(name) \(seq)")
+        case .failure(.conflict): report("\(name) conflict")
+        case .failure(let error): report("\(name) \(error)")
+        }
+    }
 }

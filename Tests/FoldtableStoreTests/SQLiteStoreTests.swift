@@ -578,11 +578,91 @@ struct SQLiteStoreTests {
         let replayed = try resumed.events(Int(last) + 20)
         #expect(try wait { store.append(session: "s", events: Array(replayed[Int(last)...]), completion: $0) }.get() == last + 20)
     }
+
+    @Test func anAppenderHearsOfEachOfItsAppendsInOrderAfterTheLogsObserver() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        var script = Script()
+        _ = try wait { store.create(StoredSession(name: "a", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        let events = try script.events(3)
+        let heard = Box<[String]>()
+        let observer = HeardAppends("observer", into: heard)
+        let session = HeardAppends("session", into: heard)
+        store.appendObserver = observer
+
+        // One object for three appends committed together; the middle one does not follow.
+        let release = store.holdWriter()
+        store.append(session: "a", events: [events[0]], appender: session)
+        store.append(session: "a", events: [events[2]], appender: session)
+        store.append(session: "a", events: [events[1]], appender: session)
+        service.drain()
+        release.signal()
+        store.flush()
+        service.drain()
+        #expect(
+            heard.value == [
+                "observer 1", "session 1", "observer conflict", "session conflict", "observer 2", "session 2",
+            ])
+    }
+
+    @Test func theStoreKeepsAnAppenderAliveUntilItHearsThenLetsItGoWhetherTheCommitHeldOrFailed() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        store.installCommitHook()
+        var script = Script()
+        _ = try wait { store.create(StoredSession(name: "a", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        let events = try script.events(2)
+        let heard = Box<[String]>()
+        weak var appender: HeardAppends?
+        func append(_ event: LoggedEvent) {
+            // The only strong reference is the store's from here on.
+            let session = HeardAppends("session", into: heard)
+            appender = session
+            store.append(session: "a", events: [event], appender: session)
+        }
+        append(events[0])
+        store.flush()
+        service.drain()
+        #expect(heard.value == ["session 1"])
+        #expect(appender == nil)
+
+        failCommits.store(true, ordering: .relaxed)
+        defer { failCommits.store(false, ordering: .relaxed) }
+        append(events[1])
+        store.flush()
+        service.drain()
+        #expect(heard.value?.count == 2)
+        #expect(heard.value?.last?.hasPrefix("session storage unavailable") == true)
+        #expect(appender == nil)
+    }
 }
 
 extension Result {
     var isConflict: Bool {
         if case .failure(let error as StoreError) = self, case .conflict = error { return true }
         return false
+    }
+}
+
+/// A ``LogAppender`` that writes down what it hears, as "name seq" or "name conflict".
+final class HeardAppends: LogAppender, @unchecked Sendable {
+    private let name: String
+    private let heard: Box<[String]>
+
+    init(_ name: String, into heard: Box<[String]>) {
+        self.name = name
+        self.heard = heard
+    }
+
+    func appendFinished(_ result: Result<UInt64, StoreError>) {
+        let outcome: String
+        switch result {
+        case .success(let seq): outcome = String(seq)
+        case .failure(.conflict): outcome = "conflict"
+        case .failure(let error): outcome = error.description
+        }
+        heard.value = (heard.value ?? []) + ["\(name) \(outcome)"]
     }
 }
