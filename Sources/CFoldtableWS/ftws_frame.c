@@ -23,7 +23,21 @@
  * released on another thread than the one that made it (a message dropped by a test after its
  * server stopped): it simply joins that thread's list.
  */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FTWS_POOL_OFF 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define FTWS_POOL_OFF 1
+#endif
+/* Under AddressSanitizer every frame is malloc'd and freed: a recycled frame would hide a use
+ * after release from it (the memory stays valid), which is what the sanitizer runs are for. */
+#ifdef FTWS_POOL_OFF
+#define FTWS_POOL_MAX 0
+#else
 #define FTWS_POOL_MAX 1024
+#endif
 #define FTWS_POOL_CLASSES 5
 static const size_t class_payload[FTWS_POOL_CLASSES] = {0, 64, 128, 256, 512};
 
