@@ -18,11 +18,17 @@ public struct Table: Sendable {
     /// idempotent retries; bounded by `limits.idempotencyWindow`, oldest forgotten first. The
     /// digest lets an id reused for a different change be refused instead of falsely
     /// acknowledged, in 16 bytes instead of the whole request and event (10,000 ids per table).
+    /// Empty while `changeIdsIndexed` is false (see ``dropChangeIdIndex()``).
     private var changesById: [String: (seq: UInt64, digest: UInt64)] = [:]
     /// UTF-8 bytes of every title, detail, footer, label and value in the table.
     public private(set) var textBytes = 0
-    private var changeIdOrder: [String] = []
+    /// The window in the order the ids were applied (a ring once full): what is forgotten next,
+    /// and on its own the whole window, seqs and digests too, for a table that keeps no index.
+    private var changeIdOrder: [RememberedChange] = []
     private var changeIdOldest = 0
+    /// Whether `changesById` indexes the window. A replica that never looks ids up (a local
+    /// session's committed table) keeps only `changeIdOrder`: no hashing per change.
+    private var changeIdsIndexed = true
 
     /// An empty table.
     public init(options: TableOptions = TableOptions(), limits: TableLimits = TableLimits()) {
@@ -75,7 +81,8 @@ public struct Table: Sendable {
     /// Applies `change` made by `author`; returns the event with the next sequence number, or the
     /// original event when `changeId` was applied before.
     public mutating func apply(_ change: Change, by author: Author, changeId: String? = nil) throws(ProtocolError) -> ApplyOutcome {
-        try apply(change, by: author, changeId: changeId, requestDigest: nil)
+        indexChangeIds()
+        return try apply(change, by: author, changeId: changeId, requestDigest: nil)
     }
 
     /// ``apply(_:by:changeId:)``, also giving the digest the id window holds for `changeId` (`nil`
@@ -85,6 +92,7 @@ public struct Table: Sendable {
         ApplyOutcome, digest: UInt64?
     ) {
         guard let changeId else { return (try apply(change, by: author, changeId: nil, requestDigest: nil), nil) }
+        indexChangeIds()
         let digest = Self.digest(change)
         return (try apply(change, by: author, changeId: changeId, requestDigest: digest), digest)
     }
@@ -100,7 +108,7 @@ public struct Table: Sendable {
         if let changeId {
             digest = requestDigest ?? Self.digest(change)
             if !trusted {
-                if let earlier = changesById[changeId] {
+                if let earlier = lookUp(changeId) {
                     guard earlier.digest == digest else {
                         throw ProtocolError(
                             .idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
@@ -155,15 +163,61 @@ public struct Table: Sendable {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
         }
         let digest = event.changeId == nil ? nil : requestDigest ?? Self.digest(request ?? event.change)
+        if !verify && applyCollapseOnly(event, digest: digest) { return }
         let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest, trusted: !verify)
         guard case .applied(let produced) = outcome, !verify || produced == event else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
         }
     }
 
+    /// Applies an event of a toggle, `setCollapsed`, `setAll` or `reveal` that this table's own
+    /// sequencer produced from the same state (see ``applyCommitted(_:request:requestDigest:verify:)``),
+    /// unverified, from the event alone: such a change only sets collapsed states, and the
+    /// event's `collapsed` lists every state it set. Returns false, changing nothing, for any
+    /// other change or an event that names a section this table lacks.
+    private mutating func applyCollapseOnly(_ event: TableEvent, digest: UInt64?) -> Bool {
+        switch event.change {
+        case .toggle, .setCollapsed, .setAll, .reveal: break
+        default: return false
+        }
+        guard event.collapsed.allSatisfy({ sectionPositions[$0.key] != nil }) else { return false }
+        for effect in event.collapsed {
+            // Checked just above: every key has a position.
+            sections[sectionPositions[effect.key]!].collapsed = effect.collapsed
+        }
+        seq = event.seq
+        if let changeId = event.changeId, let digest { remember(changeId, seq: event.seq, digest: digest) }
+        return true
+    }
+
     /// The digest the id window holds for `changeId`, if it holds the id.
     public func rememberedDigest(of changeId: String) -> UInt64? {
-        changesById[changeId]?.digest
+        lookUp(changeId)?.digest
+    }
+
+    /// The seq and digest the window holds for `changeId`: from the index, or, on a table that
+    /// keeps none (a replica's, only looked at when verifying), by reading the window through.
+    private func lookUp(_ changeId: String) -> (seq: UInt64, digest: UInt64)? {
+        guard !changeIdsIndexed else { return changesById[changeId] }
+        return changeIdOrder.first { $0.id == changeId }.map { ($0.seq, $0.digest) }
+    }
+
+    /// Stops indexing the change-id window: what a replica that never looks ids up does (a
+    /// local session's committed table, which follows the head's events unverified and is
+    /// only saved in checkpoints): it then keeps the window as a list, with no hashing per
+    /// change. The first change applied with a lookup (the table became a head again) rebuilds
+    /// the index, so nothing but the cost changes.
+    public mutating func dropChangeIdIndex() {
+        changeIdsIndexed = false
+        changesById = [:]
+    }
+
+    /// Rebuilds the index dropped by ``dropChangeIdIndex()``.
+    private mutating func indexChangeIds() {
+        guard !changeIdsIndexed else { return }
+        changeIdsIndexed = true
+        changesById.reserveCapacity(changeIdOrder.count)
+        for remembered in changeIdOrder { changesById[remembered.id] = (remembered.seq, remembered.digest) }
     }
 
     /// One remembered change id: the seq it was applied at, and a digest of what was asked.
@@ -183,8 +237,7 @@ public struct Table: Sendable {
     /// The change-id window, oldest first: what a store saves so that a retry after a restart is
     /// acknowledged with its original seq instead of being applied twice.
     public var rememberedChanges: [RememberedChange] {
-        let ordered = changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest]
-        return ordered.compactMap { id in changesById[id].map { RememberedChange(id: id, seq: $0.seq, digest: $0.digest) } }
+        Array(changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest])
     }
 
     /// Restores the change-id window saved with ``rememberedChanges`` (oldest first). Entries past
@@ -193,6 +246,7 @@ public struct Table: Sendable {
         changesById = [:]
         changeIdOrder = []
         changeIdOldest = 0
+        changeIdsIndexed = true
         for change in changes { remember(change.id, seq: change.seq, digest: change.digest) }
     }
 
@@ -207,12 +261,13 @@ public struct Table: Sendable {
     }
 
     private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64) {
-        changesById[changeId] = (seq, digest)
+        let remembered = RememberedChange(id: changeId, seq: seq, digest: digest)
+        if changeIdsIndexed { changesById[changeId] = (seq, digest) }
         if changeIdOrder.count < limits.idempotencyWindow {
-            changeIdOrder.append(changeId)
+            changeIdOrder.append(remembered)
         } else {
-            changesById[changeIdOrder[changeIdOldest]] = nil
-            changeIdOrder[changeIdOldest] = changeId
+            if changeIdsIndexed { changesById[changeIdOrder[changeIdOldest].id] = nil }
+            changeIdOrder[changeIdOldest] = remembered
             changeIdOldest = (changeIdOldest + 1) % changeIdOrder.count
         }
     }

@@ -219,6 +219,10 @@ public struct SessionCore {
         // A stream-ordered session applies to `committed` only; an empty head holds no copy.
         self.head = sequencing == .local ? table : Table(options: table.options, limits: table.limits)
         self.committed = table
+        // A local session looks change ids up in `head` only: the committed table keeps its id
+        // window as a list (for checkpoints, and to become the head again on a rollback), with
+        // no hashing per change. A stream-ordered session's committed table is its sequencer.
+        if sequencing == .local { committed.dropChangeIdIndex() }
         self.checkpointSeq = checkpointSeq ?? table.seq
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
             remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.sectionsNeedingRows)
