@@ -122,9 +122,9 @@ public struct Table: Sendable {
         var origin: RowOrigin?
         let (resolved, effects) = try perform(change, seq: next, origin: &origin)
         seq = next
-        let event = TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: origin)
         if let changeId { remember(changeId, seq: next, digest: digest) }
-        return .applied(event)
+        // Every part moved into the event, which is moved out: no copy of it or of its parts.
+        return .applied(TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: consume origin))
     }
 
     /// Applies an event produced by another replica of this table (from the store or another
@@ -180,10 +180,16 @@ public struct Table: Sendable {
         case .toggle, .setCollapsed, .setAll, .reveal: break
         default: return false
         }
-        guard event.collapsed.allSatisfy({ sectionPositions[$0.key] != nil }) else { return false }
-        for effect in event.collapsed {
-            // Checked just above: every key has a position.
-            sections[sectionPositions[effect.key]!].collapsed = effect.collapsed
+        if event.collapsed.count == 1 {
+            // Most such events set one section: looked up once.
+            guard let position = sectionPositions[event.collapsed[0].key] else { return false }
+            sections[position].collapsed = event.collapsed[0].collapsed
+        } else {
+            guard event.collapsed.allSatisfy({ sectionPositions[$0.key] != nil }) else { return false }
+            for effect in event.collapsed {
+                // Checked just above: every key has a position.
+                sections[sectionPositions[effect.key]!].collapsed = effect.collapsed
+            }
         }
         seq = event.seq
         if let changeId = event.changeId, let digest { remember(changeId, seq: event.seq, digest: digest) }

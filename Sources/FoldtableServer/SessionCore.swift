@@ -104,6 +104,8 @@ public struct SessionCore {
         var author: Origin?
         /// Sections this event expands that are too large for one chunk: they will stream.
         var streams: [String]
+        /// The event's ``TableEvent/sectionsNeedingRows``, found once when it was applied.
+        var needingRows: [String]
     }
     private var inFlight: [InFlight] = []
     /// Events applied to `head` and not yet handed to the log.
@@ -479,6 +481,13 @@ public struct SessionCore {
         }
     }
 
+    /// Whether the head's section `key` is expanded and too large for one chunk: its rows, once
+    /// an event expanding it commits, will stream. Read in place, without a copy of the section.
+    private func willStream(_ key: String) -> Bool {
+        guard let position = head.position(ofSection: key) else { return false }
+        return !head.sections[position].collapsed && !fitsOneChunk(head.sections[position])
+    }
+
     private func mustWait(_ change: Change) -> Bool {
         guard !streams.isEmpty || !expandingInFlight.isEmpty else { return false }
         switch head.scope(of: change) {
@@ -525,14 +534,17 @@ public struct SessionCore {
             }
         case .applied(let event):
             if case .member(let connection)? = origin { effects.append(.accepted(connection)) }
-            // Encoded once, here: the same bytes go to the log and, once committed, to members.
-            let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change, encoded: ServerMessage.event(event))
+            let needingRows = event.sectionsNeedingRows
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
-            let streamed = event.sectionsNeedingRows.filter { key in head.section(key).map { !$0.collapsed && !fitsOneChunk($0) } ?? false }
-            inFlight.append(InFlight(logged: logged, requestDigest: digest, author: origin, streams: streamed))
-            unpersisted.append(logged)
+            var streamed: [String] = []
+            for key in needingRows where willStream(key) { streamed.append(key) }
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
+            // Encoded once, here: the same bytes go to the log and, once committed, to members.
+            let encoded = ServerMessage.event(event)
+            let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change, encoded: encoded)
+            unpersisted.append(logged)
+            inFlight.append(InFlight(logged: consume logged, requestDigest: digest, author: origin, streams: streamed, needingRows: needingRows))
         }
     }
 
@@ -587,7 +599,7 @@ public struct SessionCore {
         }
         announce(
             event, OutboundMessage(entry.logged.encoded ?? ServerMessage.event(event)), author: entry.author,
-            retries: waitingAcks.removeValue(forKey: event.seq) ?? [], streamed: entry.streams, into: &effects)
+            retries: waitingAcks.removeValue(forKey: event.seq) ?? [], streamed: entry.streams, needingRows: entry.needingRows, into: &effects)
     }
 
     /// What follows once the committed table took `event` (from the log, or from a session's
@@ -596,7 +608,7 @@ public struct SessionCore {
     /// sections in `streamed` (`nil`: those too large for one chunk), else in one chunk.
     private mutating func announce(
         _ event: TableEvent, _ message: OutboundMessage, author: Origin?, retries: [(origin: Origin, id: String)] = [], streamed: [String]?,
-        into effects: inout [SessionEffect]
+        needingRows: [String]? = nil, into effects: inout [SessionEffect]
     ) {
         effects.append(.broadcast(message, to: connections))
         if case .addSection(let added) = event.change, let key = added.key {
@@ -607,8 +619,8 @@ public struct SessionCore {
             // Its rows were replaced: nobody holds them any more.
             for connection in connections { members[connection.id]?.held.remove(key) }
         }
-        // Computed once: a getter that builds an array.
-        let needingRows = event.sectionsNeedingRows
+        // Computed once (when the event was applied, if it was here): a getter that builds an array.
+        let needingRows = needingRows ?? event.sectionsNeedingRows
         remember(event.seq, message, expanded: needingRows)
         if let author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
         for retry in retries {
