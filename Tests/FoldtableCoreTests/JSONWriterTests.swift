@@ -108,3 +108,51 @@ private struct ReferenceWriter {
         #expect(String(decoding: writer.bytes, as: UTF8.self) == "[1,2]")
     }
 }
+
+/// Events as the log and members get them, byte for byte: the encoding is compared across
+/// versions (a log written by one is read back by the next), so it may not drift.
+@Suite struct EventBytes {
+    @Test func eventsEncodeToTheirFixedBytes() throws {
+        var table = try sampleTable()
+        let author = Author(client: "c7", name: "Ana \"A\"\n")
+        func encoded(_ change: Change, id: String? = nil) throws -> String {
+            let event = try #require(try table.apply(change, by: author, changeId: id).appliedEvent)
+            return String(decoding: ServerMessage.event(event), as: UTF8.self)
+        }
+        #expect(
+            try encoded(.toggle(section: .key("a")), id: "t-1")
+                == #"{"type":"event","seq":1,"by":{"client":"c7","name":"Ana \"A\"\n"},"id":"t-1","change":{"type":"toggle","section":"a"},"collapsed":{"a":true}}"#
+        )
+        #expect(
+            try encoded(.setCollapsed(section: .title("Beta"), collapsed: false))
+                == #"{"type":"event","seq":2,"by":{"client":"c7","name":"Ana \"A\"\n"},"change":{"type":"set","section":"b","collapsed":false},"collapsed":{"b":false}}"#
+        )
+        #expect(
+            try encoded(.setAll(collapsed: true))
+                == #"{"type":"event","seq":3,"by":{"client":"c7","name":"Ana \"A\"\n"},"change":{"type":"setAll","collapsed":true},"collapsed":{"b":true,"c":true}}"#
+        )
+        #expect(
+            try encoded(.removeRow(row: "a2"), id: "r")
+                == #"{"type":"event","seq":4,"by":{"client":"c7","name":"Ana \"A\"\n"},"id":"r","change":{"type":"removeRow","row":"a2"},"collapsed":{},"from":{"section":"a","index":1,"row":{"key":"a2","label":"two","value":""}}}"#
+        )
+        #expect(
+            try encoded(.updateRow(row: "a1", patch: RowPatch(value: "\u{1}\t")))
+                == #"{"type":"event","seq":5,"by":{"client":"c7","name":"Ana \"A\"\n"},"change":{"type":"updateRow","row":"a1","set":{"value":"\u0001\t"}},"collapsed":{}}"#
+        )
+    }
+
+    @Test func everyChangeStartsWithItsTypeName() {
+        let changes: [Change] = [
+            .toggle(section: .key("a")), .setCollapsed(section: .key("a"), collapsed: true), .setAll(collapsed: true), .reveal(row: "r"),
+            .addSection(NewSection(title: "t")), .removeSection(section: .key("a")),
+            .updateSection(section: .key("a"), patch: SectionPatch(title: "t")),
+            .moveSection(section: .key("a"), index: 0), .addRow(section: .key("a"), row: NewRow(label: "l")), .removeRow(row: "r"),
+            .updateRow(row: "r", patch: RowPatch(value: "v")), .moveRow(row: "r", section: .key("a"), index: nil),
+            .setOptions(OptionsPatch(accordion: true)), .importRows(section: .key("a"), rows: RowImport(rows: [])),
+        ]
+        #expect(Set(changes.map(\.typeName)) == Change.typeNames)
+        for change in changes {
+            #expect(change.header.description == "{\"type\":\"\(change.typeName)\"")
+        }
+    }
+}
