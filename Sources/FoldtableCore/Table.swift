@@ -623,15 +623,20 @@ public struct Table: Sendable {
         guard !key.isEmpty, key.utf8.count <= limits.maxKeyBytes else {
             throw ProtocolError(.invalidValue, "\(field) must be 1 to \(limits.maxKeyBytes) bytes", field: field)
         }
-        for byte in key.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"):
-                continue
-            default:
-                throw ProtocolError(.invalidValue, "\(field) may only hold letters, digits and _ - . :", field: field)
-            }
+        var key = key
+        let allowed = key.withUTF8 { utf8 in utf8.allSatisfy(Self.isKeyByte) }
+        guard allowed else {
+            throw ProtocolError(.invalidValue, "\(field) may only hold letters, digits and _ - . :", field: field)
         }
+    }
+
+    /// Whether a key may hold `byte`: letters, digits, `_ - . :`. One test against a bit set of
+    /// the allowed ASCII bytes instead of a chain of ranges: every change id is checked.
+    @inline(__always) static func isKeyByte(_ byte: UInt8) -> Bool {
+        // Bytes 0-63: `-` `.` and `0`-`9` `:`; bytes 64-127: `A`-`Z`, `_`, `a`-`z`.
+        let below64: UInt64 = 0x07FF_6000_0000_0000
+        let from64: UInt64 = 0x07FF_FFFE_87FF_FFFE
+        return byte < 64 ? below64 >> byte & 1 == 1 : byte < 128 && from64 >> (byte - 64) & 1 == 1
     }
 
     private static func checkText(limits: TableLimits, _ text: String, field: String, allowEmpty: Bool = false) throws(ProtocolError) {

@@ -352,6 +352,15 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
     }
 }
 
+@Suite struct KeyBytes {
+    @Test func keysMayHoldLettersDigitsAndUnderscoreDashDotColonOnly() {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:".utf8)
+        for byte in UInt8.min...UInt8.max {
+            #expect(Table.isKeyByte(byte) == allowed.contains(byte), "byte \(byte)")
+        }
+    }
+}
+
 @Suite struct Replay {
     @Test func replayingEventsReproducesTheTable() throws {
         var source = try sampleTable()
