@@ -96,7 +96,10 @@ public struct SessionCore {
 
     /// A change applied to `head` and waiting for the log.
     private struct InFlight {
-        var logged: LoggedEvent
+        /// The event and its encoding, as the log got them (the request went to the log only:
+        /// the committed replica takes `requestDigest`).
+        var event: TableEvent
+        var encoded: [UInt8]
         /// The head's id-window digest of the request (`nil` without a change id): the committed
         /// replica takes it instead of encoding the request again.
         var requestDigest: UInt64?
@@ -542,9 +545,9 @@ public struct SessionCore {
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
             // Encoded once, here: the same bytes go to the log and, once committed, to members.
             let encoded = ServerMessage.event(event)
-            let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change, encoded: encoded)
-            unpersisted.append(logged)
-            inFlight.append(InFlight(logged: consume logged, requestDigest: digest, author: origin, streams: streamed, needingRows: needingRows))
+            unpersisted.append(LoggedEvent(event: event, request: change.id == nil ? nil : change.change, encoded: encoded))
+            inFlight.append(
+                InFlight(event: event, encoded: encoded, requestDigest: digest, author: origin, streams: streamed, needingRows: needingRows))
         }
     }
 
@@ -552,7 +555,7 @@ public struct SessionCore {
     private mutating func commit(generation: UInt64, through seq: UInt64, now: UInt64, into effects: inout [SessionEffect]) {
         guard generation == self.generation else { return }
         var done = 0
-        while done < inFlight.count && inFlight[done].logged.event.seq <= seq {
+        while done < inFlight.count && inFlight[done].event.seq <= seq {
             publish(inFlight[done], now: now, into: &effects)
             done += 1
         }
@@ -586,9 +589,9 @@ public struct SessionCore {
     }
 
     private mutating func publish(_ entry: InFlight, now: UInt64, into effects: inout [SessionEffect]) {
-        let event = entry.logged.event
+        let event = entry.event
         do {
-            try committed.applyCommitted(event, request: entry.logged.request, requestDigest: entry.requestDigest, verify: Self.verifiesReplica)
+            try committed.applyCommitted(event, requestDigest: entry.requestDigest, verify: Self.verifiesReplica)
         } catch {
             // The head produced this event from the same state: a mismatch is a bug in the core.
             effects.append(.log(.error, "replica_mismatch", { [("seq", String(event.seq)), ("reason", error.message)] }))
@@ -598,7 +601,7 @@ public struct SessionCore {
             expandingInFlight[key] = left > 0 ? left : nil
         }
         announce(
-            event, OutboundMessage(entry.logged.encoded ?? ServerMessage.event(event)), author: entry.author,
+            event, OutboundMessage(entry.encoded), author: entry.author,
             retries: waitingAcks.removeValue(forKey: event.seq) ?? [], streamed: entry.streams, needingRows: entry.needingRows, into: &effects)
     }
 
@@ -656,8 +659,8 @@ public struct SessionCore {
         self.generation += 1
         let refusal = ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
         for entry in inFlight {
-            if let author = entry.author { refuse(author, refusal, id: entry.logged.event.changeId, into: &effects) }
-            for retry in waitingAcks.removeValue(forKey: entry.logged.event.seq) ?? [] {
+            if let author = entry.author { refuse(author, refusal, id: entry.event.changeId, into: &effects) }
+            for retry in waitingAcks.removeValue(forKey: entry.event.seq) ?? [] {
                 refuse(retry.origin, refusal, id: retry.id, into: &effects)
             }
         }
