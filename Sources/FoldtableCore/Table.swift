@@ -105,24 +105,41 @@ public struct Table: Sendable {
         throws(ProtocolError) -> ApplyOutcome
     {
         var digest: UInt64 = 0
+        // Whether this call entered `changeId` in the index already (taken out if it is refused).
+        var entered = false
         if let changeId {
             digest = requestDigest ?? Self.digest(change)
             if !trusted {
-                if let earlier = lookUp(changeId) {
+                let earlier: (seq: UInt64, digest: UInt64)?
+                if changeIdsIndexed {
+                    // Looked up and entered with one hashing: a new id (almost every one) stays.
+                    earlier = changesById.updateValue((seq + 1, digest), forKey: changeId)
+                    if let earlier { changesById[changeId] = earlier } else { entered = true }
+                } else {
+                    earlier = lookUp(changeId)
+                }
+                if let earlier {
                     guard earlier.digest == digest else {
                         throw ProtocolError(
                             .idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
                     }
                     return .duplicate(seq: earlier.seq)
                 }
-                try Self.checkKey(limits: limits, changeId, field: "id")
             }
         }
         let next = seq + 1
         var origin: RowOrigin?
-        let (resolved, effects) = try perform(change, seq: next, origin: &origin)
+        let resolved: Change
+        let effects: [CollapseEffect]
+        do throws(ProtocolError) {
+            if let changeId, !trusted { try Self.checkKey(limits: limits, changeId, field: "id") }
+            (resolved, effects) = try perform(change, seq: next, origin: &origin)
+        } catch {
+            if entered, let changeId { changesById[changeId] = nil }
+            throw error
+        }
         seq = next
-        if let changeId { remember(changeId, seq: next, digest: digest) }
+        if let changeId { remember(changeId, seq: next, digest: digest, indexed: entered) }
         // Every part moved into the event, which is moved out: no copy of it or of its parts.
         return .applied(TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: consume origin))
     }
@@ -266,9 +283,10 @@ public struct Table: Sendable {
         return ChangeDigest.of(out.bytes)
     }
 
-    private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64) {
+    /// `indexed`: the index holds `changeId` already (``apply(_:by:changeId:)`` entered it).
+    private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64, indexed: Bool = false) {
         let remembered = RememberedChange(id: changeId, seq: seq, digest: digest)
-        if changeIdsIndexed { changesById[changeId] = (seq, digest) }
+        if changeIdsIndexed && !indexed { changesById[changeId] = (seq, digest) }
         if changeIdOrder.count < limits.idempotencyWindow {
             changeIdOrder.append(remembered)
         } else {
