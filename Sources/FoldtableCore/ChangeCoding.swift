@@ -110,9 +110,7 @@ extension Change {
 
     /// Writes the change as a JSON object (`{"type":...,...}`), fields in a fixed order.
     public func encode(into out: inout JSONWriter, form: Form = .whole) {
-        out.byte(UInt8(ascii: "{"))
-        out.key("type")
-        out.string(typeName)
+        out.raw(header)
         switch self {
         case .toggle(let ref):
             Self.write(ref, into: &out)
@@ -247,6 +245,26 @@ extension Change {
         member("value", row.value, first: &first, into: &out)
         if let detail = row.detail { member("detail", detail, first: &first, into: &out) }
         out.byte(UInt8(ascii: "}"))
+    }
+
+    /// `{"type":"<typeName>"`: the start of the encoded change, one piece.
+    var header: StaticString {
+        switch self {
+        case .toggle: return #"{"type":"toggle""#
+        case .setCollapsed: return #"{"type":"set""#
+        case .setAll: return #"{"type":"setAll""#
+        case .reveal: return #"{"type":"reveal""#
+        case .addSection: return #"{"type":"addSection""#
+        case .removeSection: return #"{"type":"removeSection""#
+        case .updateSection: return #"{"type":"updateSection""#
+        case .moveSection: return #"{"type":"moveSection""#
+        case .addRow: return #"{"type":"addRow""#
+        case .removeRow: return #"{"type":"removeRow""#
+        case .updateRow: return #"{"type":"updateRow""#
+        case .moveRow: return #"{"type":"moveRow""#
+        case .setOptions: return #"{"type":"setOptions""#
+        case .importRows: return #"{"type":"importRows""#
+        }
     }
 
     private static func write(_ ref: SectionRef, into out: inout JSONWriter) {

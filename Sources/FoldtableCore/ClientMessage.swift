@@ -166,7 +166,7 @@ extension ClientMessage {
         case .change(let change, let id):
             change.encode(into: &out)
             if let id {
-                _ = out.bytes.popLast()  // the closing brace: the id goes in before it
+                out.removeLastByte()  // the closing brace: the id goes in before it
                 out.nextKey("id")
                 out.string(id)
                 out.byte(UInt8(ascii: "}"))

@@ -1,53 +1,152 @@
 /// Appends JSON to a byte buffer with a fixed member order, so the same value always encodes to
 /// the same bytes (what replicas, the store and the Redis broker compare and replay).
 public struct JSONWriter {
-    /// The encoded bytes so far.
-    public var bytes: [UInt8]
+    /// The bytes written, then room to its end: writes copy into it through a pointer and move
+    /// `used`, with no per-write bookkeeping of an array's count (each `append(contentsOf:)` of a
+    /// small piece cost about a hundred instructions, a message a few dozen of them).
+    private var storage: [UInt8]
+    /// How many bytes of `storage` are written.
+    private var used = 0
 
     public init(capacity: Int = 256) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
+        // Filled with zeros through a pointer: `Array(repeating:count:)` took the unspecialized
+        // path of the standard library, about 600 instructions for a message's writer.
+        let count = Swift.max(capacity, 16)
+        storage = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            buffer.initialize(repeating: 0)
+            initialized = count
+        }
+    }
+
+    /// The encoded bytes so far. Reading them trims the storage to them (a count change: no
+    /// copy), so a writer's last read hands over its storage as it is.
+    public var bytes: [UInt8] {
+        mutating get {
+            trim()
+            return storage
+        }
+        set {
+            storage = newValue
+            used = newValue.count
+        }
+        _modify {
+            trim()
+            yield &storage
+            used = storage.count
+        }
+    }
+
+    /// Drops the zeros past what is written.
+    private mutating func trim() {
+        if storage.count > used { storage.removeLast(storage.count - used) }
+    }
+
+    /// Makes room for `count` more bytes: doubles the storage (filled with zeros) when they do not fit.
+    @inline(__always) private mutating func reserve(_ count: Int) {
+        if _slowPath(storage.count - used < count) { grow(count) }
+    }
+
+    @inline(never) private mutating func grow(_ count: Int) {
+        // Storage trimmed by a read of `bytes` keeps its capacity: only the room is refilled.
+        if storage.capacity < used + count { storage.reserveCapacity(Swift.max(storage.capacity * 2, used + count, 64)) }
+        storage.append(contentsOf: repeatElement(0, count: storage.capacity - storage.count))
+    }
+
+    /// Copies `count` bytes from `source` (room made first).
+    @inline(__always) private mutating func write(_ source: UnsafeRawPointer, count: Int) {
+        reserve(count)
+        let at = used
+        storage.withUnsafeMutableBufferPointer { buffer in
+            // `reserve` made `count` bytes of room past `at`.
+            (buffer.baseAddress.unsafelyUnwrapped + at).update(from: source.assumingMemoryBound(to: UInt8.self), count: count)
+        }
+        used = at + count
     }
 
     @inline(__always) public mutating func raw(_ text: StaticString) {
-        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        write(text.utf8Start, count: text.utf8CodeUnitCount)
     }
 
     /// Copies JSON that is already encoded (an event encoded once for members, into a log entry).
-    @inline(__always) public mutating func raw(_ encoded: [UInt8]) { bytes.append(contentsOf: encoded) }
+    @inline(__always) public mutating func raw(_ encoded: [UInt8]) {
+        encoded.withUnsafeBufferPointer { buffer in
+            if let base = buffer.baseAddress { write(base, count: buffer.count) }
+        }
+    }
 
-    @inline(__always) public mutating func byte(_ value: UInt8) { bytes.append(value) }
+    @inline(__always) public mutating func byte(_ value: UInt8) {
+        reserve(1)
+        let at = used
+        storage.withUnsafeMutableBufferPointer { $0[at] = value }
+        used = at + 1
+    }
 
     /// Writes `"name":` (names are trusted literals: no escaping).
     @inline(__always) public mutating func key(_ name: StaticString) {
-        bytes.append(UInt8(ascii: "\""))
-        raw(name)
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
+        let count = name.utf8CodeUnitCount
+        reserve(count + 3)
+        let at = used
+        storage.withUnsafeMutableBufferPointer { buffer in
+            // Room for the quotes, the name and the colon was made just above.
+            let base = buffer.baseAddress.unsafelyUnwrapped + at
+            base[0] = UInt8(ascii: "\"")
+            (base + 1).update(from: name.utf8Start, count: count)
+            base[count + 1] = UInt8(ascii: "\"")
+            base[count + 2] = UInt8(ascii: ":")
+        }
+        used = at + count + 3
     }
 
     /// Writes `,"name":`.
     @inline(__always) public mutating func nextKey(_ name: StaticString) {
-        bytes.append(UInt8(ascii: ","))
+        byte(UInt8(ascii: ","))
         key(name)
+    }
+
+    /// Drops the last byte written, if any (a closing brace that more members go before).
+    public mutating func removeLastByte() {
+        if used > 0 { used -= 1 }
     }
 
     /// Writes a string with JSON escaping (never a raw newline, so batched lines stay split).
     public mutating func string(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
-            var runStart = 0
-            for index in 0..<utf8.count {
+            let count = utf8.count
+            // Room for the string as it is and its quotes: most strings need no escape.
+            reserve(count + 2)
+            let start = used
+            let plain = storage.withUnsafeMutableBufferPointer { buffer -> Int in
+                // `reserve` made room for `count + 2` bytes past `start`.
+                let base = buffer.baseAddress.unsafelyUnwrapped + start
+                base[0] = UInt8(ascii: "\"")
+                var index = 0
+                while index < count {
+                    let byte = utf8[index]
+                    guard Self.isPlain(byte) else { break }
+                    base[1 + index] = byte
+                    index += 1
+                }
+                if index == count { base[1 + count] = UInt8(ascii: "\"") }
+                return index
+            }
+            if plain == count {
+                used = start + count + 2
+                return
+            }
+            // From the first byte that needs an escape: runs of plain bytes copied whole.
+            used = start + 1 + plain
+            var runStart = plain
+            for index in plain..<count {
                 let byte = utf8[index]
                 if Self.isPlain(byte) { continue }
-                if index > runStart { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
+                if index > runStart { write(utf8.baseAddress.unsafelyUnwrapped + runStart, count: index - runStart) }
                 runStart = index + 1
-                Self.escape(byte) { bytes.append($0) }
+                Self.escape(byte) { self.byte($0) }
             }
-            if utf8.count > runStart { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count])) }
+            if count > runStart { write(utf8.baseAddress.unsafelyUnwrapped + runStart, count: count - runStart) }
+            self.byte(UInt8(ascii: "\""))
         }
-        bytes.append(UInt8(ascii: "\""))
     }
 
     /// Whether a byte of a string's UTF-8 is written as it is; any other goes through
@@ -82,11 +181,11 @@ public struct JSONWriter {
 
     public mutating func integer<T: BinaryInteger>(_ value: T) {
         if value == 0 {
-            bytes.append(UInt8(ascii: "0"))
+            byte(UInt8(ascii: "0"))
             return
         }
         var magnitude = UInt64(value.magnitude)
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        if value < 0 { byte(UInt8(ascii: "-")) }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, enough for 20 digits
         let count = withUnsafeMutableBytes(of: &digits) { scratch -> Int in
             var count = 0
@@ -95,7 +194,7 @@ public struct JSONWriter {
                 magnitude /= 10
                 count += 1
             }
-            bytes.append(contentsOf: scratch[(24 - count)...])
+            write(scratch.baseAddress.unsafelyUnwrapped + (24 - count), count: count)
             return count
         }
         _ = count
@@ -112,7 +211,7 @@ public struct JSONWriter {
         case .null: raw("null")
         case .bool(let flag): bool(flag)
         case .integer(let number): integer(number)
-        case .double(let number): bytes.append(contentsOf: "\(number)".utf8)
+        case .double(let number): raw(Array("\(number)".utf8))
         case .string(let text): string(text)
         case .array(let elements):
             byte(UInt8(ascii: "["))

@@ -18,11 +18,17 @@ public struct Table: Sendable {
     /// idempotent retries; bounded by `limits.idempotencyWindow`, oldest forgotten first. The
     /// digest lets an id reused for a different change be refused instead of falsely
     /// acknowledged, in 16 bytes instead of the whole request and event (10,000 ids per table).
+    /// Empty while `changeIdsIndexed` is false (see ``dropChangeIdIndex()``).
     private var changesById: [String: (seq: UInt64, digest: UInt64)] = [:]
     /// UTF-8 bytes of every title, detail, footer, label and value in the table.
     public private(set) var textBytes = 0
-    private var changeIdOrder: [String] = []
+    /// The window in the order the ids were applied (a ring once full): what is forgotten next,
+    /// and on its own the whole window, seqs and digests too, for a table that keeps no index.
+    private var changeIdOrder: [RememberedChange] = []
     private var changeIdOldest = 0
+    /// Whether `changesById` indexes the window. A replica that never looks ids up (a local
+    /// session's committed table) keeps only `changeIdOrder`: no hashing per change.
+    private var changeIdsIndexed = true
 
     /// An empty table.
     public init(options: TableOptions = TableOptions(), limits: TableLimits = TableLimits()) {
@@ -75,7 +81,8 @@ public struct Table: Sendable {
     /// Applies `change` made by `author`; returns the event with the next sequence number, or the
     /// original event when `changeId` was applied before.
     public mutating func apply(_ change: Change, by author: Author, changeId: String? = nil) throws(ProtocolError) -> ApplyOutcome {
-        try apply(change, by: author, changeId: changeId, requestDigest: nil)
+        indexChangeIds()
+        return try apply(change, by: author, changeId: changeId, requestDigest: nil)
     }
 
     /// ``apply(_:by:changeId:)``, also giving the digest the id window holds for `changeId` (`nil`
@@ -85,6 +92,7 @@ public struct Table: Sendable {
         ApplyOutcome, digest: UInt64?
     ) {
         guard let changeId else { return (try apply(change, by: author, changeId: nil, requestDigest: nil), nil) }
+        indexChangeIds()
         let digest = Self.digest(change)
         return (try apply(change, by: author, changeId: changeId, requestDigest: digest), digest)
     }
@@ -97,26 +105,43 @@ public struct Table: Sendable {
         throws(ProtocolError) -> ApplyOutcome
     {
         var digest: UInt64 = 0
+        // Whether this call entered `changeId` in the index already (taken out if it is refused).
+        var entered = false
         if let changeId {
             digest = requestDigest ?? Self.digest(change)
             if !trusted {
-                if let earlier = changesById[changeId] {
+                let earlier: (seq: UInt64, digest: UInt64)?
+                if changeIdsIndexed {
+                    // Looked up and entered with one hashing: a new id (almost every one) stays.
+                    earlier = changesById.updateValue((seq + 1, digest), forKey: changeId)
+                    if let earlier { changesById[changeId] = earlier } else { entered = true }
+                } else {
+                    earlier = lookUp(changeId)
+                }
+                if let earlier {
                     guard earlier.digest == digest else {
                         throw ProtocolError(
                             .idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
                     }
                     return .duplicate(seq: earlier.seq)
                 }
-                try Self.checkKey(limits: limits, changeId, field: "id")
             }
         }
         let next = seq + 1
         var origin: RowOrigin?
-        let (resolved, effects) = try perform(change, seq: next, origin: &origin)
+        let resolved: Change
+        let effects: [CollapseEffect]
+        do throws(ProtocolError) {
+            if let changeId, !trusted { try Self.checkKey(limits: limits, changeId, field: "id") }
+            (resolved, effects) = try perform(change, seq: next, origin: &origin)
+        } catch {
+            if entered, let changeId { changesById[changeId] = nil }
+            throw error
+        }
         seq = next
-        let event = TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: origin)
-        if let changeId { remember(changeId, seq: next, digest: digest) }
-        return .applied(event)
+        if let changeId { remember(changeId, seq: next, digest: digest, indexed: entered) }
+        // Every part moved into the event, which is moved out: no copy of it or of its parts.
+        return .applied(TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: consume origin))
     }
 
     /// Applies an event produced by another replica of this table (from the store or another
@@ -155,15 +180,67 @@ public struct Table: Sendable {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
         }
         let digest = event.changeId == nil ? nil : requestDigest ?? Self.digest(request ?? event.change)
+        if !verify && applyCollapseOnly(event, digest: digest) { return }
         let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest, trusted: !verify)
         guard case .applied(let produced) = outcome, !verify || produced == event else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
         }
     }
 
+    /// Applies an event of a toggle, `setCollapsed`, `setAll` or `reveal` that this table's own
+    /// sequencer produced from the same state (see ``applyCommitted(_:request:requestDigest:verify:)``),
+    /// unverified, from the event alone: such a change only sets collapsed states, and the
+    /// event's `collapsed` lists every state it set. Returns false, changing nothing, for any
+    /// other change or an event that names a section this table lacks.
+    private mutating func applyCollapseOnly(_ event: TableEvent, digest: UInt64?) -> Bool {
+        switch event.change {
+        case .toggle, .setCollapsed, .setAll, .reveal: break
+        default: return false
+        }
+        if event.collapsed.count == 1 {
+            // Most such events set one section: looked up once.
+            guard let position = sectionPositions[event.collapsed[0].key] else { return false }
+            sections[position].collapsed = event.collapsed[0].collapsed
+        } else {
+            guard event.collapsed.allSatisfy({ sectionPositions[$0.key] != nil }) else { return false }
+            for effect in event.collapsed {
+                // Checked just above: every key has a position.
+                sections[sectionPositions[effect.key]!].collapsed = effect.collapsed
+            }
+        }
+        seq = event.seq
+        if let changeId = event.changeId, let digest { remember(changeId, seq: event.seq, digest: digest) }
+        return true
+    }
+
     /// The digest the id window holds for `changeId`, if it holds the id.
     public func rememberedDigest(of changeId: String) -> UInt64? {
-        changesById[changeId]?.digest
+        lookUp(changeId)?.digest
+    }
+
+    /// The seq and digest the window holds for `changeId`: from the index, or, on a table that
+    /// keeps none (a replica's, only looked at when verifying), by reading the window through.
+    private func lookUp(_ changeId: String) -> (seq: UInt64, digest: UInt64)? {
+        guard !changeIdsIndexed else { return changesById[changeId] }
+        return changeIdOrder.first { $0.id == changeId }.map { ($0.seq, $0.digest) }
+    }
+
+    /// Stops indexing the change-id window: what a replica that never looks ids up does (a
+    /// local session's committed table, which follows the head's events unverified and is
+    /// only saved in checkpoints): it then keeps the window as a list, with no hashing per
+    /// change. The first change applied with a lookup (the table became a head again) rebuilds
+    /// the index, so nothing but the cost changes.
+    public mutating func dropChangeIdIndex() {
+        changeIdsIndexed = false
+        changesById = [:]
+    }
+
+    /// Rebuilds the index dropped by ``dropChangeIdIndex()``.
+    private mutating func indexChangeIds() {
+        guard !changeIdsIndexed else { return }
+        changeIdsIndexed = true
+        changesById.reserveCapacity(changeIdOrder.count)
+        for remembered in changeIdOrder { changesById[remembered.id] = (remembered.seq, remembered.digest) }
     }
 
     /// One remembered change id: the seq it was applied at, and a digest of what was asked.
@@ -183,8 +260,7 @@ public struct Table: Sendable {
     /// The change-id window, oldest first: what a store saves so that a retry after a restart is
     /// acknowledged with its original seq instead of being applied twice.
     public var rememberedChanges: [RememberedChange] {
-        let ordered = changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest]
-        return ordered.compactMap { id in changesById[id].map { RememberedChange(id: id, seq: $0.seq, digest: $0.digest) } }
+        Array(changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest])
     }
 
     /// Restores the change-id window saved with ``rememberedChanges`` (oldest first). Entries past
@@ -193,6 +269,7 @@ public struct Table: Sendable {
         changesById = [:]
         changeIdOrder = []
         changeIdOldest = 0
+        changeIdsIndexed = true
         for change in changes { remember(change.id, seq: change.seq, digest: change.digest) }
     }
 
@@ -206,13 +283,15 @@ public struct Table: Sendable {
         return ChangeDigest.of(out.bytes)
     }
 
-    private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64) {
-        changesById[changeId] = (seq, digest)
+    /// `indexed`: the index holds `changeId` already (``apply(_:by:changeId:)`` entered it).
+    private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64, indexed: Bool = false) {
+        let remembered = RememberedChange(id: changeId, seq: seq, digest: digest)
+        if changeIdsIndexed && !indexed { changesById[changeId] = (seq, digest) }
         if changeIdOrder.count < limits.idempotencyWindow {
-            changeIdOrder.append(changeId)
+            changeIdOrder.append(remembered)
         } else {
-            changesById[changeIdOrder[changeIdOldest]] = nil
-            changeIdOrder[changeIdOldest] = changeId
+            if changeIdsIndexed { changesById[changeIdOrder[changeIdOldest].id] = nil }
+            changeIdOrder[changeIdOldest] = remembered
             changeIdOldest = (changeIdOldest + 1) % changeIdOrder.count
         }
     }
@@ -562,15 +641,20 @@ public struct Table: Sendable {
         guard !key.isEmpty, key.utf8.count <= limits.maxKeyBytes else {
             throw ProtocolError(.invalidValue, "\(field) must be 1 to \(limits.maxKeyBytes) bytes", field: field)
         }
-        for byte in key.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"):
-                continue
-            default:
-                throw ProtocolError(.invalidValue, "\(field) may only hold letters, digits and _ - . :", field: field)
-            }
+        var key = key
+        let allowed = key.withUTF8 { utf8 in utf8.allSatisfy(Self.isKeyByte) }
+        guard allowed else {
+            throw ProtocolError(.invalidValue, "\(field) may only hold letters, digits and _ - . :", field: field)
         }
+    }
+
+    /// Whether a key may hold `byte`: letters, digits, `_ - . :`. One test against a bit set of
+    /// the allowed ASCII bytes instead of a chain of ranges: every change id is checked.
+    @inline(__always) static func isKeyByte(_ byte: UInt8) -> Bool {
+        // Bytes 0-63: `-` `.` and `0`-`9` `:`; bytes 64-127: `A`-`Z`, `_`, `a`-`z`.
+        let below64: UInt64 = 0x07FF_6000_0000_0000
+        let from64: UInt64 = 0x07FF_FFFE_87FF_FFFE
+        return byte < 64 ? below64 >> byte & 1 == 1 : byte < 128 && from64 >> (byte - 64) & 1 == 1
     }
 
     private static func checkText(limits: TableLimits, _ text: String, field: String, allowEmpty: Bool = false) throws(ProtocolError) {

@@ -29,7 +29,14 @@ public struct TableEvent: Equatable, Sendable {
 
     /// The sections whose rows members may need because of this event (expanded, or reloaded),
     /// if they show them.
-    public var sectionsNeedingRows: [String] { expandedSections + reloadedSections }
+    public var sectionsNeedingRows: [String] {
+        // Built in one array, and none for an event that expands and reloads nothing (most):
+        // this runs for every change a session applies.
+        var keys: [String] = []
+        for effect in collapsed where !effect.collapsed { keys.append(effect.key) }
+        if case .importRows(.key(let key), _) = change { keys.append(key) }
+        return keys
+    }
 
     /// The sections whose rows this event brought in wholesale (an import): members holding their
     /// old rows no longer do, and those that show them must be sent the new ones.

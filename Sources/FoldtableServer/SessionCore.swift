@@ -96,7 +96,10 @@ public struct SessionCore {
 
     /// A change applied to `head` and waiting for the log.
     private struct InFlight {
-        var logged: LoggedEvent
+        /// The event and its encoding, as the log got them (the request went to the log only:
+        /// the committed replica takes `requestDigest`).
+        var event: TableEvent
+        var encoded: [UInt8]
         /// The head's id-window digest of the request (`nil` without a change id): the committed
         /// replica takes it instead of encoding the request again.
         var requestDigest: UInt64?
@@ -104,6 +107,8 @@ public struct SessionCore {
         var author: Origin?
         /// Sections this event expands that are too large for one chunk: they will stream.
         var streams: [String]
+        /// The event's ``TableEvent/sectionsNeedingRows``, found once when it was applied.
+        var needingRows: [String]
     }
     private var inFlight: [InFlight] = []
     /// Events applied to `head` and not yet handed to the log.
@@ -219,6 +224,10 @@ public struct SessionCore {
         // A stream-ordered session applies to `committed` only; an empty head holds no copy.
         self.head = sequencing == .local ? table : Table(options: table.options, limits: table.limits)
         self.committed = table
+        // A local session looks change ids up in `head` only: the committed table keeps its id
+        // window as a list (for checkpoints, and to become the head again on a rollback), with
+        // no hashing per change. A stream-ordered session's committed table is its sequencer.
+        if sequencing == .local { committed.dropChangeIdIndex() }
         self.checkpointSeq = checkpointSeq ?? table.seq
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
             remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.sectionsNeedingRows)
@@ -475,6 +484,13 @@ public struct SessionCore {
         }
     }
 
+    /// Whether the head's section `key` is expanded and too large for one chunk: its rows, once
+    /// an event expanding it commits, will stream. Read in place, without a copy of the section.
+    private func willStream(_ key: String) -> Bool {
+        guard let position = head.position(ofSection: key) else { return false }
+        return !head.sections[position].collapsed && !fitsOneChunk(head.sections[position])
+    }
+
     private func mustWait(_ change: Change) -> Bool {
         guard !streams.isEmpty || !expandingInFlight.isEmpty else { return false }
         switch head.scope(of: change) {
@@ -521,14 +537,17 @@ public struct SessionCore {
             }
         case .applied(let event):
             if case .member(let connection)? = origin { effects.append(.accepted(connection)) }
-            // Encoded once, here: the same bytes go to the log and, once committed, to members.
-            let logged = LoggedEvent(event: event, request: change.id == nil ? nil : change.change, encoded: ServerMessage.event(event))
+            let needingRows = event.sectionsNeedingRows
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
-            let streamed = event.sectionsNeedingRows.filter { key in head.section(key).map { !$0.collapsed && !fitsOneChunk($0) } ?? false }
-            inFlight.append(InFlight(logged: logged, requestDigest: digest, author: origin, streams: streamed))
-            unpersisted.append(logged)
+            var streamed: [String] = []
+            for key in needingRows where willStream(key) { streamed.append(key) }
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
+            // Encoded once, here: the same bytes go to the log and, once committed, to members.
+            let encoded = ServerMessage.event(event)
+            unpersisted.append(LoggedEvent(event: event, request: change.id == nil ? nil : change.change, encoded: encoded))
+            inFlight.append(
+                InFlight(event: event, encoded: encoded, requestDigest: digest, author: origin, streams: streamed, needingRows: needingRows))
         }
     }
 
@@ -536,7 +555,7 @@ public struct SessionCore {
     private mutating func commit(generation: UInt64, through seq: UInt64, now: UInt64, into effects: inout [SessionEffect]) {
         guard generation == self.generation else { return }
         var done = 0
-        while done < inFlight.count && inFlight[done].logged.event.seq <= seq {
+        while done < inFlight.count && inFlight[done].event.seq <= seq {
             publish(inFlight[done], now: now, into: &effects)
             done += 1
         }
@@ -570,9 +589,9 @@ public struct SessionCore {
     }
 
     private mutating func publish(_ entry: InFlight, now: UInt64, into effects: inout [SessionEffect]) {
-        let event = entry.logged.event
+        let event = entry.event
         do {
-            try committed.applyCommitted(event, request: entry.logged.request, requestDigest: entry.requestDigest, verify: Self.verifiesReplica)
+            try committed.applyCommitted(event, requestDigest: entry.requestDigest, verify: Self.verifiesReplica)
         } catch {
             // The head produced this event from the same state: a mismatch is a bug in the core.
             effects.append(.log(.error, "replica_mismatch", { [("seq", String(event.seq)), ("reason", error.message)] }))
@@ -582,8 +601,8 @@ public struct SessionCore {
             expandingInFlight[key] = left > 0 ? left : nil
         }
         announce(
-            event, OutboundMessage(entry.logged.encoded ?? ServerMessage.event(event)), author: entry.author,
-            retries: waitingAcks.removeValue(forKey: event.seq) ?? [], streamed: entry.streams, into: &effects)
+            event, OutboundMessage(entry.encoded), author: entry.author,
+            retries: waitingAcks.removeValue(forKey: event.seq) ?? [], streamed: entry.streams, needingRows: entry.needingRows, into: &effects)
     }
 
     /// What follows once the committed table took `event` (from the log, or from a session's
@@ -592,7 +611,7 @@ public struct SessionCore {
     /// sections in `streamed` (`nil`: those too large for one chunk), else in one chunk.
     private mutating func announce(
         _ event: TableEvent, _ message: OutboundMessage, author: Origin?, retries: [(origin: Origin, id: String)] = [], streamed: [String]?,
-        into effects: inout [SessionEffect]
+        needingRows: [String]? = nil, into effects: inout [SessionEffect]
     ) {
         effects.append(.broadcast(message, to: connections))
         if case .addSection(let added) = event.change, let key = added.key {
@@ -603,8 +622,8 @@ public struct SessionCore {
             // Its rows were replaced: nobody holds them any more.
             for connection in connections { members[connection.id]?.held.remove(key) }
         }
-        // Computed once: a getter that builds an array.
-        let needingRows = event.sectionsNeedingRows
+        // Computed once (when the event was applied, if it was here): a getter that builds an array.
+        let needingRows = needingRows ?? event.sectionsNeedingRows
         remember(event.seq, message, expanded: needingRows)
         if let author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
         for retry in retries {
@@ -640,8 +659,8 @@ public struct SessionCore {
         self.generation += 1
         let refusal = ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
         for entry in inFlight {
-            if let author = entry.author { refuse(author, refusal, id: entry.logged.event.changeId, into: &effects) }
-            for retry in waitingAcks.removeValue(forKey: entry.logged.event.seq) ?? [] {
+            if let author = entry.author { refuse(author, refusal, id: entry.event.changeId, into: &effects) }
+            for retry in waitingAcks.removeValue(forKey: entry.event.seq) ?? [] {
                 refuse(retry.origin, refusal, id: retry.id, into: &effects)
             }
         }

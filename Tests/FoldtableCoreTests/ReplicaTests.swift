@@ -125,6 +125,79 @@ func randomChange(_ table: Table, _ rng: inout SplitMix) -> Change {
         #expect(retried > 20)
     }
 
+    /// A local session's committed replica keeps no id index and takes collapse-only events
+    /// from the event alone. With a small id window (so ids are forgotten), events committed
+    /// some steps behind the head and rollbacks that make it the head again, it must stay the
+    /// table an indexed, verifying replica is, and as a head answer every change (applied,
+    /// duplicate or refused) as that one does.
+    @Test func aReplicaKeepingNoIdIndexStaysTheVerifiedReplicaAndBecomesTheSameHead() throws {
+        var collapseOnly = 0
+        var rollbacks = 0
+        var duplicates = 0
+        for seed in UInt64(1)...300 {
+            var rng = SplitMix(state: seed)
+            var limits = TableLimits()
+            limits.idempotencyWindow = Int.random(in: 1...6, using: &rng)
+            var options = TableOptions()
+            options.accordion = seed % 3 == 0
+            let sample = try sampleTable(options: options)
+            let start = try Table(options: sample.options, sections: sample.sections, seq: 0, limits: limits)
+            var head = start
+            var referenceHead = start
+            var committed = start
+            committed.dropChangeIdIndex()
+            var reference = start
+            var inFlight: [(event: TableEvent, request: Change?, digest: UInt64?)] = []
+            for step in 0..<80 {
+                if Int.random(in: 0..<12, using: &rng) == 0 {
+                    // A failed append: both heads go back to their committed tables.
+                    head = committed
+                    referenceHead = reference
+                    inFlight.removeAll()
+                    rollbacks += 1
+                }
+                let change = randomChange(head, &rng)
+                let id: String? = Int.random(in: 0..<2, using: &rng) == 0 ? "id-\(Int.random(in: 0..<8, using: &rng))" : nil
+                let author = Author(client: "c\(step % 3)", name: "n")
+                let expected = Result { () throws(ProtocolError) in try referenceHead.applyGivingDigest(change, by: author, changeId: id) }
+                let got = Result { () throws(ProtocolError) in try head.applyGivingDigest(change, by: author, changeId: id) }
+                switch (expected, got) {
+                case (.success(let want), .success(let have)):
+                    #expect(want.0 == have.0 && want.digest == have.digest, "seed \(seed) step \(step)")
+                    if case .applied(let event) = have.0 {
+                        inFlight.append((event, id == nil ? nil : change, have.digest))
+                    } else {
+                        duplicates += 1
+                    }
+                case (.failure(let want), .failure(let have)): #expect(want == have, "seed \(seed) step \(step)")
+                default: Issue.record("seed \(seed) step \(step): \(expected) but \(got)")
+                }
+                // The log reports some of the events in flight durable.
+                for entry in inFlight.prefix(Int.random(in: 0...inFlight.count, using: &rng)) {
+                    switch entry.event.change {
+                    case .toggle, .setCollapsed, .setAll, .reveal: collapseOnly += 1
+                    default: break
+                    }
+                    try committed.applyCommitted(entry.event, request: entry.request, requestDigest: entry.digest, verify: false)
+                    try reference.applyCommitted(entry.event, request: entry.request)
+                    inFlight.removeFirst()
+                    #expect(committed.collapsedMap == reference.collapsedMap, "seed \(seed) step \(step)")
+                }
+            }
+            var a = JSONWriter()
+            var b = JSONWriter()
+            TableSnapshot(reference, rows: .all).encode(into: &a)
+            TableSnapshot(committed, rows: .all).encode(into: &b)
+            #expect(a.bytes == b.bytes, "seed \(seed)")
+            #expect(committed.seq == reference.seq && committed.textBytes == reference.textBytes)
+            #expect(committed.rememberedChanges == reference.rememberedChanges, "seed \(seed)")
+            #expect(head.rememberedChanges == referenceHead.rememberedChanges, "seed \(seed)")
+        }
+        #expect(collapseOnly > 3_000)
+        #expect(rollbacks > 1_000)
+        #expect(duplicates > 30)
+    }
+
     @Test func theSameChangesGiveTheSameEventsEverywhere() throws {
         var rng1 = SplitMix(state: 99)
         var rng2 = SplitMix(state: 99)

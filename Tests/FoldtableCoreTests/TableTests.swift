@@ -336,6 +336,21 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         }
     }
 
+    /// The window is entered as the id is looked up, so each way of refusing must take it out
+    /// again, and a retry must leave the original entry as it was.
+    @Test func onlyAppliedChangesStayInTheWindow() throws {
+        var table = try sampleTable()
+        try apply(&table, .toggle(section: .key("a")), id: "kept")
+        let before = table.rememberedChanges
+        #expect(throws: ProtocolError.self) { try table.apply(.toggle(section: .key("a")), by: ana, changeId: "bad id") }
+        #expect(throws: ProtocolError.self) { try table.apply(.toggle(section: .key("zz")), by: ana, changeId: "refused") }
+        #expect(throws: ProtocolError.self) { try table.apply(.toggle(section: .key("b")), by: ana, changeId: "kept") }
+        #expect(try table.apply(.toggle(section: .key("a")), by: ana, changeId: "kept") == .duplicate(seq: 1))
+        #expect(table.rememberedChanges == before)
+        #expect(table.rememberedDigest(of: "bad id") == nil && table.rememberedDigest(of: "refused") == nil)
+        #expect(table.rememberedDigest(of: "kept") == Table.digest(.toggle(section: .key("a"))))
+    }
+
     @Test func theWindowForgetsTheOldestIds() throws {
         var limits = TableLimits()
         limits.idempotencyWindow = 2
@@ -348,6 +363,15 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         guard case .duplicate = try table.apply(.toggle(section: .key("a")), by: ana, changeId: "z") else {
             Issue.record("z kept")
             return
+        }
+    }
+}
+
+@Suite struct KeyBytes {
+    @Test func keysMayHoldLettersDigitsAndUnderscoreDashDotColonOnly() {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:".utf8)
+        for byte in UInt8.min...UInt8.max {
+            #expect(Table.isKeyByte(byte) == allowed.contains(byte), "byte \(byte)")
         }
     }
 }
