@@ -8,7 +8,13 @@ public struct JSONWriter {
     /// How many bytes of `storage` are written.
     private var used = 0
 
+    /// `capacity` 0 allocates nothing (a placeholder swapped with a kept writer, once per
+    /// append on the store's writer thread); the first write makes room.
     public init(capacity: Int = 256) {
+        guard capacity > 0 else {
+            storage = []
+            return
+        }
         // Filled with zeros through a pointer: `Array(repeating:count:)` took the unspecialized
         // path of the standard library, about 600 instructions for a message's writer.
         let count = Swift.max(capacity, 16)

@@ -68,6 +68,23 @@ private struct ReferenceWriter {
         }
     }
 
+    /// A writer made with no capacity allocates nothing until written to, and then every
+    /// kind of first write makes its own room.
+    @Test func aWriterMadeWithNoCapacityGrowsOnItsFirstWrite() {
+        var quoted = JSONWriter(capacity: 0)
+        quoted.string("a \"b\"\n\u{1}é")
+        #expect(String(decoding: quoted.bytes, as: UTF8.self) == #""a \"b\"\n\u0001é""#)
+        var keyed = JSONWriter(capacity: 0)
+        keyed.key("type")
+        keyed.raw("{}")
+        #expect(String(decoding: keyed.bytes, as: UTF8.self) == #""type":{}"#)
+        var single = JSONWriter(capacity: 0)
+        single.byte(UInt8(ascii: "["))
+        #expect(single.bytes == [UInt8(ascii: "[")])
+        var empty = JSONWriter(capacity: 0)
+        #expect(empty.bytes.isEmpty)
+    }
+
     @Test func integersAtTheEdgesEncodeInDecimal() {
         for value: Int64 in [0, 1, -1, 9, 10, 99, 100, Int64.max, Int64.min, 1 << 53] {
             var writer = JSONWriter(capacity: 0)
