@@ -87,6 +87,19 @@ final class RedisNode: Transport {
     }
 }
 
+/// Two nodes, "a" and "b", on one fresh Redis: what most of these tests start from. Both are
+/// closed when `body` returns.
+func withTwoNodes(_ body: (RedisNode, RedisNode) throws -> Void) throws {
+    let server = try RedisServer()
+    let a = RedisNode("a", redis: server.url)
+    let b = RedisNode("b", redis: server.url)
+    defer {
+        a.close()
+        b.close()
+    }
+    try body(a, b)
+}
+
 /// Drains every node's service queue until `done` holds (or 30 s pass: then the test fails).
 func settle(_ nodes: [RedisNode], sourceLocation: SourceLocation = #_sourceLocation, until done: () -> Bool) {
     // 30 s: reconnects back off up to seconds, and under ThreadSanitizer on a loaded 2-core CI
@@ -110,85 +123,70 @@ struct SharedSessionsOverRedis {
     }()
 
     @Test func theAppendsOfOneTurnReachAnotherNodeInOneDelivery() throws {
-        let server = try RedisServer()
-        let a = RedisNode("a", redis: server.url)
-        let b = RedisNode("b", redis: server.url)
-        defer {
-            a.close()
-            b.close()
+        try withTwoNodes { a, b throws in
+            settle([a, b]) { a.broker.isAvailable && b.broker.isAvailable }
+            var deliveries: [[SequencedRequest]] = []
+            b.broker.follow(session: "turns", after: "", number: nil, deliver: { deliveries.append($0) }, caughtUp: { _ in }, fellBehind: {})
+            // b's reader is blocked on the stream (its first read finds nothing) before a appends.
+            usleep(200_000)
+            var replies: [Result<String, BrokerError>] = []
+            for n in 1...5 {
+                let request = SequencedRequest(
+                    change: .toggle(section: .key("s")), id: "t\(n)", author: Author(client: "a.c1", name: "ana"),
+                    origin: RequestOrigin(node: "a", number: UInt64(n)))
+                a.broker.append(session: "turns", request: request) { replies.append($0) }
+            }
+            settle([a, b]) { replies.count == 5 && deliveries.joined().count == 5 }
+            let positions = try replies.map { try $0.get() }
+            #expect(positions == positions.sorted() && Set(positions).count == 5)
+            // One turn's appends are one transaction: the blocked read wakes once, for all of them.
+            #expect(deliveries.map { $0.map(\.id) } == [["t1", "t2", "t3", "t4", "t5"]])
+            #expect(deliveries.first?.map(\.position) == positions)
+            #expect(deliveries.first?.map(\.number) == [1, 2, 3, 4, 5])
         }
-        settle([a, b]) { a.broker.isAvailable && b.broker.isAvailable }
-        var deliveries: [[SequencedRequest]] = []
-        b.broker.follow(session: "turns", after: "", number: nil, deliver: { deliveries.append($0) }, caughtUp: { _ in }, fellBehind: {})
-        // b's reader is blocked on the stream (its first read finds nothing) before a appends.
-        usleep(200_000)
-        var replies: [Result<String, BrokerError>] = []
-        for n in 1...5 {
-            let request = SequencedRequest(
-                change: .toggle(section: .key("s")), id: "t\(n)", author: Author(client: "a.c1", name: "ana"),
-                origin: RequestOrigin(node: "a", number: UInt64(n)))
-            a.broker.append(session: "turns", request: request) { replies.append($0) }
-        }
-        settle([a, b]) { replies.count == 5 && deliveries.joined().count == 5 }
-        let positions = try replies.map { try $0.get() }
-        #expect(positions == positions.sorted() && Set(positions).count == 5)
-        // One turn's appends are one transaction: the blocked read wakes once, for all of them.
-        #expect(deliveries.map { $0.map(\.id) } == [["t1", "t2", "t3", "t4", "t5"]])
-        #expect(deliveries.first?.map(\.position) == positions)
-        #expect(deliveries.first?.map(\.number) == [1, 2, 3, 4, 5])
     }
 
     @Test func membersOnTwoHubsSeeTheSameEventsInTheSameOrder() throws {
-        let server = try RedisServer()
-        let a = RedisNode("a", redis: server.url)
-        let b = RedisNode("b", redis: server.url)
-        defer {
-            a.close()
-            b.close()
+        try withTwoNodes { a, b throws in
+            a.hub.createSessionIfAbsent("plan", table: table)
+            b.hub.createSessionIfAbsent("plan", table: table)
+            a.join(1, name: "ana")
+            b.join(1, name: "bo")
+            settle([a, b]) { !a.messages(1, type: "welcome").isEmpty && !b.messages(1, type: "welcome").isEmpty }
+            #expect(a.messages(1, type: "welcome").first?["client"] == .string("a.c1"))
+            #expect(a.messages(1, type: "welcome").first?["epoch"] == b.messages(1, type: "welcome").first?["epoch"])
+            for round in 0..<10 {
+                a.say(1, #"{"type":"toggle","section":"a","id":"a\#(round)"}"#)
+                b.say(1, #"{"type":"toggle","section":"\#(round % 2 == 0 ? "b" : "c")","id":"b\#(round)"}"#)
+                if round % 3 == 0 { settle([a, b]) { true } }
+            }
+            b.say(1, #"{"type":"toggle","section":"nope","id":"bad"}"#)
+            settle([a, b]) { a.events(1).count == 20 && b.events(1).count == 20 && b.messages(1, type: "error").count == 1 }
+            #expect(a.events(1) == b.events(1))
+            #expect(a.events(1).map { $0.split(separator: ":")[0] } == (1...20).map { "\($0)" })
+            #expect(a.messages(1, type: "ack").count == 10 && b.messages(1, type: "ack").count == 10)
+            #expect(a.messages(1, type: "error").isEmpty)
         }
-        a.hub.createSessionIfAbsent("plan", table: table)
-        b.hub.createSessionIfAbsent("plan", table: table)
-        a.join(1, name: "ana")
-        b.join(1, name: "bo")
-        settle([a, b]) { !a.messages(1, type: "welcome").isEmpty && !b.messages(1, type: "welcome").isEmpty }
-        #expect(a.messages(1, type: "welcome").first?["client"] == .string("a.c1"))
-        #expect(a.messages(1, type: "welcome").first?["epoch"] == b.messages(1, type: "welcome").first?["epoch"])
-        for round in 0..<10 {
-            a.say(1, #"{"type":"toggle","section":"a","id":"a\#(round)"}"#)
-            b.say(1, #"{"type":"toggle","section":"\#(round % 2 == 0 ? "b" : "c")","id":"b\#(round)"}"#)
-            if round % 3 == 0 { settle([a, b]) { true } }
-        }
-        b.say(1, #"{"type":"toggle","section":"nope","id":"bad"}"#)
-        settle([a, b]) { a.events(1).count == 20 && b.events(1).count == 20 && b.messages(1, type: "error").count == 1 }
-        #expect(a.events(1) == b.events(1))
-        #expect(a.events(1).map { $0.split(separator: ":")[0] } == (1...20).map { "\($0)" })
-        #expect(a.messages(1, type: "ack").count == 10 && b.messages(1, type: "ack").count == 10)
-        #expect(a.messages(1, type: "error").isEmpty)
     }
 
     @Test func anAPIChangeOnOneHubReachesMembersOfTheOther() throws {
-        let server = try RedisServer()
-        let a = RedisNode("a", redis: server.url)
-        let b = RedisNode("b", redis: server.url)
-        defer {
-            a.close()
-            b.close()
+        try withTwoNodes { a, b throws in
+            b.hub.createSessionIfAbsent("plan", table: table)
+            b.join(1, name: "bo")
+            settle([a, b]) { !b.messages(1, type: "welcome").isEmpty }
+            var answer: Result<UInt64, ProtocolError>?
+            a.hub.submitAPIChange(
+                .setCollapsed(section: .key("b"), collapsed: false), id: "api:k1", author: Author(client: "api", name: "cron"), session: "plan"
+            ) { answer = $0 }
+            settle([a, b]) { answer != nil && b.events(1).count == 1 }
+            #expect(try answer?.get() == 1)
+            #expect(b.events(1) == ["1:set:api"])
+            // A session no node made is not found, not made by an API call.
+            var missing: Result<UInt64, ProtocolError>?
+            a.hub.submitAPIChange(.setAll(collapsed: true), id: nil, author: Author(client: "api", name: "cron"), session: "nope") { missing = $0 }
+            settle([a]) { missing != nil }
+            if case .failure(let error)? = missing { #expect(error.code == .sessionNotFound) } else { Issue.record("no refusal") }
         }
-        b.hub.createSessionIfAbsent("plan", table: table)
-        b.join(1, name: "bo")
-        settle([a, b]) { !b.messages(1, type: "welcome").isEmpty }
-        var answer: Result<UInt64, ProtocolError>?
-        a.hub.submitAPIChange(
-            .setCollapsed(section: .key("b"), collapsed: false), id: "api:k1", author: Author(client: "api", name: "cron"), session: "plan"
-        ) { answer = $0 }
-        settle([a, b]) { answer != nil && b.events(1).count == 1 }
-        #expect(try answer?.get() == 1)
-        #expect(b.events(1) == ["1:set:api"])
-        // A session no node made is not found, not made by an API call.
-        var missing: Result<UInt64, ProtocolError>?
-        a.hub.submitAPIChange(.setAll(collapsed: true), id: nil, author: Author(client: "api", name: "cron"), session: "nope") { missing = $0 }
-        settle([a]) { missing != nil }
-        if case .failure(let error)? = missing { #expect(error.code == .sessionNotFound) } else { Issue.record("no refusal") }
     }
 
     @Test func aHubStartedLateLoadsTheFullTableFromTheSnapshotAndTheStream() throws {
