@@ -55,8 +55,20 @@ public struct JSONWriter {
     @inline(never) private mutating func grow(_ count: Int) {
         // Storage trimmed by a read of `bytes` keeps its capacity: only the room is refilled.
         if storage.capacity < used + count { storage.reserveCapacity(Swift.max(storage.capacity * 2, used + count, 64)) }
-        storage.append(contentsOf: repeatElement(0, count: storage.capacity - storage.count))
+        // Refilled from a block of zeros (a memcpy), not from `repeatElement`: the standard
+        // library appends a `Repeated` one element at a time, about one instruction a byte, and a
+        // writer whose `bytes` are read or reset refills its whole room on the next write (an
+        // ack's and a log entry's buffer on every message).
+        var room = storage.capacity - storage.count
+        while room > 0 {
+            let chunk = Swift.min(room, Self.zeros.count)
+            Self.zeros.withUnsafeBufferPointer { storage.append(contentsOf: UnsafeBufferPointer(rebasing: $0[..<chunk])) }
+            room -= chunk
+        }
     }
+
+    /// Zeros that `grow` refills the room from.
+    private static let zeros = [UInt8](repeating: 0, count: 4_096)
 
     /// Copies `count` bytes from `source` (room made first).
     @inline(__always) private mutating func write(_ source: UnsafeRawPointer, count: Int) {
@@ -71,6 +83,12 @@ public struct JSONWriter {
 
     @inline(__always) public mutating func raw(_ text: StaticString) {
         write(text.utf8Start, count: text.utf8CodeUnitCount)
+    }
+
+    /// Copies bytes that are already JSON (a digest composed on the stack). Unlike appending to
+    /// ``bytes``, which trims the storage to what is written, this keeps the room for the next write.
+    @inline(__always) public mutating func raw(_ encoded: UnsafeRawBufferPointer) {
+        if let base = encoded.baseAddress { write(base, count: encoded.count) }
     }
 
     /// Copies JSON that is already encoded (an event encoded once for members, into a log entry).

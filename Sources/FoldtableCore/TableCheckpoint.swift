@@ -49,7 +49,9 @@ public enum TableCheckpoint {
                 text[1 + index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
             }
             text[17] = UInt8(ascii: "\"")
-            out.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: text[0..<18]))
+            // Not `out.bytes.append`: that trims the writer's room, which the next write then
+            // refills, once per remembered change id of a checkpoint.
+            out.raw(UnsafeRawBufferPointer(rebasing: text[0..<18]))
         }
     }
 
