@@ -8,9 +8,14 @@
 # Two placements: the whole server (event loop and the store's writer thread) on one core, and
 # the event loop alone on that core with the writer thread beside the load generator.
 #
+# A last run measures SQLite once it is in its steady state: after ACKS_SUSTAINED_WARMUP seconds
+# every session has checkpointed its table (every --checkpoint-events) and the journal deletes
+# as many old rows as it writes new ones, which a 5-second window starting at the first change
+# never sees.
+#
 # Builds nothing: run `swift build -c release` first. Only 127.0.0.1 is used; every run is
 # bounded by `timeout`. Settings (environment): ACKS_CLIENTS (1000), ACKS_IN_FLIGHT (4),
-# ACKS_SECONDS (5), ACKS_BUILD (.build/release).
+# ACKS_SECONDS (5), ACKS_SUSTAINED_WARMUP (25), ACKS_BUILD (.build/release).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -18,6 +23,7 @@ build=${ACKS_BUILD:-.build/release}
 clients=${ACKS_CLIENTS:-1000}
 in_flight=${ACKS_IN_FLIGHT:-4}
 seconds=${ACKS_SECONDS:-5}
+sustained_warmup=${ACKS_SUSTAINED_WARMUP:-25}
 for binary in "$build/foldtabled" "$build/foldtable-bench"; do
     [[ -x $binary ]] || { echo "acks: $binary missing: run 'swift build -c release' first" >&2; exit 2; }
 done
@@ -32,12 +38,14 @@ cleanup() {
 trap cleanup EXIT
 
 # run LABEL SESSIONS PLACEMENT SERVER-ARGS...   (PLACEMENT: together | writer-apart)
+# The warm-up before the measured window is $warmup seconds (1 unless a caller sets it).
+warmup=1
 run() {
     local label=$1 sessions=$2 placement=$3
     shift 3
     rm -rf "$work/data"
     # Every client comes from 127.0.0.1: far past the per-address cap.
-    timeout -k 3 60 taskset -c 0 "$build/foldtabled" --port 0 --web-root web --demo-large-rows 100 --max-connections-per-ip 100000 "$@" \
+    timeout -k 3 $((60 + warmup)) taskset -c 0 "$build/foldtabled" --port 0 --web-root web --demo-large-rows 100 --max-connections-per-ip 100000 "$@" \
         >"$work/out" 2>"$work/err" &
     server=$!
     local line=
@@ -56,8 +64,8 @@ run() {
         done
     fi
     local result
-    result=$(timeout -k 3 60 taskset -c 1 "$build/foldtable-bench" fanout --url "ws://127.0.0.1:${line##*:}/ws" --kind foldtable \
-        --every-client-authors --sessions "$sessions" --clients "$clients" --in-flight "$in_flight" --seconds "$seconds" \
+    result=$(timeout -k 3 $((60 + warmup)) taskset -c 1 "$build/foldtable-bench" fanout --url "ws://127.0.0.1:${line##*:}/ws" --kind foldtable \
+        --every-client-authors --sessions "$sessions" --clients "$clients" --in-flight "$in_flight" --seconds "$seconds" --warmup "$warmup" \
         --server-pid "$pid" | head -1)
     echo "acks $label placement=$placement: ${result#acks foldtable: }"
     kill "$server" 2>/dev/null || true
@@ -71,3 +79,6 @@ for sessions in "$clients" 100; do
     run sqlite-full "$sessions" writer-apart --data-dir "$work/data"
     run sqlite-normal "$sessions" together --data-dir "$work/data" --synchronous normal
 done
+
+warmup=$sustained_warmup
+run sqlite-full-sustained "$clients" together --data-dir "$work/data"
