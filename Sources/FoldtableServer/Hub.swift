@@ -202,6 +202,7 @@ public final class Hub: TransportDelegate {
         settings.welcomeByteBudget = config.streamLowMarkBytes
         settings.streamTimeoutMs = UInt64(config.streamTimeoutSecs) * 1_000
         settings.checkpointEvents = config.checkpointEvents
+        settings.staggersCheckpoints = true
         settings.chunkRows = config.rowChunkRows
         // Chunks stay well under the refill mark, so one chunk never passes a member's queue cap.
         settings.chunkBytes = min(config.maxBatchBytes, config.streamLowMarkBytes)

@@ -90,7 +90,9 @@ public struct ServerConfig: Sendable, Equatable {
     public var synchronous = Synchronous.full
     /// Committed events between two checkpoints of a session's table. Default 1,000: start-up and
     /// reload replay at most this many events, and a checkpoint's cost (the whole table written)
-    /// is spread over that many changes.
+    /// is spread over that many changes. A session's first checkpoint comes up to half of this
+    /// early, by an amount its name fixes, so sessions that start together do not all checkpoint
+    /// in one group commit.
     public var checkpointEvents = 1_000
     /// Seconds a session may sit without members before it is written out and dropped from
     /// memory (the next join loads it again). Default 300.

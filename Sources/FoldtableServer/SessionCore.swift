@@ -30,6 +30,14 @@ public struct SessionCore {
         public var maxPendingChanges = 10_000
         /// A checkpoint is asked for after this many committed events.
         public var checkpointEvents = 1_000
+        /// Whether a session opened by this node takes its first checkpoint up to half of
+        /// `checkpointEvents` early, by an amount fixed by its name. Sessions that start together
+        /// and change at the same pace (a class, a benchmark, a restart) would otherwise all take
+        /// their checkpoint in the same group commit: with 1,000 sessions that is a thousand
+        /// tables encoded and written at once, and every author's ack waited two seconds behind
+        /// them. Staggered once, they stay apart. Off by default so a core's checkpoints fall at
+        /// exact multiples (tests); the hub turns it on.
+        public var staggersCheckpoints = false
         /// A row chunk holds at most this many rows and about this many bytes. An expanded
         /// section that fits one chunk is sent with its event, to everyone at once; a larger one
         /// streams, paced per member, and changes touching it wait for the stream.
@@ -148,6 +156,10 @@ public struct SessionCore {
     public private(set) var busySections: Set<String> = []
     /// `committed.seq` at the last checkpoint asked for.
     private var checkpointSeq: UInt64
+    /// How many events before `checkpointEvents` the next checkpoint comes (see
+    /// ``Settings/staggersCheckpoints``): set from the name when the core is made, 0 after the
+    /// first checkpoint.
+    private var checkpointStagger: UInt64 = 0
 
     /// Presence changes since the last diff: who joined (connection ids, in order), who was
     /// renamed, the client ids of who left.
@@ -229,6 +241,9 @@ public struct SessionCore {
         // no hashing per change. A stream-ordered session's committed table is its sequencer.
         if sequencing == .local { committed.dropChangeIdIndex() }
         self.checkpointSeq = checkpointSeq ?? table.seq
+        if settings.staggersCheckpoints, sequencing == .local {
+            checkpointStagger = Self.stagger(name: name, checkpointEvents: settings.checkpointEvents)
+        }
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
             remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.sectionsNeedingRows)
         }
@@ -311,6 +326,18 @@ public struct SessionCore {
             reload(epoch: epoch, table: table, position: position, history: history, now: now, into: &effects)
         case .remotePresence(let nodes): remotePresence(nodes, into: &effects)
         }
+    }
+
+    /// How early (in events, below half of `checkpointEvents`) the first checkpoint of the session
+    /// `name` comes: FNV-1a of the name, so the same session staggers the same way in every
+    /// process (the standard `Hasher` is seeded per process) and no randomness enters the core.
+    static func stagger(name: String, checkpointEvents: Int) -> UInt64 {
+        let span = UInt64(max(1, checkpointEvents / 2))
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        return hash % span
     }
 
     /// Notes that a checkpoint of `committed` at `seq` was asked for by the driver itself (on eviction).
@@ -579,8 +606,9 @@ public struct SessionCore {
     /// Asks for a checkpoint (a snapshot, for a stream-ordered session) every
     /// `checkpointEvents` committed events.
     private mutating func checkpointIfDue(into effects: inout [SessionEffect]) {
-        guard committed.seq - checkpointSeq >= UInt64(max(1, settings.checkpointEvents)) else { return }
+        guard committed.seq - checkpointSeq + checkpointStagger >= UInt64(max(1, settings.checkpointEvents)) else { return }
         checkpointSeq = committed.seq
+        checkpointStagger = 0
         if case .stream = sequencing {
             effects.append(.snapshot(committed, position: appliedPosition, history: recentHistory))
         } else {

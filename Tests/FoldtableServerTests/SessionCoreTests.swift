@@ -436,6 +436,36 @@ import Testing
         #expect(core.eventsSinceCheckpoint == 1)
     }
 
+    @Test func aStaggeredSessionTakesItsFirstCheckpointEarlyByWhatItsNameFixesThenEveryConfiguredNumber() throws {
+        var settings = SessionCore.Settings()
+        settings.checkpointEvents = 10
+        settings.staggersCheckpoints = true
+        let stagger = SessionCore.stagger(name: "x", checkpointEvents: 10)
+        #expect(stagger < 5)
+        var core = try core(settings: settings)
+        var checkpoints: [UInt64] = []
+        for index in 1...25 {
+            let persist = try #require(persisted(core.handle(.change(detail("d\(index)"), id: "i\(index)", from: ana), now: 0)))
+            for case .checkpoint(let table) in core.handle(.committed(generation: persist.generation, through: UInt64(index)), now: 0) {
+                checkpoints.append(table.seq)
+            }
+        }
+        #expect(checkpoints == [10 - stagger, 20 - stagger])
+    }
+
+    @Test func sessionsStartedTogetherSpreadTheirFirstCheckpointsOverHalfTheInterval() {
+        // 1,000 sessions named as the acks benchmark names them: one group commit used to take
+        // every one of their checkpoints at once.
+        let staggers = (0..<1_000).map { SessionCore.stagger(name: "bench-\($0)", checkpointEvents: 1_000) }
+        #expect(staggers.allSatisfy { $0 < 500 })
+        // Ten buckets of 50 events: each holds about 100; none more than twice that.
+        let buckets = Dictionary(grouping: staggers) { $0 / 50 }
+        #expect(buckets.count == 10)
+        #expect(buckets.values.allSatisfy { $0.count < 200 })
+        #expect(SessionCore.stagger(name: "bench-1", checkpointEvents: 1_000) == staggers[1])
+        #expect(SessionCore.stagger(name: "any", checkpointEvents: 1) == 0)
+    }
+
     @Test func aSessionRestoredFromItsLogResumesAMemberThatSawPartOfIt() throws {
         var core = try core()
         var logged: [LoggedEvent] = []
