@@ -85,6 +85,7 @@ public final class Hub: TransportDelegate {
         self.verifier = verifier
         self.clock = clock
         self.config = config
+        messageLimits = Hub.messageLimits(config)
         self.transport = transport
         self.store = store
         self.eventLog = eventLog
@@ -538,7 +539,11 @@ public final class Hub: TransportDelegate {
         ProtocolError(.rateLimited, "more than \(config.changeRatePerSec) changes a second; slow down")
     }
 
-    var messageLimits: ClientMessage.Limits {
+    /// What client messages are decoded with: made once from `config` (reading it through a
+    /// computed property copied the whole configuration, retains and all, for every message).
+    let messageLimits: ClientMessage.Limits
+
+    private static func messageLimits(_ config: ServerConfig) -> ClientMessage.Limits {
         var limits = ClientMessage.Limits()
         // Room for a token over its 4 KiB limit, so it is refused as unauthorized (a token), not
         // as too_long (a message); table text is checked against its own, smaller limit.
