@@ -485,9 +485,11 @@ public final class Hub: TransportDelegate {
                 return refuse(connection, ProtocolError(.forbidden, "only an owner changes the table's options"), id: id)
             }
             guard client.role >= .editor else { return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id) }
-            guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
+            // One reading of the clock for the rate limit and the core's `now`.
+            let now = transport.nowMilliseconds()
+            guard client.changes.take(now: now) else { return refuse(connection, rateLimited, id: id) }
             receiving = client
-            session.handle(.change(change, id: id, from: connection))
+            session.handle(.change(change, id: id, from: connection), now: now)
             receiving = nil
         case .success(.find(let query, let limit, let id)):
             // A read any member may make; it scans the whole table, so it counts against the

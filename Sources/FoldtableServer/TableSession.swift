@@ -9,6 +9,9 @@ final class TableSession: LogAppender {
     let name: String
     private(set) var core: SessionCore
     private unowned let hub: Hub
+    /// The hub's metrics, held here: reached through the unowned `hub` they cost a checked
+    /// retain of the hub for each commit report.
+    private let metrics: Metrics
     private var transport: Transport { hub.transport }
     /// Row streams under way, by section key.
     private var rowStreams: [String: RowStream] = [:]
@@ -58,6 +61,7 @@ final class TableSession: LogAppender {
         self.name = core.name
         self.core = core
         self.hub = hub
+        self.metrics = hub.metrics
         if case .stream = core.sequencing { streamOrdered = true } else { streamOrdered = false }
     }
 
@@ -66,7 +70,11 @@ final class TableSession: LogAppender {
 
     /// Feeds `input` to the core and performs its effects (and those of any input they cause),
     /// in order. Never re-entered: inputs raised meanwhile wait their turn.
-    func handle(_ input: SessionInput) {
+    ///
+    /// `now`: the transport's clock (``Transport/nowMilliseconds()``) as the caller read it just
+    /// before (the hub, for a change's rate limit), so the core's time costs no second reading;
+    /// `nil` reads it here. An input that has to wait reads its own when its turn comes.
+    func handle(_ input: SessionInput, now: UInt64? = nil) {
         guard !handling else {
             inputs.append(input)
             waitingInputs += 1
@@ -84,13 +92,13 @@ final class TableSession: LogAppender {
         var ackBuffer = self.ackBuffer.take() ?? JSONWriter(capacity: 64)
         // The first input as given (borrowed), not copied into the queue and out again: most
         // calls bring one input, and a copy retains every string and array it carries.
-        var quiet = run(input, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
+        var quiet = run(input, now: now, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
         if waitingInputs > 0 {
             var next = 0
             while next < inputs.count {
                 let queued = inputs[next]
                 next += 1
-                quiet = run(queued, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
+                quiet = run(queued, now: nil, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
             }
             inputs.removeAll(keepingCapacity: true)
             waitingInputs = 0
@@ -102,36 +110,41 @@ final class TableSession: LogAppender {
 
     /// One input through the core, then its effects performed (and `effects` emptied). Returns
     /// whether the core is quiet after it (performing effects never changes that: whatever
-    /// would comes back as another input).
+    /// would comes back as another input). `now`: see ``handle(_:now:)``.
     private func run(
-        _ input: SessionInput, hub: Hub, transport: Transport, effects: inout [SessionEffect], ackBuffer: inout JSONWriter
+        _ input: SessionInput, now given: UInt64?, hub: Hub, transport: Transport, effects: inout [SessionEffect], ackBuffer: inout JSONWriter
     ) -> Bool {
         guard streamOrdered else {
             // A local session: one access to the core (`handle` and the `isQuiet` after it),
             // nothing of the stream's bookkeeping.
             let quiet: Bool
+            // When the change was applied: also when its append is handed to the log (the
+            // effects are performed right after), so the commit clock needs no reading of its own.
+            var applied: MonotonicTime?
             switch input {
             case .join, .leave, .rename:
                 presenceDirty = true
-                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
+                quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
             case .change, .apiChange:
                 let start = MonotonicTime.now
-                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
-                hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
+                quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
+                let end = MonotonicTime.now
+                metrics.applyLatency.observe(start.seconds(until: end))
+                applied = end
             default:
-                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
+                quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
             }
-            perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer)
+            perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer, applied: applied)
             return quiet
         }
         let seqBefore = core.committed.seq
         switch input {
         case .join, .leave, .rename:
             presenceDirty = true
-            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+            core.handle(input, now: given ?? transport.nowMilliseconds(), into: &effects)
         case .change, .apiChange:
             let start = MonotonicTime.now
-            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+            core.handle(input, now: given ?? transport.nowMilliseconds(), into: &effects)
             hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
         case .sequenced(let requests):
             if !appendsMade.isEmpty, case .stream(let node, let origin) = core.sequencing {
@@ -150,7 +163,7 @@ final class TableSession: LogAppender {
         if case .stream = core.sequencing, core.committed.seq > seqBefore {
             if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
         }
-        perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer)
+        perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer, applied: nil)
         // Nothing of this core's waits to be applied: no append time is needed any more.
         if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
         return core.isQuiet
@@ -171,13 +184,16 @@ final class TableSession: LogAppender {
     /// of `self`) and a re-entrant `handle` only queues its input. A moved-out slot gets an
     /// effect holding no references, which the `removeLast`s then destroy for next to nothing
     /// (`removeAll` would go through the generic `replaceSubrange`, ~280 instructions a call).
-    private func perform(_ effects: inout [SessionEffect], hub: Hub, transport: Transport, ackBuffer: inout JSONWriter) {
+    /// `applied`: when the input's change was applied, if it was one (see `run`).
+    private func perform(
+        _ effects: inout [SessionEffect], hub: Hub, transport: Transport, ackBuffer: inout JSONWriter, applied: MonotonicTime?
+    ) {
         effects.withUnsafeMutableBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return }
             for index in 0..<buffer.count {
                 let effect = (base + index).move()
                 (base + index).initialize(to: .accepted(Connection(id: 0)))
-                perform(effect, hub: hub, transport: transport, ackBuffer: &ackBuffer)
+                perform(effect, hub: hub, transport: transport, ackBuffer: &ackBuffer, applied: applied)
             }
         }
         while !effects.isEmpty { effects.removeLast() }
@@ -197,8 +213,9 @@ final class TableSession: LogAppender {
     }
 
     /// `hub` and `transport`: this session's, held by the caller for its loop; `ackBuffer`
-    /// the session's, taken out for it.
-    private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport, ackBuffer: inout JSONWriter) {
+    /// the session's, taken out for it; `applied`: when the change that caused `effect` was
+    /// applied, if one did (a moment ago: it starts the commit clock of the append it causes).
+    private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport, ackBuffer: inout JSONWriter, applied: MonotonicTime?) {
         switch effect {
         case .send(let message, let connection):
             hub.metrics.sent(message, to: 1)
@@ -223,7 +240,7 @@ final class TableSession: LogAppender {
         case .answer(let request, let result):
             hub.apiAnswered(request, result)
         case .persist(let events, let generation):
-            persists.append(PendingPersist(generation: generation, count: events.count, start: MonotonicTime.now))
+            persists.append(PendingPersist(generation: generation, count: events.count, start: applied ?? MonotonicTime.now))
             hub.eventLog.append(session: name, events: events, appender: self)
         case .checkpoint(let table):
             hub.store.saveCheckpoint(name, table: table) { [hub, name] result in
@@ -291,8 +308,6 @@ final class TableSession: LogAppender {
             persists.removeAll(keepingCapacity: true)
             persistsHead = 0
         }
-        // One strong reference for both reads of the unowned property (each checks and retains).
-        let metrics = hub.metrics
         metrics.commitLatency.observe(Metrics.seconds(since: persist.start))
         switch result {
         case .success(let seq):
