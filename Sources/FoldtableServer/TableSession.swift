@@ -12,7 +12,9 @@ final class TableSession: LogAppender {
     /// The hub's metrics, held here: reached through the unowned `hub` they cost a checked
     /// retain of the hub for each commit report.
     private let metrics: Metrics
-    private var transport: Transport { hub.transport }
+    /// The hub's transport, held here: read through the unowned `hub` it was retained and
+    /// released around every call of `handle`, while a `let` of `self` needs neither.
+    private let transport: Transport
     /// Row streams under way, by section key.
     private var rowStreams: [String: RowStream] = [:]
     private var timerTokens: [SessionTimer: UInt64] = [:]
@@ -30,9 +32,11 @@ final class TableSession: LogAppender {
     /// The effects of the input being performed: one buffer kept for every input (emptied,
     /// its capacity kept), not an array allocated per input.
     private var effects: [SessionEffect] = []
-    /// Where acks are encoded, emptied for each (its capacity kept). Taken out for a call of
-    /// `handle` like `effects`, so each ack needs no access to the property (and its check).
-    private var ackBuffer: JSONWriter? = JSONWriter(capacity: 64)
+    /// Where acks are encoded, emptied for each (its capacity kept). Swapped out for a call of
+    /// `handle` like `effects`, so each ack needs no access to the property (and its check);
+    /// a swap moves it without the retain and release that taking it out of an optional and
+    /// assigning it back cost.
+    private var ackBuffer = JSONWriter(capacity: 64)
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
@@ -69,6 +73,7 @@ final class TableSession: LogAppender {
         self.core = core
         self.hub = hub
         self.metrics = hub.metrics
+        self.transport = hub.transport
         if case .stream = core.sequencing { streamOrdered = true } else { streamOrdered = false }
     }
 
@@ -96,11 +101,13 @@ final class TableSession: LogAppender {
         // One strong reference for the whole loop: every read of the unowned property checks
         // and retains (16 reads per acknowledged change before, 4 now).
         let hub = self.hub
-        let transport = hub.transport
-        // Taken out while performed (performing may feed inputs, never re-enter this loop).
+        let transport = self.transport
+        // Taken out while performed (performing may feed inputs, never re-enter this loop):
+        // swapped with empty placeholders (a writer of capacity 0 allocates nothing).
         var effects: [SessionEffect] = []
         swap(&effects, &self.effects)
-        var ackBuffer = self.ackBuffer.take() ?? JSONWriter(capacity: 64)
+        var ackBuffer = JSONWriter(capacity: 0)
+        swap(&ackBuffer, &self.ackBuffer)
         // The first input as given (borrowed), not copied into the queue and out again: most
         // calls bring one input, and a copy retains every string and array it carries.
         var quiet = run(input, now: now, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
@@ -115,7 +122,7 @@ final class TableSession: LogAppender {
             waitingInputs = 0
         }
         swap(&effects, &self.effects)
-        self.ackBuffer = ackBuffer
+        swap(&ackBuffer, &self.ackBuffer)
         hub.sessionSettled(self, quiet: quiet)
     }
 
