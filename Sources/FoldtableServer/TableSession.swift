@@ -145,7 +145,8 @@ final class TableSession: LogAppender {
                 quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
             case .change, .apiChange:
                 let start = MonotonicTime.now
-                quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
+                let now = given ?? transport.milliseconds(at: start) ?? transport.nowMilliseconds()
+                quiet = Self.handle(input, now: now, core: &core, into: &effects)
                 let end = MonotonicTime.now
                 metrics.applyLatency.observe(start.seconds(until: end))
                 applied = end
@@ -344,11 +345,13 @@ final class TableSession: LogAppender {
     /// The log now holds (or refused) this session's oldest unfinished append.
     func appendFinished(_ result: Result<UInt64, StoreError>) {
         guard let persist = popPersist() else { return }
-        metrics.commitLatency.observe(Metrics.seconds(since: persist.start))
+        // One reading for the commit latency and the core's time of the commit.
+        let finished = MonotonicTime.now
+        metrics.commitLatency.observe(persist.start.seconds(until: finished))
         switch result {
         case .success(let seq):
             metrics.changesApplied += UInt64(persist.count)
-            handle(.committed(generation: persist.generation, through: seq))
+            handle(.committed(generation: persist.generation, through: seq), now: transport.milliseconds(at: finished))
         case .failure(let error):
             if case .conflict = error { rebaseLog() }
             handle(.commitFailed(generation: persist.generation, error))

@@ -277,6 +277,9 @@ public final class LWSTransport: Transport {
     public func armTimer(token: UInt64, milliseconds: UInt64) { ftws_timer_arm(server, token, milliseconds) }
     public func cancelTimer(token: UInt64) { ftws_timer_cancel(server, token) }
     public func nowMilliseconds() -> UInt64 { ftws_now_ms() }
+    /// lws's clock is `CLOCK_MONOTONIC` in microseconds, ours that in milliseconds: the same
+    /// clock as ``MonotonicTime``, so a reading of it converts (the same truncation as `ftws_now_ms`).
+    public func milliseconds(at time: MonotonicTime) -> UInt64? { time.nanoseconds / 1_000_000 }
 }
 
 /// What other threads wake: the server pointer, set once the context exists and cleared before
