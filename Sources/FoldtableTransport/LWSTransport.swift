@@ -96,7 +96,10 @@ public final class LWSTransport: Transport {
                 Connection(conn), peer: String(cString: ftws_conn_peer(conn)), forwardedFor: String(cString: ftws_conn_forwarded_for(conn)))
         }
         callbacks.on_message = { owner, conn, data, length in
-            LWSTransport.from(owner).delegate?.connectionReceived(Connection(conn), message: UnsafeRawBufferPointer(start: data, count: length))
+            // The hot path: the owner borrowed, not retained and released around the call.
+            Unmanaged<LWSTransport>.fromOpaque(owner!)._withUnsafeGuaranteedRef { transport in
+                transport.delegate?.connectionReceived(Connection(conn), message: UnsafeRawBufferPointer(start: data, count: length))
+            }
         }
         callbacks.on_close = { owner, conn, code in
             LWSTransport.from(owner).closed(Connection(conn), code: Int(code))
@@ -151,6 +154,9 @@ public final class LWSTransport: Transport {
         return pointer
     }
 
+    /// The transport a C callback is for. Valid for the whole callback: C calls back only from
+    /// `run()`, on the service thread, and the server is destroyed in `deinit`, so the transport
+    /// outlives every callback (which is also why `on_message` may borrow it unretained).
     private static func from(_ owner: UnsafeMutableRawPointer?) -> LWSTransport {
         Unmanaged<LWSTransport>.fromOpaque(owner!).takeUnretainedValue()
     }
