@@ -132,6 +132,21 @@ public struct JSONWriter {
         if used > 0 { used -= 1 }
     }
 
+    /// How many bytes are written (read without trimming the storage, as `bytes` does).
+    public var count: Int { used }
+
+    /// Forgets what is written and keeps the storage with its room, for a writer reused for
+    /// one small message after another (a session's acks): emptying `bytes` instead trims the
+    /// room away, and the next write grows it again, filling it with zeros.
+    public mutating func removeAll() {
+        used = 0
+    }
+
+    /// Calls `body` with the written bytes where they lie (no trim, no copy).
+    public func withUnsafeBytes(_ body: (UnsafeRawBufferPointer) -> Void) {
+        storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[..<used])) }
+    }
+
     /// Writes a string with JSON escaping (never a raw newline, so batched lines stay split).
     public mutating func string(_ value: String) {
         var value = value

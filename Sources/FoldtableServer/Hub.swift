@@ -85,6 +85,7 @@ public final class Hub: TransportDelegate {
         self.verifier = verifier
         self.clock = clock
         self.config = config
+        messageLimits = Hub.messageLimits(config)
         self.transport = transport
         self.store = store
         self.eventLog = eventLog
@@ -485,9 +486,11 @@ public final class Hub: TransportDelegate {
                 return refuse(connection, ProtocolError(.forbidden, "only an owner changes the table's options"), id: id)
             }
             guard client.role >= .editor else { return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id) }
-            guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
+            // One reading of the clock for the rate limit and the core's `now`.
+            let now = transport.nowMilliseconds()
+            guard client.changes.take(now: now) else { return refuse(connection, rateLimited, id: id) }
             receiving = client
-            session.handle(.change(change, id: id, from: connection))
+            session.handle(.change(change, id: id, from: connection), now: now)
             receiving = nil
         case .success(.find(let query, let limit, let id)):
             // A read any member may make; it scans the whole table, so it counts against the
@@ -539,7 +542,11 @@ public final class Hub: TransportDelegate {
         ProtocolError(.rateLimited, "more than \(config.changeRatePerSec) changes a second; slow down")
     }
 
-    var messageLimits: ClientMessage.Limits {
+    /// What client messages are decoded with: made once from `config` (reading it through a
+    /// computed property copied the whole configuration, retains and all, for every message).
+    let messageLimits: ClientMessage.Limits
+
+    private static func messageLimits(_ config: ServerConfig) -> ClientMessage.Limits {
         var limits = ClientMessage.Limits()
         // Room for a token over its 4 KiB limit, so it is refused as unauthorized (a token), not
         // as too_long (a message); table text is checked against its own, smaller limit.

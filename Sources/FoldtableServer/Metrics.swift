@@ -15,6 +15,10 @@ public final class Metrics {
     public final class Histogram {
         public let bounds: [Double]
         private let slots: UnsafeMutableBufferPointer<UInt64>
+        /// `bounds` again, in memory of its own: `observe` walks them without an array's bounds
+        /// checks (a buffer's are debug-only). Three observations an acknowledged change, a
+        /// commit's through most of the buckets.
+        private let limits: UnsafeMutableBufferPointer<Double>
         private var total: Double = 0
         private var samples: UInt64 = 0
 
@@ -22,9 +26,14 @@ public final class Metrics {
             self.bounds = bounds
             slots = .allocate(capacity: bounds.count)
             slots.initialize(repeating: 0)
+            limits = .allocate(capacity: bounds.count)
+            _ = limits.initialize(from: bounds)
         }
 
-        deinit { slots.deallocate() }
+        deinit {
+            slots.deallocate()
+            limits.deallocate()
+        }
 
         /// Samples per bucket (each in its first bucket: not cumulative).
         public var counts: [UInt64] { Array(slots) }
@@ -36,7 +45,7 @@ public final class Metrics {
             samples += 1
             // Buckets are cumulative when written; here each sample lands in its first bucket.
             var index = 0
-            while index < bounds.count && !(seconds <= bounds[index]) { index += 1 }
+            while index < limits.count && !(seconds <= limits[index]) { index += 1 }
             if index < slots.count { slots[index] += 1 }
         }
     }

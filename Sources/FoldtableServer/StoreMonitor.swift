@@ -77,13 +77,19 @@ public final class StoreMonitor: SessionStore, EventLog, LogAppender {
     }
 
     /// Whoever watches the monitor's appends in turn (nobody, in foldtabled).
-    public weak var appendObserver: LogAppender?
+    public var appendObserver: LogAppender? {
+        get { observer }
+        set { observer = newValue }
+    }
+    /// Private storage behind `appendObserver`: read for every append, and a public stored
+    /// property costs a runtime exclusivity check per read where a private one is proved exclusive.
+    private weak var observer: LogAppender?
 
     /// As the log's observer: notes one append's outcome, before its appender hears of it.
     public func appendFinished(_ result: Result<UInt64, StoreError>) {
         // Noted first, not as the argument of an optional call (skipped without an observer).
         let result = noted(result, write: true)
-        appendObserver?.appendFinished(result)
+        observer?.appendFinished(result)
     }
 
     public func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void) {

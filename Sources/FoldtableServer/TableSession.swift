@@ -9,7 +9,12 @@ final class TableSession: LogAppender {
     let name: String
     private(set) var core: SessionCore
     private unowned let hub: Hub
-    private var transport: Transport { hub.transport }
+    /// The hub's metrics, held here: reached through the unowned `hub` they cost a checked
+    /// retain of the hub for each commit report.
+    private let metrics: Metrics
+    /// The hub's transport, held here: read through the unowned `hub` it was retained and
+    /// released around every call of `handle`, while a `let` of `self` needs neither.
+    private let transport: Transport
     /// Row streams under way, by section key.
     private var rowStreams: [String: RowStream] = [:]
     private var timerTokens: [SessionTimer: UInt64] = [:]
@@ -27,9 +32,11 @@ final class TableSession: LogAppender {
     /// The effects of the input being performed: one buffer kept for every input (emptied,
     /// its capacity kept), not an array allocated per input.
     private var effects: [SessionEffect] = []
-    /// Where acks are encoded, emptied for each (its capacity kept). Taken out for a call of
-    /// `handle` like `effects`, so each ack needs no access to the property (and its check).
-    private var ackBuffer: JSONWriter? = JSONWriter(capacity: 64)
+    /// Where acks are encoded, emptied for each (its capacity kept). Swapped out for a call of
+    /// `handle` like `effects`, so each ack needs no access to the property (and its check);
+    /// a swap moves it without the retain and release that taking it out of an optional and
+    /// assigning it back cost.
+    private var ackBuffer = JSONWriter(capacity: 64)
     /// The eviction timer while the session is quiet.
     var evictionTimer: UInt64?
     /// A shared session this node wrote to the broker first (rather than opened another's).
@@ -46,10 +53,17 @@ final class TableSession: LogAppender {
     var resumes: UInt64 = 0
     private var appendsMade: [UInt64: MonotonicTime] = [:]
     /// This session's appends to the event log not finished yet, oldest first from
-    /// `persistsHead` (the log finishes them in order): what each finish reports to the core.
-    /// A queue here instead of a closure per append, which cost an allocation per change.
-    private var persists: [PendingPersist] = []
+    /// `persistsHead`, `persistsCount` of them (the log finishes them in order): what each
+    /// finish reports to the core. A queue here instead of a closure per append, which cost an allocation per change.
+    ///
+    /// A ring in memory of its own (doubled when full), not an array: every access to an array
+    /// property costs a runtime exclusivity check (~100 instructions with its end, two a
+    /// change), while a pointer and plain integers are proved exclusive. `PendingPersist` is
+    /// trivial, so slots need no deinitializing.
+    private var persists = UnsafeMutablePointer<PendingPersist>.allocate(capacity: 4)
+    private var persistsCapacity = 4
     private var persistsHead = 0
+    private var persistsCount = 0
     /// A shared session: its members joined, left or were renamed since the last heartbeat (the
     /// hub then hands the broker the node's members again; otherwise the beat only refreshes).
     var presenceDirty = false
@@ -58,7 +72,13 @@ final class TableSession: LogAppender {
         self.name = core.name
         self.core = core
         self.hub = hub
+        self.metrics = hub.metrics
+        self.transport = hub.transport
         if case .stream = core.sequencing { streamOrdered = true } else { streamOrdered = false }
+    }
+
+    deinit {
+        persists.deallocate()
     }
 
     var memberCount: Int { core.memberCount }
@@ -66,7 +86,11 @@ final class TableSession: LogAppender {
 
     /// Feeds `input` to the core and performs its effects (and those of any input they cause),
     /// in order. Never re-entered: inputs raised meanwhile wait their turn.
-    func handle(_ input: SessionInput) {
+    ///
+    /// `now`: the transport's clock (``Transport/nowMilliseconds()``) as the caller read it just
+    /// before (the hub, for a change's rate limit), so the core's time costs no second reading;
+    /// `nil` reads it here. An input that has to wait reads its own when its turn comes.
+    func handle(_ input: SessionInput, now: UInt64? = nil) {
         guard !handling else {
             inputs.append(input)
             waitingInputs += 1
@@ -77,61 +101,69 @@ final class TableSession: LogAppender {
         // One strong reference for the whole loop: every read of the unowned property checks
         // and retains (16 reads per acknowledged change before, 4 now).
         let hub = self.hub
-        let transport = hub.transport
-        // Taken out while performed (performing may feed inputs, never re-enter this loop).
+        let transport = self.transport
+        // Taken out while performed (performing may feed inputs, never re-enter this loop):
+        // swapped with empty placeholders (a writer of capacity 0 allocates nothing).
         var effects: [SessionEffect] = []
         swap(&effects, &self.effects)
-        var ackBuffer = self.ackBuffer.take() ?? JSONWriter(capacity: 64)
+        var ackBuffer = JSONWriter(capacity: 0)
+        swap(&ackBuffer, &self.ackBuffer)
         // The first input as given (borrowed), not copied into the queue and out again: most
         // calls bring one input, and a copy retains every string and array it carries.
-        var quiet = run(input, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
+        var quiet = run(input, now: now, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
         if waitingInputs > 0 {
             var next = 0
             while next < inputs.count {
                 let queued = inputs[next]
                 next += 1
-                quiet = run(queued, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
+                quiet = run(queued, now: nil, hub: hub, transport: transport, effects: &effects, ackBuffer: &ackBuffer)
             }
             inputs.removeAll(keepingCapacity: true)
             waitingInputs = 0
         }
         swap(&effects, &self.effects)
-        self.ackBuffer = ackBuffer
+        swap(&ackBuffer, &self.ackBuffer)
         hub.sessionSettled(self, quiet: quiet)
     }
 
     /// One input through the core, then its effects performed (and `effects` emptied). Returns
     /// whether the core is quiet after it (performing effects never changes that: whatever
-    /// would comes back as another input).
+    /// would comes back as another input). `now`: see ``handle(_:now:)``.
     private func run(
-        _ input: SessionInput, hub: Hub, transport: Transport, effects: inout [SessionEffect], ackBuffer: inout JSONWriter
+        _ input: SessionInput, now given: UInt64?, hub: Hub, transport: Transport, effects: inout [SessionEffect], ackBuffer: inout JSONWriter
     ) -> Bool {
         guard streamOrdered else {
             // A local session: one access to the core (`handle` and the `isQuiet` after it),
             // nothing of the stream's bookkeeping.
             let quiet: Bool
+            // When the change was applied: also when its append is handed to the log (the
+            // effects are performed right after), so the commit clock needs no reading of its own.
+            var applied: MonotonicTime?
             switch input {
             case .join, .leave, .rename:
                 presenceDirty = true
-                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
+                quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
             case .change, .apiChange:
                 let start = MonotonicTime.now
-                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
-                hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
+                let now = given ?? transport.milliseconds(at: start) ?? transport.nowMilliseconds()
+                quiet = Self.handle(input, now: now, core: &core, into: &effects)
+                let end = MonotonicTime.now
+                metrics.applyLatency.observe(start.seconds(until: end))
+                applied = end
             default:
-                quiet = Self.handle(input, now: transport.nowMilliseconds(), core: &core, into: &effects)
+                quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
             }
-            perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer)
+            perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer, applied: applied)
             return quiet
         }
         let seqBefore = core.committed.seq
         switch input {
         case .join, .leave, .rename:
             presenceDirty = true
-            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+            core.handle(input, now: given ?? transport.nowMilliseconds(), into: &effects)
         case .change, .apiChange:
             let start = MonotonicTime.now
-            core.handle(input, now: transport.nowMilliseconds(), into: &effects)
+            core.handle(input, now: given ?? transport.nowMilliseconds(), into: &effects)
             hub.metrics.applyLatency.observe(Metrics.seconds(since: start))
         case .sequenced(let requests):
             if !appendsMade.isEmpty, case .stream(let node, let origin) = core.sequencing {
@@ -150,7 +182,7 @@ final class TableSession: LogAppender {
         if case .stream = core.sequencing, core.committed.seq > seqBefore {
             if case .reload = input {} else { hub.metrics.changesApplied += core.committed.seq - seqBefore }
         }
-        perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer)
+        perform(&effects, hub: hub, transport: transport, ackBuffer: &ackBuffer, applied: nil)
         // Nothing of this core's waits to be applied: no append time is needed any more.
         if !appendsMade.isEmpty && !core.waitsForCatchUp { appendsMade.removeAll(keepingCapacity: true) }
         return core.isQuiet
@@ -168,19 +200,34 @@ final class TableSession: LogAppender {
     /// out of the buffer, not copied: reading `effects[index]` copies it (retaining everything
     /// it holds, ~300 instructions with the copy's destroy) because the compiler cannot prove
     /// that performing leaves the array alone. It does: the array is `handle`'s local (taken out
-    /// of `self`) and a re-entrant `handle` only queues its input. A moved-out slot gets an
-    /// effect holding no references, which the `removeLast`s then destroy for next to nothing
-    /// (`removeAll` would go through the generic `replaceSubrange`, ~280 instructions a call).
-    private func perform(_ effects: inout [SessionEffect], hub: Hub, transport: Transport, ackBuffer: inout JSONWriter) {
-        effects.withUnsafeMutableBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return }
-            for index in 0..<buffer.count {
-                let effect = (base + index).move()
-                (base + index).initialize(to: .accepted(Connection(id: 0)))
-                perform(effect, hub: hub, transport: transport, ackBuffer: &ackBuffer)
+    /// of `self`) and a re-entrant `handle` only queues its input. The buffer is reversed in
+    /// place (a pointer swap for the usual two) and each effect taken off its end by `popLast`,
+    /// which moves it out and shortens the array: nothing is left behind to destroy. (Moved-out
+    /// slots refilled with a placeholder cost a destroy each through `SessionEffect`'s value
+    /// witness, ~60 instructions, besides the `removeLast`; `removeAll` goes through the generic
+    /// `replaceSubrange`, ~280 instructions a call.)
+    /// `applied`: when the input's change was applied, if it was one (see `run`).
+    private func perform(
+        _ effects: inout [SessionEffect], hub: Hub, transport: Transport, ackBuffer: inout JSONWriter, applied: MonotonicTime?
+    ) {
+        if effects.count > 1 {
+            effects.withUnsafeMutableBufferPointer { buffer in
+                guard let base = buffer.baseAddress else { return }
+                var low = 0
+                var high = buffer.count - 1
+                while low < high {
+                    // Moves only: the effects' references are neither retained nor released.
+                    let first = (base + low).move()
+                    (base + low).moveInitialize(from: base + high, count: 1)
+                    (base + high).initialize(to: first)
+                    low += 1
+                    high -= 1
+                }
             }
         }
-        while !effects.isEmpty { effects.removeLast() }
+        while let effect = effects.popLast() {
+            perform(effect, hub: hub, transport: transport, ackBuffer: &ackBuffer, applied: applied)
+        }
     }
 
     /// A member's queue drained: refill it from every stream it is in.
@@ -197,8 +244,9 @@ final class TableSession: LogAppender {
     }
 
     /// `hub` and `transport`: this session's, held by the caller for its loop; `ackBuffer`
-    /// the session's, taken out for it.
-    private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport, ackBuffer: inout JSONWriter) {
+    /// the session's, taken out for it; `applied`: when the change that caused `effect` was
+    /// applied, if one did (a moment ago: it starts the commit clock of the append it causes).
+    private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport, ackBuffer: inout JSONWriter, applied: MonotonicTime?) {
         switch effect {
         case .send(let message, let connection):
             hub.metrics.sent(message, to: 1)
@@ -211,17 +259,19 @@ final class TableSession: LogAppender {
         case .accepted(let connection):
             hub.accepted(connection)
         case .ack(let connection, let id, let seq):
-            // Into one reused buffer, then the transport's frame: an ack is one allocation.
-            ackBuffer.bytes.removeAll(keepingCapacity: true)
+            // Into one reused buffer, then the transport's frame: an ack is one allocation. The
+            // writer is emptied and read in place (through `bytes` each ack trimmed its room,
+            // regrew it and copied the array's reference twice: ~600 instructions).
+            ackBuffer.removeAll()
             ServerMessage.ack(id: id, seq: seq, into: &ackBuffer)
-            hub.metrics.sent(bytes: ackBuffer.bytes.count, to: 1)
-            ackBuffer.bytes.withUnsafeBytes { transport.send(bytes: $0, to: connection) }
+            hub.metrics.sent(bytes: ackBuffer.count, to: 1)
+            ackBuffer.withUnsafeBytes { transport.send(bytes: $0, to: connection) }
         case .refuse(let connection, let error, let id):
             hub.refuse(connection, error, id: id)
         case .answer(let request, let result):
             hub.apiAnswered(request, result)
         case .persist(let events, let generation):
-            persists.append(PendingPersist(generation: generation, count: events.count, start: MonotonicTime.now))
+            pushPersist(PendingPersist(generation: generation, count: events.count, start: applied ?? MonotonicTime.now))
             hub.eventLog.append(session: name, events: events, appender: self)
         case .checkpoint(let table):
             hub.store.saveCheckpoint(name, table: table) { [hub, name] result in
@@ -280,22 +330,40 @@ final class TableSession: LogAppender {
         var start: MonotonicTime
     }
 
+    private func pushPersist(_ persist: PendingPersist) {
+        if persistsCount == persistsCapacity {
+            let grown = UnsafeMutablePointer<PendingPersist>.allocate(capacity: persistsCapacity * 2)
+            for index in 0..<persistsCount {
+                (grown + index).initialize(to: persists[(persistsHead + index) % persistsCapacity])
+            }
+            persists.deallocate()
+            persists = grown
+            persistsHead = 0
+            persistsCapacity *= 2
+        }
+        (persists + (persistsHead + persistsCount) % persistsCapacity).initialize(to: persist)
+        persistsCount += 1
+    }
+
+    /// The oldest unfinished append, taken off the ring.
+    private func popPersist() -> PendingPersist? {
+        guard persistsCount > 0 else { return nil }
+        let persist = persists[persistsHead]
+        persistsHead = (persistsHead + 1) % persistsCapacity
+        persistsCount -= 1
+        return persist
+    }
+
     /// The log now holds (or refused) this session's oldest unfinished append.
     func appendFinished(_ result: Result<UInt64, StoreError>) {
-        guard persistsHead < persists.count else { return }
-        let persist = persists[persistsHead]
-        persistsHead += 1
-        if persistsHead == persists.count {
-            persists.removeAll(keepingCapacity: true)
-            persistsHead = 0
-        }
-        // One strong reference for both reads of the unowned property (each checks and retains).
-        let metrics = hub.metrics
-        metrics.commitLatency.observe(Metrics.seconds(since: persist.start))
+        guard let persist = popPersist() else { return }
+        // One reading for the commit latency and the core's time of the commit.
+        let finished = MonotonicTime.now
+        metrics.commitLatency.observe(persist.start.seconds(until: finished))
         switch result {
         case .success(let seq):
             metrics.changesApplied += UInt64(persist.count)
-            handle(.committed(generation: persist.generation, through: seq))
+            handle(.committed(generation: persist.generation, through: seq), now: transport.milliseconds(at: finished))
         case .failure(let error):
             if case .conflict = error { rebaseLog() }
             handle(.commitFailed(generation: persist.generation, error))

@@ -37,6 +37,10 @@ public protocol Transport: AnyObject {
     func cancelTimer(token: UInt64)
     /// A monotonic clock in milliseconds.
     func nowMilliseconds() -> UInt64
+    /// What ``nowMilliseconds()`` read at `time` (a ``MonotonicTime`` reading just taken), when
+    /// the transport's clock is that same monotonic clock: a caller holding a fresh reading then
+    /// needs no second one. `nil` when the clocks differ (then call ``nowMilliseconds()``).
+    func milliseconds(at time: MonotonicTime) -> UInt64?
     /// Where other threads post work for the service thread; the transport drains it on its
     /// loop. The only member of this protocol that may be used from another thread.
     var serviceQueue: ServiceQueue { get }
@@ -48,6 +52,9 @@ public protocol Transport: AnyObject {
 }
 
 extension Transport {
+    /// A transport with a clock of its own (a test's, say) cannot derive it from another reading.
+    public func milliseconds(at time: MonotonicTime) -> UInt64? { nil }
+
     /// A transport with no frame of its own to copy into sends them as a message.
     public func send(bytes: UnsafeRawBufferPointer, to connection: Connection) {
         send(OutboundMessage(Array(bytes)), to: connection)

@@ -96,7 +96,10 @@ public final class LWSTransport: Transport {
                 Connection(conn), peer: String(cString: ftws_conn_peer(conn)), forwardedFor: String(cString: ftws_conn_forwarded_for(conn)))
         }
         callbacks.on_message = { owner, conn, data, length in
-            LWSTransport.from(owner).delegate?.connectionReceived(Connection(conn), message: UnsafeRawBufferPointer(start: data, count: length))
+            // The hot path: the owner borrowed, not retained and released around the call.
+            Unmanaged<LWSTransport>.fromOpaque(owner!)._withUnsafeGuaranteedRef { transport in
+                transport.delegate?.connectionReceived(Connection(conn), message: UnsafeRawBufferPointer(start: data, count: length))
+            }
         }
         callbacks.on_close = { owner, conn, code in
             LWSTransport.from(owner).closed(Connection(conn), code: Int(code))
@@ -151,6 +154,9 @@ public final class LWSTransport: Transport {
         return pointer
     }
 
+    /// The transport a C callback is for. Valid for the whole callback: C calls back only from
+    /// `run()`, on the service thread, and the server is destroyed in `deinit`, so the transport
+    /// outlives every callback (which is also why `on_message` may borrow it unretained).
     private static func from(_ owner: UnsafeMutableRawPointer?) -> LWSTransport {
         Unmanaged<LWSTransport>.fromOpaque(owner!).takeUnretainedValue()
     }
@@ -277,6 +283,9 @@ public final class LWSTransport: Transport {
     public func armTimer(token: UInt64, milliseconds: UInt64) { ftws_timer_arm(server, token, milliseconds) }
     public func cancelTimer(token: UInt64) { ftws_timer_cancel(server, token) }
     public func nowMilliseconds() -> UInt64 { ftws_now_ms() }
+    /// lws's clock is `CLOCK_MONOTONIC` in microseconds, ours that in milliseconds: the same
+    /// clock as ``MonotonicTime``, so a reading of it converts (the same truncation as `ftws_now_ms`).
+    public func milliseconds(at time: MonotonicTime) -> UInt64? { time.nanoseconds / 1_000_000 }
 }
 
 /// What other threads wake: the server pointer, set once the context exists and cleared before

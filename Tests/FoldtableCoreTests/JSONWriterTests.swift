@@ -124,6 +124,27 @@ private struct ReferenceWriter {
         writer.raw(",2]")
         #expect(String(decoding: writer.bytes, as: UTF8.self) == "[1,2]")
     }
+
+    /// A writer emptied with `removeAll` (the ack buffer, between acks) writes each message from
+    /// the start over what the last one left, shorter or longer; `count` and `withUnsafeBytes`
+    /// give exactly what is written, and reading `bytes` after them still does.
+    @Test func aWriterEmptiedWithRemoveAllWritesEachMessageFromTheStart() {
+        var writer = JSONWriter(capacity: 16)
+        let messages = ["{\"ack\":\"a long change id past the room\"}", "{}", "{\"ack\":\"é\\n\"}", ""]
+        for message in messages + messages {
+            writer.removeAll()
+            #expect(writer.count == 0)
+            writer.string(message)
+            var read: [UInt8] = []
+            writer.withUnsafeBytes { read = Array($0) }
+            var fresh = JSONWriter()
+            fresh.string(message)
+            let expected = fresh.bytes
+            #expect(writer.count == expected.count)
+            #expect(read == expected)
+            #expect(writer.bytes == expected)
+        }
+    }
 }
 
 /// Events as the log and members get them, byte for byte: the encoding is compared across
