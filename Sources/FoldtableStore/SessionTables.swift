@@ -270,15 +270,18 @@ final class SessionTables {
         return prepared
     }
 
-    /// The entries of `events`, joined by newlines.
-    ///
-    /// Swift still copies each event's `event` and `request` for the call to `encodeEntry` (a
-    /// retain and release of each string and array in them), whether read from the array, from
-    /// its buffer or through a `borrowing` parameter.
-    private static func writeEntries(_ events: [LoggedEvent], into entries: inout JSONWriter) {
-        for offset in events.indices {
-            if offset > 0 { entries.byte(UInt8(ascii: "\n")) }
-            TableCheckpoint.encodeEntry(events[offset].event, request: events[offset].request, encodedEvent: events[offset].encoded, into: &entries)
+    /// The entries of `events`, joined by newlines, leaving `events` empty. Each event is taken
+    /// out of the array (reversed first, then popped from its end: moves, no copies) and encoded
+    /// from there: an event passed to `encodeEntry` from the array or its buffer was copied for
+    /// the call (its memory could change meanwhile), a retain and release of each string and
+    /// array in it.
+    private static func writeEntries(taking events: inout [LoggedEvent], into entries: inout JSONWriter) {
+        events.reverse()
+        var first = true
+        while let logged = events.popLast() {
+            if !first { entries.byte(UInt8(ascii: "\n")) }
+            first = false
+            TableCheckpoint.encodeEntry(logged.event, request: logged.request, encodedEvent: logged.encoded, into: &entries)
         }
     }
 
@@ -288,7 +291,10 @@ final class SessionTables {
     /// session's row in `sessions` is not touched (its head is in the index, and the journal says
     /// where the log ends when the store opens), so a commit touching 1,000 sessions inserts one
     /// row and nothing per session.
-    func append(session: String, events: [LoggedEvent]) throws(SQLiteError) -> Result<UInt64, StoreError> {
+    ///
+    /// `events` is emptied when they are written (each is encoded, then let go: read from an
+    /// array it would be copied first, a retain and release of every string and array in it).
+    func append(session: String, taking events: inout [LoggedEvent]) throws(SQLiteError) -> Result<UInt64, StoreError> {
         try ensureIndex()
         guard let slot = index.slot(of: session) else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
@@ -308,11 +314,12 @@ final class SessionTables {
         }
         if let checked { return checked }
         let first = last &+ 1
-        let segment = try addRun(session: session, firstSeq: first, count: events.count) { entries in
-            Self.writeEntries(events, into: &entries)
+        let count = events.count
+        let segment = try addRun(session: session, firstSeq: first, count: count) { entries in
+            Self.writeEntries(taking: &events, into: &entries)
         }
         index.appended(at: slot, segment)
-        return .success(first &+ UInt64(events.count - 1))
+        return .success(first &+ UInt64(count - 1))
     }
 
     func create(_ session: StoredSession) throws(SQLiteError) -> Result<Void, StoreError> {
