@@ -598,6 +598,12 @@ struct SQLiteStoreTests {
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
         #expect(try raw.scalarInt("SELECT count(*) FROM journal") == 1)
         #expect(try raw.scalarInt("SELECT json_array_length(runs) FROM journal") == 1_000)
+        // Runs list their events and bytes: together, the row's entries and the newlines between.
+        #expect(try raw.scalarInt("SELECT sum(value ->> '$[2]') FROM journal, json_each(journal.runs)") == 1_000)
+        #expect(
+            try raw.scalarInt(
+                "SELECT (SELECT sum(value ->> '$[3]') FROM json_each(runs)) + json_array_length(runs) - 1 = length(entries) FROM journal") == 1)
+        #expect(try raw.scalarText("SELECT runs ->> '$[999]' FROM journal")?.hasPrefix(#"["s19",50,1,"#) == true)
         raw.close()
         store.close()
         let reopened = try openStore(directory, service: service)
