@@ -219,12 +219,27 @@ public struct JSONWriter {
     }
 
     public mutating func integer<T: BinaryInteger>(_ value: T) {
-        if value == 0 {
+        decimal(UInt64(value.magnitude), negative: value < 0)
+    }
+
+    /// ``integer(_:)`` for `Int`, not generic: called from another module the generic one is not
+    /// specialized, and took about 700 instructions a number through the protocol's witnesses.
+    public mutating func integer(_ value: Int) {
+        decimal(UInt64(value.magnitude), negative: value < 0)
+    }
+
+    /// ``integer(_:)`` for `UInt64`, not generic (see the one for `Int`).
+    public mutating func integer(_ value: UInt64) {
+        decimal(value, negative: false)
+    }
+
+    private mutating func decimal(_ magnitude: UInt64, negative: Bool) {
+        if magnitude == 0 {
             byte(UInt8(ascii: "0"))
             return
         }
-        var magnitude = UInt64(value.magnitude)
-        if value < 0 { byte(UInt8(ascii: "-")) }
+        var magnitude = magnitude
+        if negative { byte(UInt8(ascii: "-")) }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, enough for 20 digits
         let count = withUnsafeMutableBytes(of: &digits) { scratch -> Int in
             var count = 0

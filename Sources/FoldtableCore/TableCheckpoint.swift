@@ -90,6 +90,9 @@ public enum TableCheckpoint {
 
     /// ``encodeEntry(_:request:encodedEvent:)`` appended to `out`: a log writing many entries
     /// reuses one buffer instead of allocating one per event.
+    ///
+    /// An entry never holds a raw newline byte (JSON strings escape every control character, and
+    /// the writer puts no whitespace between tokens), so a log may join entries with newlines.
     public static func encodeEntry(_ event: TableEvent, request: Change?, encodedEvent: [UInt8]?, into out: inout JSONWriter) {
         out.raw("{\"event\":")
         if let encodedEvent, event.change.membersGetWholeForm {

@@ -1,23 +1,55 @@
 /// Where each session's live events sit in the journal, kept in the writer's memory.
 ///
-/// The journal is one append-order table (rowid order, no index by session): a commit writes
-/// about as many pages as its events weigh, however many sessions it touches. Reading one
-/// session back needs its rows, which this index gives without an on-disk index that every
-/// append would have to update (one B-tree leaf per session touched: the cost the journal is
-/// there to avoid). It is built by one scan when the store opens, updated by every write, and
+/// The journal is one append-order table (rowid order, no index by session), one row per commit
+/// holding every session's events of it: a commit writes about as many pages as its events
+/// weigh, however many sessions it touches, and costs one insert. Reading one session back needs
+/// where its events sit, which this index gives without an on-disk index that every append
+/// would have to update (one B-tree leaf per session touched: the cost the journal is there to
+/// avoid). It is built by one scan when the store opens, updated by every write, and
 /// rebuilt from the database after a rolled-back transaction (its updates are not transactional).
 ///
 /// "Live" events are those a session still needs: after its checkpoint (to replay) and up to
-/// `keepEvents` before it (for resume). Rows of a session are kept in seq order, and their rowids
-/// increase with seq (relocation moves a session's rows together), so the session's oldest row
-/// is its first one.
+/// `keepEvents` before it (for resume). A row holds runs of consecutive events, each of one
+/// session (an append's, or a relocated session's); a session's live runs are kept in seq order,
+/// and their rowids increase with seq (relocation copies a session's live events into one run at
+/// the head), so the session's oldest row is its first one. A row stays while any session needs
+/// any of its events.
 struct JournalIndex {
-    /// The rows of one session's consecutive live events: `rows[i]` holds seq `firstSeq + i`.
+    /// One run of a session in a journal row: the `count` events from `firstSeq`, whose entries
+    /// are the `length` bytes at `offset` in the row's `entries`.
+    struct Segment {
+        var row: Int64
+        var firstSeq: UInt64
+        var count: UInt32
+        var offset: UInt32
+        var length: UInt32
+
+        var endSeq: UInt64 { firstSeq &+ UInt64(count) }
+    }
+
+    /// One session's consecutive live events, `firstSeq` up to `endSeq` (excluded), held by
+    /// `segments` in seq (and rowid) order. `firstSeq` may fall inside the first segment: the
+    /// events before it there are no longer live.
     struct Run {
         var firstSeq: UInt64
-        var rows: [Int64]
+        var segments: [Segment]
 
-        var endSeq: UInt64 { firstSeq + UInt64(rows.count) }
+        var endSeq: UInt64 { segments.last?.endSeq ?? firstSeq }
+
+        var events: Int { Int(endSeq - firstSeq) }
+
+        /// Where the segment holding `seq` (`firstSeq <= seq < endSeq`) sits in `segments`.
+        func segmentIndex(holding seq: UInt64) -> Int {
+            // Binary search: a session may hold thousands of rows, and a resume reads from
+            // anywhere among them.
+            var low = 0
+            var high = segments.count - 1
+            while low < high {
+                let middle = (low + high + 1) / 2
+                if segments[middle].firstSeq <= seq { low = middle } else { high = middle - 1 }
+            }
+            return low
+        }
     }
 
     /// A stored session's checkpoint seq and the seq of its last logged event (what an append
@@ -34,23 +66,23 @@ struct JournalIndex {
         var head: Head
         var run: Run
 
-        /// Adds event `seq` at `row`; returns how many live rows it dropped (a `seq` that does
-        /// not follow the run starts a new one: the log checks order, this only records it).
-        mutating func append(seq: UInt64, row: Int64) -> Int {
-            head.last = seq
-            if run.endSeq == seq {
-                run.rows.append(row)
+        /// Adds `segment`; returns how many live events it dropped (a segment that does not
+        /// follow the run starts a new one: the log checks order, this only records it).
+        mutating func append(_ segment: Segment) -> Int {
+            head.last = segment.endSeq &- 1
+            if run.endSeq == segment.firstSeq {
+                run.segments.append(segment)
                 return 0
             }
-            let dropped = run.rows.count
-            run = Run(firstSeq: seq, rows: [row])
+            let dropped = run.events
+            run = Run(firstSeq: segment.firstSeq, segments: [segment])
             return dropped
         }
     }
 
     private var logs: [String: SessionLog] = [:]
     /// Live events over every session.
-    private(set) var liveCount = 0
+    private(set) var liveEvents = 0
     /// The smallest rowid any session still needs, recomputed only when it may have moved.
     private var cachedLowest: Int64?
     private var lowestIsStale = false
@@ -61,7 +93,7 @@ struct JournalIndex {
     /// The smallest live rowid, `nil` when no session has live events.
     mutating func lowestLiveRow() -> Int64? {
         if lowestIsStale {
-            cachedLowest = logs.values.compactMap(\.run.rows.first).min()
+            cachedLowest = logs.values.compactMap(\.run.segments.first?.row).min()
             lowestIsStale = false
         }
         return cachedLowest
@@ -69,8 +101,8 @@ struct JournalIndex {
 
     /// Notes a new session (or one replaced under its name, after ``remove(_:)``) at `seq`.
     mutating func created(_ session: String, at seq: UInt64) {
-        liveCount -= logs[session]?.run.rows.count ?? 0
-        logs[session] = SessionLog(head: Head(checkpoint: seq, last: seq), run: Run(firstSeq: seq + 1, rows: []))
+        liveEvents -= logs[session]?.run.events ?? 0
+        logs[session] = SessionLog(head: Head(checkpoint: seq, last: seq), run: Run(firstSeq: seq + 1, segments: []))
         lowestIsStale = true
     }
 
@@ -79,11 +111,15 @@ struct JournalIndex {
         guard var log = logs.removeValue(forKey: session) else { return }
         log.head.checkpoint = seq
         if let pruneThrough, pruneThrough >= log.run.firstSeq {
-            let drop = Int(min(UInt64(log.run.rows.count), pruneThrough - log.run.firstSeq + 1))
-            log.run.rows.removeFirst(drop)
-            log.run.firstSeq += UInt64(drop)
-            liveCount -= drop
-            lowestIsStale = true
+            let end = log.run.endSeq
+            // Rows whose every event is at or before `pruneThrough` go; a row with later events
+            // stays whole, its first events no longer live.
+            let drop = log.run.segments.prefix { $0.endSeq &- 1 <= pruneThrough }.count
+            log.run.segments.removeFirst(drop)
+            let first = min(pruneThrough + 1, end)
+            liveEvents -= Int(first - log.run.firstSeq)
+            log.run.firstSeq = first
+            if drop > 0 { lowestIsStale = true }
         }
         logs[session] = log
     }
@@ -97,42 +133,44 @@ struct JournalIndex {
 
     func head(at slot: Slot) -> Head { logs.values[slot].head }
 
-    /// Notes that events `firstSeq`, `firstSeq + 1`, ... of the session at `slot` were written
-    /// at `rows`, in place through the dictionary's values (no copy of the rows).
-    mutating func appended(at slot: Slot, firstSeq: UInt64, rows: [Int64]) {
-        var dropped = 0
-        for (offset, row) in rows.enumerated() {
-            dropped += logs.values[slot].append(seq: firstSeq &+ UInt64(offset), row: row)
-        }
-        liveCount += rows.count - dropped
+    /// Notes that the session at `slot` appended `segment`, in place through the dictionary's
+    /// values (no copy of the session's segments).
+    mutating func appended(at slot: Slot, _ segment: Segment) {
+        let dropped = logs.values[slot].append(segment)
+        liveEvents += Int(segment.count) - dropped
         if dropped > 0 || cachedLowest == nil { lowestIsStale = true }
     }
 
-    /// Forgets `session` and every event of it; returns their rows, for deleting.
-    mutating func remove(_ session: String) -> [Int64] {
-        guard let log = logs.removeValue(forKey: session) else { return [] }
-        liveCount -= log.run.rows.count
-        lowestIsStale = true
-        return log.run.rows
-    }
-
-    /// Notes that `session`'s run now lives at `rows` (relocated, same seqs, same order).
-    mutating func moved(_ session: String, to rows: [Int64]) {
-        guard logs[session]?.run.rows.count == rows.count else { return }
-        logs[session]?.run.rows = rows
+    /// Forgets `session` and every event of it.
+    mutating func remove(_ session: String) {
+        guard let log = logs.removeValue(forKey: session) else { return }
+        liveEvents -= log.run.events
         lowestIsStale = true
     }
 
-    /// The rows of `session`'s events after `seq`, oldest first, with the seq of the first.
-    func rows(of session: String, after seq: UInt64) -> (firstSeq: UInt64, rows: ArraySlice<Int64>) {
+    /// Notes that `session`'s live events (all of them, same seqs) now sit in one run,
+    /// `segment`.
+    mutating func moved(_ session: String, to segment: Segment) {
+        guard let slot = logs.index(forKey: session), logs.values[slot].run.firstSeq == segment.firstSeq,
+            logs.values[slot].run.endSeq == segment.endSeq
+        else { return }
+        logs.values[slot].run.segments = [segment]
+        lowestIsStale = true
+    }
+
+    /// The live rows of `session` holding its events after `seq`, oldest first, with the first
+    /// such event's seq (which may sit inside the first row: the row's earlier events are to be
+    /// skipped). No rows when there are no such events.
+    func rows(of session: String, after seq: UInt64) -> (firstSeq: UInt64, segments: ArraySlice<Segment>) {
         guard let run = logs[session]?.run else { return (seq + 1, []) }
-        let skip = seq >= run.firstSeq ? Int(min(UInt64(run.rows.count), seq - run.firstSeq + 1)) : 0
-        return (run.firstSeq + UInt64(skip), run.rows[skip...])
+        let first = max(run.firstSeq, seq &+ 1)
+        guard first < run.endSeq else { return (first, []) }
+        return (first, run.segments[run.segmentIndex(holding: first)...])
     }
 
     /// Sessions whose oldest live row is below `row`: the ones holding the journal's tail.
     func sessions(withRowsBelow row: Int64) -> [String] {
-        logs.compactMap { name, log in (log.run.rows.first ?? .max) < row ? name : nil }.sorted()
+        logs.compactMap { name, log in (log.run.segments.first?.row ?? .max) < row ? name : nil }.sorted()
     }
 
     /// A session as its row in `sessions` says.
@@ -147,32 +185,35 @@ struct JournalIndex {
         var afterRow: Int64
     }
 
-    /// Builds the index from the journal's rows given in rowid order: for each session, its
-    /// latest run of consecutive events written after it was created and no older than
-    /// `keepFrom`; the log's head is where that run ends (or the stored `last`, if that is
-    /// further: then events are missing, which `load` reports). Other rows (pruned, or an
-    /// earlier session's) are not live. One pass, no sorting: a session's live rowids increase
-    /// with its seq.
-    init(sessions: [String: Stored], journal: (_ found: (_ row: Int64, _ session: String, _ seq: UInt64) -> Void) throws(SQLiteError) -> Void)
+    /// Builds the index from the journal's runs given in rowid order: for each session, its
+    /// latest run of consecutive events written after it was created and reaching `keepFrom`
+    /// (from there on); the log's head is where that run ends (or the stored `last`, if that is
+    /// further: then events are missing, which `load` reports). Other runs (pruned, an earlier
+    /// session's, or copies a relocation superseded) are not live. One pass, no sorting: a
+    /// session's live rowids increase with its seq, and a relocated copy (starting at or before
+    /// the seq its session reached) starts the run again.
+    init(sessions: [String: Stored], journal: (_ found: (_ session: String, _ segment: Segment) -> Void) throws(SQLiteError) -> Void)
         throws(SQLiteError)
     {
         var building: [String: Run] = [:]
-        try journal { row, session, seq in
-            guard let stored = sessions[session], row > stored.afterRow, seq >= stored.keepFrom else { return }
+        try journal { session, segment in
+            let seq = segment.firstSeq
+            guard let stored = sessions[session], segment.row > stored.afterRow, segment.endSeq > stored.keepFrom else { return }
             if var run = building.removeValue(forKey: session), run.endSeq == seq {
-                run.rows.append(row)
+                run.segments.append(segment)
                 building[session] = run
             } else {
                 // A gap: only the run reaching the log's end counts, so start again here.
-                building[session] = Run(firstSeq: seq, rows: [row])
+                building[session] = Run(firstSeq: max(seq, stored.keepFrom), segments: [segment])
             }
         }
         for (session, stored) in sessions {
-            var log = SessionLog(head: Head(checkpoint: stored.checkpoint, last: stored.last), run: Run(firstSeq: stored.last + 1, rows: []))
-            if let run = building[session], !run.rows.isEmpty {
+            var log = SessionLog(
+                head: Head(checkpoint: stored.checkpoint, last: stored.last), run: Run(firstSeq: stored.last + 1, segments: []))
+            if let run = building[session], !run.segments.isEmpty {
                 log.head.last = max(log.head.last, run.endSeq - 1)
                 log.run = run
-                liveCount += run.rows.count
+                liveEvents += run.events
             }
             logs[session] = log
         }

@@ -228,6 +228,16 @@ final class SQLiteStatement {
         try check(status)
     }
 
+    /// Binds UTF-8 bytes as text (SQLite copies them).
+    func bind(_ index: Int32, text value: [UInt8]) throws(SQLiteError) {
+        let status = value.withUnsafeBytes { bytes in
+            // An empty string still needs a non-null pointer, or SQLite stores NULL.
+            let start = (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self)
+            return sqlite3_bind_text64(handle, index, start, UInt64(bytes.count), Self.transient, UInt8(SQLITE_UTF8))
+        }
+        try check(status)
+    }
+
     func bind(_ index: Int32, _ value: Int64) throws(SQLiteError) {
         try check(sqlite3_bind_int64(handle, index, value))
     }

@@ -25,16 +25,28 @@ final class SessionTables {
     /// row is never deleted, so rowids only grow.
     private var oldestRow: Int64 = 1
     private var newestRow: Int64 = 0
-    /// Rows the journal may hold beyond twice the live events before sessions holding its tail
+    /// Events (live or not) in each row from `oldestRow` on, in rowid order from
+    /// `rowEventsStart`, and their sum: how much the journal holds, for `compactJournal`.
+    private var rowEvents: [(row: Int64, events: Int)] = []
+    private var rowEventsStart = 0
+    private var journalEvents = 0
+    /// Events the journal may hold beyond twice the live events before sessions holding its tail
     /// are moved to its head. A variable for tests.
-    var journalSlack: Int64 = 65_536
-    /// Dead rows at the journal's tail deleted together (one DELETE per this many appends at most).
-    var truncateStep: Int64 = 4_096
-    /// The journal's insert (see `insertStatement()`), and buffers every append reuses: the
-    /// entry being encoded, the rows written.
+    var journalSlack = 65_536
+    /// Dead rows at the journal's tail deleted together (one DELETE per this many commits at most).
+    var truncateStep: Int64 = 64
+    /// The row the current transaction's writes go to, until `flushRow()` inserts it: its runs
+    /// (the `runs` column, a JSON array of `[session, first seq, count, bytes]`, without its
+    /// closing bracket) and every run's entries joined by newlines (`entries`).
+    private var rowRuns = JSONWriter(capacity: 4_096)
+    private var rowEntries = JSONWriter(capacity: 65_536)
+    private var rowRunCount = 0
+    private var rowEventCount = 0
+    /// A row is inserted once its entries pass this many bytes, even mid-transaction: SQLite
+    /// refuses values over 1 GB, and the index's offsets are 32-bit.
+    static let rowLimit = 32 << 20
+    /// The journal's insert (see `insertStatement()`).
     private var insert: SQLiteStatement?
-    private var entryBuffer = JSONWriter(capacity: 512)
-    private var appendedRows: [Int64] = []
 
     init(database: SQLiteDatabase, keepEvents: Int, limits: TableLimits) {
         self.database = database
@@ -44,9 +56,10 @@ final class SessionTables {
 
     // MARK: - The journal's index
 
-    /// Reads what every session still needs and scans the journal once (rowids, sessions and
-    /// seqs: the entries themselves stay on disk) to build ``JournalIndex``.
+    /// Reads what every session still needs and scans the journal once (rowids and each row's
+    /// runs: the entries themselves stay on disk) to build ``JournalIndex``.
     func loadIndex() throws(SQLiteError) {
+        discardRow()
         var stored: [String: JournalIndex.Stored] = [:]
         let sessions = try database.statement("SELECT name, checkpoint_seq, last_seq, first_row FROM sessions")
         defer { sessions.reset() }
@@ -57,24 +70,55 @@ final class SessionTables {
                 checkpoint: checkpoint, last: sessions.uint64(2), keepFrom: keepFrom(checkpoint: checkpoint), afterRow: sessions.int64(3))
         }
         sessions.reset()
-        let scan = try database.statement("SELECT id, session, seq FROM journal ORDER BY id")
+        let scan = try database.statement("SELECT id, runs FROM journal ORDER BY id")
         defer { scan.reset() }
+        var counted: [(row: Int64, events: Int)] = []
         let built = try JournalIndex(sessions: stored) { found throws(SQLiteError) in
             while try scan.step() {
-                if let session = scan.text(1) { found(scan.int64(0), session, scan.uint64(2)) }
+                let row = scan.int64(0)
+                // A row whose runs cannot be read counts for none of its sessions: their logs then
+                // have a gap, which `load` reports as corrupt.
+                let runs = Self.runs(of: scan.blob(1), row: row)
+                for (session, segment) in runs { found(session, segment) }
+                counted.append((row, runs.reduce(0) { $0 + Int($1.segment.count) }))
             }
         }
         scan.reset()
         // max() and min() of an empty table are NULL, read as 0.
         newestRow = try database.scalarInt("SELECT max(id) FROM journal") ?? 0
         oldestRow = newestRow == 0 ? 1 : (try database.scalarInt("SELECT min(id) FROM journal") ?? 1)
+        rowEvents = counted
+        rowEventsStart = 0
+        journalEvents = counted.reduce(0) { $0 + $1.events }
         index = built
         indexIsValid = true
     }
 
-    /// Marks the index as out of step with the database (a transaction was rolled back).
+    /// The runs a row's `runs` column lists, with where their entries sit in its `entries`
+    /// (one after another, a newline between two); none when the column is not such a list.
+    static func runs(of column: [UInt8], row: Int64) -> [(session: String, segment: JournalIndex.Segment)] {
+        guard case .array(let items)? = try? JSONParser.parse(column, limits: JSONParser.Limits(maxDepth: 3, maxStringBytes: 1 << 16))
+        else { return [] }
+        var runs: [(session: String, segment: JournalIndex.Segment)] = []
+        var offset = 0
+        for item in items {
+            guard case .array(let fields) = item, fields.count == 4, case .string(let session) = fields[0],
+                case .integer(let seq) = fields[1], seq >= 0, case .integer(let count) = fields[2], count >= 1, count <= UInt32.max,
+                case .integer(let length) = fields[3], length >= 0, offset + Int(length) <= UInt32.max
+            else { return [] }
+            runs.append(
+                (session, JournalIndex.Segment(row: row, firstSeq: UInt64(seq), count: UInt32(count), offset: UInt32(offset), length: UInt32(length)))
+            )
+            offset += Int(length) + 1
+        }
+        return runs
+    }
+
+    /// Marks the index as out of step with the database (a transaction was rolled back), and
+    /// drops the row being built with it.
     func invalidateIndex() {
         indexIsValid = false
+        discardRow()
     }
 
     private func ensureIndex() throws(SQLiteError) {
@@ -86,19 +130,20 @@ final class SessionTables {
         checkpoint > keepEvents ? checkpoint - keepEvents + 1 : 1
     }
 
-    /// Keeps the journal bounded, inside the batch's transaction: deletes the rows below the
-    /// oldest live one; and when the journal spans more than twice the live events (plus
-    /// `journalSlack`), because sessions that stopped writing hold its tail, moves those
-    /// sessions' live rows to its head so the tail can go. Moving copies at most the live
-    /// events, and happens only after the journal grew by more than that, so each event is
-    /// written at most about twice on average.
+    /// Ends the transaction's writes to the journal, inside it: inserts the row its appends
+    /// built, then keeps the journal bounded: deletes the rows below the oldest live one; and
+    /// when the journal holds more than twice the live events (plus `journalSlack`), because
+    /// sessions that stopped writing hold its tail, copies those sessions' live events to its
+    /// head so the tail can go. Moving copies at most the live events, and happens only after the
+    /// journal grew by more than that, so each event is written at most about twice on average.
     func compactJournal() throws(SQLiteError) {
         try ensureIndex()
+        try flushRow()
         try truncateJournal()
-        let span = newestRow - oldestRow + 1
-        guard span > 2 * Int64(index.liveCount) + journalSlack else { return }
-        let cut = oldestRow + span / 2
+        guard journalEvents > 2 * index.liveEvents + journalSlack else { return }
+        let cut = oldestRow + (newestRow - oldestRow + 1) / 2
         for session in index.sessions(withRowsBelow: cut) { try relocate(session) }
+        try flushRow()
         try truncateJournal()
     }
 
@@ -112,106 +157,199 @@ final class SessionTables {
         try truncate.bind(1, needed)
         try truncate.step()
         oldestRow = needed
+        while rowEventsStart < rowEvents.count && rowEvents[rowEventsStart].row < needed {
+            journalEvents -= rowEvents[rowEventsStart].events
+            rowEventsStart += 1
+        }
+        if rowEventsStart > 1_024 && rowEventsStart * 2 > rowEvents.count {
+            rowEvents.removeFirst(rowEventsStart)
+            rowEventsStart = 0
+        }
     }
 
-    /// Copies every live row of `session` to the journal's head, in seq order, and deletes the
-    /// originals (so a scan never finds two rows of one seq).
+    /// Copies the live events of `session` into one run of the row being built, in seq order,
+    /// and points the index there. The originals stay until truncation: a scan finds the copy
+    /// after them, starting at or before the seq they reached, and starts the session's run
+    /// again there (see ``JournalIndex``).
     private func relocate(_ session: String) throws(SQLiteError) {
-        let copy = try database.statement("INSERT INTO journal(session, seq, entry) SELECT session, seq, entry FROM journal WHERE id = ?1")
-        defer { copy.reset() }
-        let remove = try database.statement("DELETE FROM journal WHERE id = ?1")
-        defer { remove.reset() }
-        var moved: [Int64] = []
-        for row in index.rows(of: session, after: 0).rows {
-            copy.reset()
-            try copy.bind(1, row)
-            try copy.step()
-            let copied = database.lastInsertRowid
-            guard copied > newestRow else {
-                // The row was missing: leave it to `load`, which reports the gap as corrupt.
-                moved.append(row)
-                continue
+        let (first, segments) = index.rows(of: session, after: 0)
+        guard let last = segments.last?.endSeq else { return }
+        var pieces: [ArraySlice<UInt8>] = []
+        for segment in segments {
+            // A row missing or damaged: leave the session where it is, for `load` to report.
+            guard case .success(let entries) = try entries(of: segment, session: session) else { return }
+            pieces += entries.dropFirst(Int(first > segment.firstSeq ? first - segment.firstSeq : 0))
+        }
+        let moved = try addRun(session: session, firstSeq: first, count: Int(last - first)) { entries in
+            for (offset, piece) in pieces.enumerated() {
+                if offset > 0 { entries.byte(UInt8(ascii: "\n")) }
+                entries.raw(Array(piece))
             }
-            newestRow = copied
-            moved.append(copied)
-            remove.reset()
-            try remove.bind(1, row)
-            try remove.step()
         }
         index.moved(session, to: moved)
     }
 
+    // MARK: - The row being built
+
+    /// Adds a run of `count` events of `session` from `firstSeq` to the row being built, its
+    /// entries written by `write` (joined by newlines); returns where it sits. Inserts the row
+    /// first when it is full.
+    private func addRun(session: String, firstSeq: UInt64, count: Int, entries write: (inout JSONWriter) -> Void) throws(SQLiteError)
+        -> JournalIndex.Segment
+    {
+        if rowEntries.count > Self.rowLimit { try flushRow() }
+        // The buffers are worked on as locals and put back once: every access to a stored
+        // property of this class is an exclusivity check.
+        var runs = JSONWriter(capacity: 0)
+        var entries = JSONWriter(capacity: 0)
+        swap(&runs, &rowRuns)
+        swap(&entries, &rowEntries)
+        defer {
+            swap(&runs, &rowRuns)
+            swap(&entries, &rowEntries)
+        }
+        if rowRunCount > 0 {
+            runs.byte(UInt8(ascii: ","))
+            // A newline cannot occur inside an entry (see `TableCheckpoint.encodeEntry`), so it
+            // separates them, and runs.
+            entries.byte(UInt8(ascii: "\n"))
+        } else {
+            runs.byte(UInt8(ascii: "["))
+        }
+        let offset = entries.count
+        write(&entries)
+        let length = entries.count - offset
+        runs.byte(UInt8(ascii: "["))
+        runs.string(session)
+        Self.writeNumbers(firstSeq, UInt64(count), UInt64(length), into: &runs)
+        rowRunCount += 1
+        rowEventCount += count
+        return JournalIndex.Segment(row: newestRow + 1, firstSeq: firstSeq, count: UInt32(count), offset: UInt32(offset), length: UInt32(length))
+    }
+
+    /// `,a,b,c]`, composed on the stack and written at once: through the writer's `integer` and
+    /// `byte`, a call each, it cost about 600 instructions a run.
+    private static func writeNumbers(_ a: UInt64, _ b: UInt64, _ c: UInt64, into out: inout JSONWriter) {
+        // 3 × (a comma and up to 20 digits) and the bracket fit in 72 bytes.
+        var text: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &text) { text in
+            // Bound to bytes once; every write below stays inside the 72 (see above).
+            let bytes = text.baseAddress.unsafelyUnwrapped.assumingMemoryBound(to: UInt8.self)
+            var at = 0
+            Self.put(a, bytes, &at)
+            Self.put(b, bytes, &at)
+            Self.put(c, bytes, &at)
+            bytes[at] = UInt8(ascii: "]")
+            out.raw(UnsafeRawBufferPointer(start: bytes, count: at + 1))
+        }
+    }
+
+    /// A comma and `value`'s digits at `bytes + at`, moving `at` past them.
+    @inline(__always) private static func put(_ value: UInt64, _ bytes: UnsafeMutablePointer<UInt8>, _ at: inout Int) {
+        bytes[at] = UInt8(ascii: ",")
+        var digits = 1
+        var rest = value
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
+        }
+        rest = value
+        var index = at + 1 + digits
+        repeat {
+            index -= 1
+            bytes[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+            rest /= 10
+        } while rest > 0
+        at += 1 + digits
+    }
+
+    /// Inserts the row being built, if it holds a run, as the journal's newest (the rowid its
+    /// runs were given).
+    private func flushRow() throws(SQLiteError) {
+        guard rowRunCount > 0 else { return }
+        let insert = try insertStatement()
+        // Rewound, never reset: nothing bound points into our memory after the step (see
+        // `step(binding:to:)`), and the next row binds every parameter anew.
+        defer { insert.rewind() }
+        let row = newestRow + 1
+        try insert.bind(1, row)
+        rowRuns.byte(UInt8(ascii: "]"))
+        try insert.bind(2, text: rowRuns.bytes)
+        try insert.step(binding: 3, to: rowEntries.bytes)
+        newestRow = row
+        oldestRow = min(oldestRow, row)
+        rowEvents.append((row, rowEventCount))
+        journalEvents += rowEventCount
+        discardRow()
+    }
+
+    /// Empties the row being built, keeping its buffers.
+    private func discardRow() {
+        rowRuns.bytes.removeAll(keepingCapacity: true)
+        rowEntries.bytes.removeAll(keepingCapacity: true)
+        rowRunCount = 0
+        rowEventCount = 0
+    }
+
+    /// The journal's insert, prepared once: looking it up in the connection's cache by its SQL
+    /// hashed the whole text on every use.
+    private func insertStatement() throws(SQLiteError) -> SQLiteStatement {
+        if let insert { return insert }
+        let prepared = try database.statement("INSERT INTO journal(id, runs, entries) VALUES (?1, ?2, ?3)")
+        insert = prepared
+        return prepared
+    }
+
+    /// The entries of `events`, joined by newlines, leaving `events` empty. Each event is taken
+    /// out of the array (reversed first, then popped from its end: moves, no copies) and encoded
+    /// from there: an event passed to `encodeEntry` from the array or its buffer was copied for
+    /// the call (its memory could change meanwhile), a retain and release of each string and
+    /// array in it.
+    private static func writeEntries(taking events: inout [LoggedEvent], into entries: inout JSONWriter) {
+        events.reverse()
+        var first = true
+        while let logged = events.popLast() {
+            if !first { entries.byte(UInt8(ascii: "\n")) }
+            first = false
+            TableCheckpoint.encodeEntry(logged.event, request: logged.request, encodedEvent: logged.encoded, into: &entries)
+        }
+    }
+
     // MARK: - Writes (inside a transaction)
 
-    /// Writes only journal rows: the session's row in `sessions` is not touched (its head is in
-    /// the index, and the journal says where the log ends when the store opens), so a commit
-    /// touching 1,000 sessions writes their events and nothing per session.
-    func append(session: String, events: [LoggedEvent]) throws(SQLiteError) -> Result<UInt64, StoreError> {
+    /// Adds the events to the transaction's journal row as one run, and writes nothing else: the
+    /// session's row in `sessions` is not touched (its head is in the index, and the journal says
+    /// where the log ends when the store opens), so a commit touching 1,000 sessions inserts one
+    /// row and nothing per session.
+    ///
+    /// `events` is emptied when they are written (each is encoded, then let go: read from an
+    /// array it would be copied first, a retain and release of every string and array in it).
+    func append(session: String, taking events: inout [LoggedEvent]) throws(SQLiteError) -> Result<UInt64, StoreError> {
         try ensureIndex()
         guard let slot = index.slot(of: session) else {
             return .failure(.conflict("session \"\(session)\" is not stored"))
         }
         let last = index.head(at: slot).last
-        // Through the buffer, not `for logged in events` or the array's subscript: those copied
-        // each event (a retain and release of every string and array in it) to read it.
-        return try events.withUnsafeBufferPointer { events throws(SQLiteError) in
-            guard let first = events.first?.event.seq else { return .success(last) }
+        // Checked through the buffer, not `for logged in events`: that copied each event (a
+        // retain and release of every string and array in it) to read its seq.
+        let checked = events.withUnsafeBufferPointer { buffer -> Result<UInt64, StoreError>? in
+            guard let first = buffer.first?.event.seq else { return .success(last) }
             guard first == last &+ 1 else {
                 return .failure(.conflict("event \(first) of \"\(session)\" does not follow \(last)"))
             }
-            for offset in events.indices where events[offset].event.seq != first &+ UInt64(offset) {
-                return .failure(.conflict("events of \"\(session)\" are not consecutive at \(events[offset].event.seq)"))
+            for offset in buffer.indices where buffer[offset].event.seq != first &+ UInt64(offset) {
+                return .failure(.conflict("events of \"\(session)\" are not consecutive at \(buffer[offset].event.seq)"))
             }
-            try insert(events, of: session)
-            index.appended(at: slot, firstSeq: first, rows: appendedRows)
-            return .success(first &+ UInt64(events.count - 1))
+            return nil
         }
-    }
-
-    /// Writes `events` to the journal, their rows into `appendedRows`.
-    private func insert(_ events: UnsafeBufferPointer<LoggedEvent>, of session: String) throws(SQLiteError) {
-        let insert = try insertStatement()
-        // Rewound, never reset (which also clears the bindings, freeing SQLite's copy of the
-        // name): the session stays bound for the whole append (one copy of the name), the seq
-        // and entry are bound anew for each, and nothing bound points into our memory after a
-        // step (see `step(binding:to:)`), so the bindings may stay until the next append.
-        defer { insert.rewind() }
-        try insert.bind(1, session)
-        // The buffers and bounds are worked on as locals and put back once: every access to a
-        // stored property of this class is an exclusivity check.
-        var entry = JSONWriter(capacity: 0)
-        var rows: [Int64] = []
-        swap(&entry, &entryBuffer)
-        swap(&rows, &appendedRows)
-        var newest = newestRow
-        var oldest = oldestRow
-        defer {
-            swap(&entry, &entryBuffer)
-            swap(&rows, &appendedRows)
-            newestRow = newest
-            oldestRow = oldest
+        if let checked { return checked }
+        let first = last &+ 1
+        let count = events.count
+        let segment = try addRun(session: session, firstSeq: first, count: count) { entries in
+            Self.writeEntries(taking: &events, into: &entries)
         }
-        rows.removeAll(keepingCapacity: true)
-        for logged in events.indices {
-            insert.rewind()
-            try insert.bind(2, events[logged].event.seq)
-            entry.bytes.removeAll(keepingCapacity: true)
-            TableCheckpoint.encodeEntry(events[logged].event, request: events[logged].request, encodedEvent: events[logged].encoded, into: &entry)
-            try insert.step(binding: 3, to: entry.bytes)
-            let row = database.lastInsertRowid
-            newest = max(newest, row)
-            oldest = min(oldest, row)
-            rows.append(row)
-        }
-    }
-
-    /// The journal's insert, prepared once: looking it up in the connection's cache by its SQL
-    /// hashed the whole text on every append.
-    private func insertStatement() throws(SQLiteError) -> SQLiteStatement {
-        if let insert { return insert }
-        let prepared = try database.statement("INSERT INTO journal(session, seq, entry) VALUES (?1, ?2, ?3)")
-        insert = prepared
-        return prepared
+        index.appended(at: slot, segment)
+        return .success(first &+ UInt64(count - 1))
     }
 
     func create(_ session: StoredSession) throws(SQLiteError) -> Result<Void, StoreError> {
@@ -219,6 +357,9 @@ final class SessionTables {
             return .failure(.conflict("a new session \"\(session.name)\" must not carry events"))
         }
         try ensureIndex()
+        // The row being built may hold runs of an earlier session of this name: inserted first,
+        // it falls at or below `first_row`.
+        try flushRow()
         let seq = session.checkpoint.seq
         let upsert = try database.statement(
             "INSERT OR REPLACE INTO sessions(name, epoch, checkpoint_seq, last_seq, first_row) VALUES (?1, ?2, ?3, ?3, ?4)")
@@ -395,39 +536,61 @@ final class SessionTables {
 
     // MARK: - Helpers
 
-    /// Every live event of `name` after `seq`, read by rowid through the index, decoded, checked
-    /// to be the session's and consecutive.
+    /// Every live event of `name` after `seq`, read through the index (a run from the first
+    /// event wanted), decoded, checked to be consecutive.
     private func events(of name: String, after seq: UInt64) throws(SQLiteError) -> Result<[LoggedEvent], StoreError> {
         try ensureIndex()
-        let select = try database.statement("SELECT session, seq, entry FROM journal WHERE id = ?1")
-        defer { select.reset() }
-        let (firstSeq, rows) = index.rows(of: name, after: seq)
+        let (firstSeq, segments) = index.rows(of: name, after: seq)
         var events: [LoggedEvent] = []
-        events.reserveCapacity(rows.count)
         var expected = firstSeq
-        for row in rows {
-            select.reset()
-            try select.bind(1, row)
-            guard try select.step(), select.text(0) == name else {
-                return .failure(.corrupt("event \(expected) of \"\(name)\" is missing from the journal"))
+        for segment in segments {
+            guard segment.firstSeq <= expected, expected < segment.endSeq else {
+                return .failure(.corrupt("the log of \"\(name)\" skips from \(expected - 1) to \(segment.firstSeq)"))
             }
-            let stored = select.uint64(1)
-            guard stored == expected else {
-                return .failure(.corrupt("the log of \"\(name)\" skips from \(expected - 1) to \(stored)"))
+            let entries: [ArraySlice<UInt8>]
+            switch try self.entries(of: segment, session: name) {
+            case .success(let found): entries = found
+            case .failure(let error): return .failure(error)
             }
-            let entry: (event: TableEvent, request: Change?)
-            do {
-                entry = try TableCheckpoint.decodeEntry(select.blob(2), limits: limits)
-            } catch {
-                return .failure(.corrupt("event \(stored) of \"\(name)\": \(error.message)"))
+            for bytes in entries.dropFirst(Int(expected - segment.firstSeq)) {
+                let entry: (event: TableEvent, request: Change?)
+                do {
+                    entry = try TableCheckpoint.decodeEntry(bytes, limits: limits)
+                } catch {
+                    return .failure(.corrupt("event \(expected) of \"\(name)\": \(error.message)"))
+                }
+                guard entry.event.seq == expected else {
+                    return .failure(.corrupt("event \(expected) of \"\(name)\" holds seq \(entry.event.seq)"))
+                }
+                events.append(LoggedEvent(event: entry.event, request: entry.request))
+                expected += 1
             }
-            guard entry.event.seq == stored else {
-                return .failure(.corrupt("event \(stored) of \"\(name)\" holds seq \(entry.event.seq)"))
-            }
-            events.append(LoggedEvent(event: entry.event, request: entry.request))
-            expected += 1
         }
         return .success(events)
+    }
+
+    /// The entries of one run, read from its row's `entries` by offset (only its bytes are
+    /// copied out), one per event.
+    private func entries(of segment: JournalIndex.Segment, session name: String) throws(SQLiteError) -> Result<[ArraySlice<UInt8>], StoreError> {
+        let select = try database.statement("SELECT substr(entries, ?2, ?3) FROM journal WHERE id = ?1")
+        defer { select.reset() }
+        try select.bind(1, segment.row)
+        // substr counts from 1, in bytes for a blob.
+        try select.bind(2, Int64(segment.offset) + 1)
+        try select.bind(3, Int64(segment.length))
+        guard try select.step() else {
+            return .failure(.corrupt("event \(segment.firstSeq) of \"\(name)\" is missing from the journal"))
+        }
+        let bytes = select.blob(0)
+        // An entry never holds a raw newline (see `TableCheckpoint.encodeEntry`).
+        let entries = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        guard bytes.count == segment.length, entries.count == segment.count else {
+            return .failure(
+                .corrupt(
+                    "the run of events \(segment.firstSeq)... of \"\(name)\" holds \(entries.count) entries in \(bytes.count) bytes, not \(segment.count) in \(segment.length)"
+                ))
+        }
+        return .success(entries)
     }
 
     private func currentEpochs() throws(SQLiteError) -> [String: String] {
@@ -440,16 +603,11 @@ final class SessionTables {
         return epochs
     }
 
-    /// Deletes the session's live rows by rowid (its dead ones go when the journal is truncated).
+    /// Forgets the session's events: a row holds other sessions' too, so they stay on disk until
+    /// the journal is truncated behind them (a session created again under the name never sees
+    /// them: rows at or below its `first_row` are an earlier session's).
     private func deleteEvents(of name: String) throws(SQLiteError) {
         try ensureIndex()
-        let remove = try database.statement("DELETE FROM journal WHERE id = ?1")
-        defer { remove.reset() }
-        // Never the newest row, like truncation: rowids must keep growing for `first_row`.
-        for row in index.remove(name) where row != newestRow {
-            remove.reset()
-            try remove.bind(1, row)
-            try remove.step()
-        }
+        index.remove(name)
     }
 }

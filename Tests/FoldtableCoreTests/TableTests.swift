@@ -489,6 +489,25 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         }
     }
 
+    @Test func aLogEntryNeverHoldsARawNewlineSoALogMayJoinEntriesWithThem() throws {
+        var table = try sampleTable()
+        let controls = String(decoding: (1...0x1F).map { UInt8($0) }, as: UTF8.self)
+        let title = "a\nb" + controls
+        let added = try apply(&table, .addSection(NewSection(title: title)), id: "n1")
+        let key = try #require(table.sections.last?.key)
+        let request = Change.toggle(section: .title(title))
+        let toggled = try apply(&table, request, id: "n2")
+        let rowsRequest = Change.importRows(section: .key(key), rows: RowImport(rows: rows("x\ny", controls), replace: false))
+        let imported = try apply(&table, rowsRequest, id: "n3")
+        for (event, request) in [(added, Change.addSection(NewSection(title: title))), (toggled, request), (imported, rowsRequest)] {
+            let entry = TableCheckpoint.encodeEntry(event, request: request, encodedEvent: ServerMessage.event(event))
+            #expect(!entry.contains(UInt8(ascii: "\n")))
+            let stored = try TableCheckpoint.decodeEntry(entry, limits: TableLimits())
+            #expect(stored.event == event)
+            #expect(stored.request == request)
+        }
+    }
+
     @Test func aRequestGivingACountThatDisagreesWithItsRowsIsRefused() throws {
         let json = #"{"type":"importRows","section":"a","count":3,"rows":[{"label":"x"}]}"#
         let (result, _) = ClientMessage.decode(Array(json.utf8))

@@ -50,9 +50,9 @@ struct SQLiteStoreTests {
         defer { removeDirectory(directory) }
         try openStore(directory, service: service).close()
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
-        try raw.exec("PRAGMA user_version = 3")
+        try raw.exec("PRAGMA user_version = 4")
         raw.close()
-        #expect(throws: StoreError.unavailable("the database \(directory)/foldtable.db is from a newer foldtabled (schema 3, this build knows 2)")) {
+        #expect(throws: StoreError.unavailable("the database \(directory)/foldtable.db is from a newer foldtabled (schema 4, this build knows 3)")) {
             try openStore(directory, service: service)
         }
     }
@@ -122,9 +122,138 @@ struct SQLiteStoreTests {
 
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
         defer { raw.close() }
-        #expect(try raw.scalarInt("PRAGMA user_version") == 2)
+        #expect(try raw.scalarInt("PRAGMA user_version") == 3)
         #expect(try raw.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'events'") == 0)
         #expect(try raw.scalarInt("SELECT count(*) FROM journal") == 12 + 4 + 1)
+    }
+
+    @Test func versionTwoDatabaseIsUpgradedInPlaceItsRowsBecomingRunsOfOne() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        // A database as the build of one row per event left it: schema 2, written by hand.
+        var planA = Script()
+        let earlyA = try planA.events(10)
+        let checkpointA = planA.table
+        let lateA = try planA.events(7)
+        var planB = Script()
+        let eventsB = try planB.events(4, ids: false)
+        var stale = Script()
+        let staleB = try stale.events(3)
+        do {
+            let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+            try raw.exec(Migrations.steps[0] + Migrations.steps[1] + "PRAGMA user_version = 2;")
+            let session = try raw.prepareUncached(
+                "INSERT INTO sessions(name, epoch, checkpoint_seq, last_seq, first_row) VALUES (?1, ?2, ?3, ?4, ?5)")
+            let checkpoint = try raw.prepareUncached("INSERT INTO checkpoints(session, data) VALUES (?1, ?2)")
+            let row = try raw.prepareUncached("INSERT INTO journal(session, seq, entry) VALUES (?1, ?2, ?3)")
+            defer {
+                for statement in [session, checkpoint, row] { statement.finalize() }
+            }
+            func write(_ name: String, _ entry: LoggedEvent) throws {
+                row.reset()
+                try row.bind(1, name)
+                try row.bind(2, entry.event.seq)
+                try row.bind(3, TableCheckpoint.encodeEntry(entry.event, request: entry.request))
+                try row.step()
+            }
+            // Rows 1...3: an earlier "b", deleted; then "a" (events 1...5 no longer needed once
+            // its checkpoint is at 10) and "b" interleaved, as group commits wrote them.
+            for entry in staleB { try write("b", entry) }
+            for (offset, entry) in (earlyA + lateA).enumerated() {
+                try write("a", entry)
+                if offset < eventsB.count { try write("b", eventsB[offset]) }
+            }
+            // `last_seq` is as of the sessions' last checkpoint: the journal says where they end.
+            for (name, table, last, firstRow) in [("a", checkpointA, UInt64(10), Int64(3)), ("b", Table(), UInt64(0), Int64(3))] {
+                session.reset()
+                try session.bind(1, name)
+                try session.bind(2, "e-\(name)")
+                try session.bind(3, table.seq)
+                try session.bind(4, last)
+                try session.bind(5, firstRow)
+                try session.step()
+                checkpoint.reset()
+                try checkpoint.bind(1, name)
+                try checkpoint.bind(2, TableCheckpoint.encode(table))
+                try checkpoint.step()
+            }
+            raw.close()
+        }
+
+        let moreA: [LoggedEvent]
+        do {
+            let store = try openStore(directory, keepEvents: 5, service: service)
+            #expect(try store.sessionNames() == ["a", "b"])
+            #expect(try wait { store.load("a", completion: $0) }.get()?.events == Array(earlyA[5...]) + lateA)
+            #expect(try wait { store.load("b", completion: $0) }.get()?.events == eventsB)
+            #expect(try wait { store.read(session: "a", after: 12, completion: $0) }.get() == Array(lateA[2...]))
+            // The log goes on where it was, now a row per append.
+            moreA = try planA.events(4)
+            #expect(try wait { store.append(session: "a", events: moreA, completion: $0) }.get() == 21)
+            store.close()
+        }
+        do {
+            let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+            defer { raw.close() }
+            #expect(try raw.scalarInt("PRAGMA user_version") == 3)
+            // Rowids kept, one run of one event each; the append is one row, one run of four.
+            #expect(try raw.scalarInt("SELECT count(*) FROM journal WHERE json_array_length(runs) = 1 AND runs ->> '$[0][2]' = 1") == 3 + 17 + 4)
+            #expect(try raw.scalarInt("SELECT count(*) FROM journal WHERE id <= 24 AND length(entries) = runs ->> '$[0][3]'") == 24)
+            #expect(try raw.scalarText("SELECT runs ->> '$[0]' FROM journal WHERE id = 25")?.hasPrefix(#"["a",18,4,"#) == true)
+        }
+        let store = try openStore(directory, keepEvents: 5, service: service)
+        let a = try #require(try wait { store.load("a", completion: $0) }.get())
+        #expect(a.events == Array(earlyA[5...]) + lateA + moreA)
+        var table = a.checkpoint
+        for logged in a.events where logged.event.seq > table.seq { try table.applyCommitted(logged.event, request: logged.request) }
+        #expect(TableCheckpoint.encode(table) == TableCheckpoint.encode(planA.table))
+        #expect(try wait { store.read(session: "a", after: 19, completion: $0) }.get() == Array(moreA[2...]))
+    }
+
+    @Test func anAppendsRowIsReadFromAnyOfItsEventsAndPrunedEventByEvent() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        var script = Script()
+        // Titles with a newline and other control characters: entries are joined by newlines.
+        let first = try script.events(2)
+        var all = first
+        var titled = script.table
+        for title in ["two\nlines", "tab\there\r\n", "\u{1}\n\n"] {
+            guard
+                case .applied(let event) = try titled.apply(
+                    .addSection(NewSection(title: title)), by: Author(client: "c1", name: "ana"), changeId: nil)
+            else {
+                Issue.record("the title was refused")
+                return
+            }
+            all.append(LoggedEvent(event: event))
+        }
+        script.table = titled
+        all += try script.events(7)
+        var atTen = Table()
+        for logged in all.prefix(10) { try atTen.applyCommitted(logged.event, request: logged.request) }
+        let runs = [all[0..<4], all[4..<8], all[8..<12]].map(Array.init)
+        do {
+            let store = try openStore(directory, keepEvents: 3, service: service)
+            try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+            for run in runs { _ = try wait { store.append(session: "s", events: run, completion: $0) }.get() }
+            #expect(try wait { store.read(session: "s", after: 1, completion: $0) }.get() == Array(all[1...]))
+            #expect(try wait { store.read(session: "s", after: 5, completion: $0) }.get() == Array(all[5...]))
+            // Checkpoint at 10 keeping 3 events: 8...12 stay, 8 being the last of the second row.
+            try wait { store.saveCheckpoint("s", table: atTen, completion: $0) }.get()
+            #expect(try wait { store.load("s", completion: $0) }.get()?.events == Array(all[7...]))
+            store.close()
+        }
+        // The same from the index a reopen builds from the rows.
+        let store = try openStore(directory, keepEvents: 3, service: service)
+        #expect(try wait { store.load("s", completion: $0) }.get()?.events == Array(all[7...]))
+        #expect(try wait { store.read(session: "s", after: 6, completion: $0) }.get() == nil)
+        #expect(try wait { store.read(session: "s", after: 7, completion: $0) }.get() == Array(all[7...]))
+        #expect(try wait { store.read(session: "s", after: 9, completion: $0) }.get() == Array(all[9...]))
+        #expect(try wait { store.read(session: "s", after: 12, completion: $0) }.get() == [])
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        defer { raw.close() }
+        #expect(try raw.scalarInt("SELECT count(*) FROM journal") == 3)
     }
 
     @Test func journalStaysBoundedWhileASessionStopsWriting() throws {
@@ -464,6 +593,61 @@ struct SQLiteStoreTests {
         for index in 0..<sessions {
             #expect(try wait { store.load("s\(index)", completion: $0) }.get()?.events.count == 50)
         }
+        // The commit is one journal row holding every session's runs; each reads back whole, or
+        // from any event, after a reopen too (an index built from the row's runs).
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        #expect(try raw.scalarInt("SELECT count(*) FROM journal") == 1)
+        #expect(try raw.scalarInt("SELECT json_array_length(runs) FROM journal") == 1_000)
+        // Runs list their events and bytes: together, the row's entries and the newlines between.
+        #expect(try raw.scalarInt("SELECT sum(value ->> '$[2]') FROM journal, json_each(journal.runs)") == 1_000)
+        #expect(
+            try raw.scalarInt(
+                "SELECT (SELECT sum(value ->> '$[3]') FROM json_each(runs)) + json_array_length(runs) - 1 = length(entries) FROM journal") == 1)
+        #expect(try raw.scalarText("SELECT runs ->> '$[999]' FROM journal")?.hasPrefix(#"["s19",50,1,"#) == true)
+        raw.close()
+        store.close()
+        let reopened = try openStore(directory, service: service)
+        for index in 0..<sessions {
+            let events = planned.filter { $0.session == index }.flatMap(\.events)
+            #expect(try wait { reopened.load("s\(index)", completion: $0) }.get()?.events == events)
+            #expect(try wait { reopened.read(session: "s\(index)", after: 25, completion: $0) }.get() == Array(events[25...]))
+        }
+        reopened.close()
+    }
+
+    @Test func aSessionReplacedInTheCommitThatLoggedItsLastEventsStartsAfresh() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        var old = Script()
+        let oldEvents = try old.events(3)
+        // The new session starts at seq 3 too: its events follow the old ones' seqs exactly.
+        var fresh = Script()
+        _ = try fresh.events(3)
+        let start = fresh.table
+        let freshEvents = try fresh.events(2)
+        do {
+            let store = try openStore(directory, service: service)
+            try wait { store.create(StoredSession(name: "s", epoch: "old", checkpoint: Table()), completion: $0) }.get()
+            store.installCommitHook()
+            let commitsBefore = commitCount.load(ordering: .relaxed)
+            let release = store.holdWriter()
+            store.append(session: "s", events: oldEvents) { _ in }
+            store.create(StoredSession(name: "s", epoch: "new", checkpoint: start)) { _ in }
+            store.append(session: "s", events: freshEvents) { _ in }
+            service.drain()
+            release.signal()
+            store.flush()
+            service.drain()
+            #expect(commitCount.load(ordering: .relaxed) - commitsBefore == 1)
+            #expect(try wait { store.load("s", completion: $0) }.get()?.events == freshEvents)
+            store.close()
+        }
+        let store = try openStore(directory, service: service)
+        let loaded = try #require(try wait { store.load("s", completion: $0) }.get())
+        #expect(loaded.epoch == "new")
+        #expect(loaded.events == freshEvents)
+        #expect(try wait { store.read(session: "s", after: 2, completion: $0) }.get() == nil)
+        store.close()
     }
 
     @Test func readsSeeEarlierWritesOfTheSameBatch() throws {
@@ -494,11 +678,12 @@ struct SQLiteStoreTests {
         var script = Script()
         try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: Table()), completion: $0) }.get()
         try wait { store.create(StoredSession(name: "t", epoch: "e", checkpoint: Table()), completion: $0) }.get()
-        _ = try wait { store.append(session: "s", events: try script.events(3), completion: $0) }.get()
+        // One event a commit: one row each (rows 1, 2, 3), so that only event 2 is damaged.
+        for _ in 0..<3 { _ = try wait { store.append(session: "s", events: try script.events(1), completion: $0) }.get() }
         store.flush()
 
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
-        try raw.exec("UPDATE journal SET entry = x'7b226576656e74223a' WHERE session = 's' AND seq = 2")
+        try raw.exec("UPDATE journal SET entries = CAST(substr(entries, 1, 10) || x'7b226576656e74223a' AS BLOB) WHERE id = 2")
         try raw.exec("UPDATE checkpoints SET data = x'00ff' WHERE session = 't'")
         raw.close()
         for result in [wait { store.load("s", completion: $0) }, wait { store.load("t", completion: $0) }] {
@@ -513,6 +698,14 @@ struct SQLiteStoreTests {
         }
         // Events before the damage still read.
         #expect(try wait { store.read(session: "s", after: 2, completion: $0) }.get()?.count == 1)
+        // A run holding more entries than its row lists is damaged too.
+        let rawAgain = try SQLiteDatabase(path: directory + "/foldtable.db")
+        try rawAgain.exec("UPDATE journal SET entries = CAST(substr(entries, 1, 5) || x'0a' || substr(entries, 6) AS BLOB) WHERE id = 3")
+        rawAgain.close()
+        guard case .failure(.corrupt) = wait({ store.read(session: "s", after: 2, completion: $0) }) else {
+            Issue.record("a run holding more entries than listed was read back")
+            return
+        }
     }
 
     @Test func fileThatIsNotADatabaseFailsAtOpenNamingIt() throws {
