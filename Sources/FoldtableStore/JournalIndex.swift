@@ -1,8 +1,8 @@
 /// Where each session's live events sit in the journal, kept in the writer's memory.
 ///
-/// The journal is one append-order table (rowid order, no index by session), one row per commit
-/// holding every session's events of it: a commit writes about as many pages as its events
-/// weigh, however many sessions it touches, and costs one insert. Reading one session back needs
+/// The journal is one append-order table (rowid order, no index by session), whose rows hold a
+/// commit's events, every session's, about a page of them a row: a commit writes about as many
+/// pages as its events weigh, however many sessions it touches, and costs an insert a page. Reading one session back needs
 /// where its events sit, which this index gives without an on-disk index that every append
 /// would have to update (one B-tree leaf per session touched: the cost the journal is there to
 /// avoid). It is built by one scan when the store opens, updated by every write, and
