@@ -127,6 +127,11 @@ public struct JSONWriter {
         key(name)
     }
 
+    /// Drops what is written past the first `count` bytes (the end of a list rewritten).
+    public mutating func truncate(to count: Int) {
+        if count < used { used = Swift.max(0, count) }
+    }
+
     /// Drops the last byte written, if any (a closing brace that more members go before).
     public mutating func removeLastByte() {
         if used > 0 { used -= 1 }

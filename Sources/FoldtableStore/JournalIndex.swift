@@ -141,6 +141,19 @@ struct JournalIndex {
         if dropped > 0 || cachedLowest == nil { lowestIsStale = true }
     }
 
+    /// Adds `count` events from `seq` to the last segment of the session at `slot`, its entries
+    /// now `length` bytes, if that segment is in row `row` and ends at `seq`; `false` (nothing
+    /// changed) otherwise. With `count` 0 it only checks.
+    mutating func extendLastSegment(at slot: Slot, inRow row: Int64, from seq: UInt64, by count: UInt32, length: UInt32) -> Bool {
+        guard let last = logs.values[slot].run.segments.last, last.row == row, last.endSeq == seq else { return false }
+        guard count > 0 else { return true }
+        logs.values[slot].run.segments[logs.values[slot].run.segments.count - 1].count += count
+        logs.values[slot].run.segments[logs.values[slot].run.segments.count - 1].length = length
+        logs.values[slot].head.last = seq &+ UInt64(count) &- 1
+        liveEvents += Int(count)
+        return true
+    }
+
     /// Forgets `session` and every event of it.
     mutating func remove(_ session: String) {
         guard let log = logs.removeValue(forKey: session) else { return }

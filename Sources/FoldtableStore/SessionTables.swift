@@ -42,6 +42,10 @@ final class SessionTables {
     private var rowEntries = JSONWriter(capacity: 8_192)
     private var rowRunCount = 0
     private var rowEventCount = 0
+    /// The last run of the row being built, while an append of the same session can still
+    /// extend it (see `extendLastRun`): its session, where its numbers start in `rowRuns`, and
+    /// its first seq, count and entries' length.
+    private var lastRun: (session: String, numbersAt: Int, firstSeq: UInt64, count: Int, length: Int)?
     /// A row is inserted once its entries pass this many bytes, even mid-transaction, so that a
     /// row stays about one 4 KiB page. Reading a session's events fetches each of its runs with
     /// `substr`, which loads the whole row: with a row per commit (a thousand sessions' events,
@@ -202,6 +206,8 @@ final class SessionTables {
         -> JournalIndex.Segment
     {
         if rowEntries.count > Self.rowLimit { try flushRow() }
+        // Whoever adds a run says whether it may be extended (only an append's may).
+        lastRun = nil
         // The buffers are worked on as locals and put back once: every access to a stored
         // property of this class is an exclusivity check.
         var runs = JSONWriter(capacity: 0)
@@ -293,6 +299,7 @@ final class SessionTables {
         rowEntries.bytes.removeAll(keepingCapacity: true)
         rowRunCount = 0
         rowEventCount = 0
+        lastRun = nil
     }
 
     /// The journal's insert, prepared once: looking it up in the connection's cache by its SQL
@@ -349,11 +356,61 @@ final class SessionTables {
         if let checked { return checked }
         let first = last &+ 1
         let count = events.count
+        if extendLastRun(of: session, at: slot, firstSeq: first, taking: &events) {
+            return .success(first &+ UInt64(count - 1))
+        }
         let segment = try addRun(session: session, firstSeq: first, count: count) { entries in
             Self.writeEntries(taking: &events, into: &entries)
         }
+        lastRun = (session, rowRuns.count - Self.numbersLength(segment), first, count, Int(segment.length))
         index.appended(at: slot, segment)
         return .success(first &+ UInt64(count - 1))
+    }
+
+    /// Adds `events` to the row's last run when it is the same session's and they follow it:
+    /// a session's changes that arrive together (a client's several in flight, answered by one
+    /// commit and sent again at once) are appended one by one, and most follow their session's
+    /// previous append in the queue (73% in the acks benchmark). One run instead of one each
+    /// saves its list entry, its segment in the index and their bookkeeping on the writer.
+    /// `false` (nothing written) when the events need a run of their own.
+    private func extendLastRun(of session: String, at slot: JournalIndex.Slot, firstSeq: UInt64, taking events: inout [LoggedEvent]) -> Bool {
+        guard rowRunCount > 0, let run = lastRun, run.firstSeq &+ UInt64(run.count) == firstSeq, rowEntries.count <= Self.rowLimit,
+            run.session == session, index.extendLastSegment(at: slot, inRow: newestRow + 1, from: firstSeq, by: 0, length: UInt32(run.length))
+        else { return false }
+        // Counted first: writing the entries takes the events.
+        let count = run.count + events.count
+        var entries = JSONWriter(capacity: 0)
+        swap(&entries, &rowEntries)
+        let before = entries.count
+        // Entries are joined by newlines within a run as between runs.
+        entries.byte(UInt8(ascii: "\n"))
+        Self.writeEntries(taking: &events, into: &entries)
+        let length = run.length + entries.count - before
+        swap(&entries, &rowEntries)
+        // The run's numbers are rewritten in place: they end the row's list so far.
+        var runs = JSONWriter(capacity: 0)
+        swap(&runs, &rowRuns)
+        runs.truncate(to: run.numbersAt)
+        Self.writeNumbers(run.firstSeq, UInt64(count), UInt64(length), into: &runs)
+        swap(&runs, &rowRuns)
+        rowEventCount += count - run.count
+        _ = index.extendLastSegment(at: slot, inRow: newestRow + 1, from: firstSeq, by: UInt32(count - run.count), length: UInt32(length))
+        lastRun = (session, run.numbersAt, run.firstSeq, count, length)
+        return true
+    }
+
+    /// How many bytes `writeNumbers` wrote for `segment`'s run: `,first,count,bytes]`.
+    private static func numbersLength(_ segment: JournalIndex.Segment) -> Int {
+        func digits(_ value: UInt64) -> Int {
+            var count = 1
+            var rest = value
+            while rest >= 10 {
+                rest /= 10
+                count += 1
+            }
+            return count
+        }
+        return 4 + digits(segment.firstSeq) + digits(UInt64(segment.count)) + digits(UInt64(segment.length))
     }
 
     func create(_ session: StoredSession) throws(SQLiteError) -> Result<Void, StoreError> {

@@ -620,6 +620,90 @@ struct SQLiteStoreTests {
         reopened.close()
     }
 
+    @Test func appendsOfOneSessionThatFollowEachOtherInACommitShareARunAndReadBackFromAnyEvent() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        var scripts = ["a": Script(), "b": Script()]
+        for name in ["a", "b"] {
+            _ = try wait { store.create(StoredSession(name: name, epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        }
+        // a a a b a b(2 events) b: a's first three share a run, b's last two appends another.
+        let plan: [(String, Int)] = [("a", 1), ("a", 1), ("a", 1), ("b", 1), ("a", 1), ("b", 2), ("b", 1)]
+        var logged: [String: [LoggedEvent]] = [:]
+        let release = store.holdWriter()
+        let seqs = Box<[UInt64]>()
+        seqs.value = []
+        for (name, count) in plan {
+            let events = try scripts[name]!.events(count)
+            logged[name, default: []] += events
+            store.append(session: name, events: events) { seqs.value?.append((try? $0.get()) ?? 0) }
+        }
+        service.drain()
+        release.signal()
+        store.flush()
+        service.drain()
+        #expect(seqs.value == [1, 2, 3, 1, 4, 3, 4])
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        #expect(try raw.scalarInt("SELECT count(*) FROM journal") == 1)
+        let runs = "SELECT json_group_array(json_array(value ->> '$[0]', value ->> '$[1]', value ->> '$[2]')) FROM journal, json_each(runs)"
+        #expect(try raw.scalarText(runs) == #"[["a",1,3],["b",1,1],["a",4,1],["b",2,3]]"#)
+        #expect(
+            try raw.scalarInt(
+                "SELECT count(*) FROM journal WHERE (SELECT sum(value ->> '$[3]') FROM json_each(runs)) + json_array_length(runs) - 1 != length(entries)"
+            ) == 0)
+        raw.close()
+        for reopen in [false, true] {
+            let current = reopen ? try openStore(directory, service: service) : store
+            if reopen { store.close() }
+            for name in ["a", "b"] {
+                let events = logged[name]!
+                #expect(try wait { current.load(name, completion: $0) }.get()?.events == events)
+                for after in 0...events.count {
+                    #expect(try wait { current.read(session: name, after: UInt64(after), completion: $0) }.get() == Array(events[after...]))
+                }
+            }
+            // The next commit's first append of `a` starts a run of its own in a row of its own.
+            let more = try scripts["a"]!.events(2)
+            logged["a"]! += more
+            #expect(try wait { current.append(session: "a", events: more, completion: $0) }.get() == UInt64(logged["a"]!.count))
+            #expect(try wait { current.read(session: "a", after: 3, completion: $0) }.get() == Array(logged["a"]![3...]))
+            if reopen { current.close() }
+        }
+    }
+
+    @Test func aSessionsRunStopsGrowingAtTheRowLimitAndGoesOnInTheNextRow() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let store = try openStore(directory, service: service)
+        var script = Script()
+        _ = try wait { store.create(StoredSession(name: "a", epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        var logged: [LoggedEvent] = []
+        let release = store.holdWriter()
+        for _ in 0..<200 {
+            let events = try script.events(1)
+            logged += events
+            store.append(session: "a", events: events) { _ in }
+        }
+        service.drain()
+        release.signal()
+        store.flush()
+        service.drain()
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        #expect(try raw.scalarInt("SELECT count(*) FROM journal") ?? 0 > 1)
+        #expect(try raw.scalarInt("SELECT count(*) FROM journal WHERE json_array_length(runs) != 1") == 0)
+        #expect(try raw.scalarInt("SELECT max(length(entries)) FROM journal") ?? .max <= Int64(SessionTables.rowLimit + 1_024))
+        #expect(try raw.scalarInt("SELECT sum(runs ->> '$[0][2]') FROM journal") == 200)
+        raw.close()
+        store.close()
+        let reopened = try openStore(directory, service: service)
+        #expect(try wait { reopened.load("a", completion: $0) }.get()?.events == logged)
+        for after in stride(from: 0, through: 200, by: 7) {
+            #expect(try wait { reopened.read(session: "a", after: UInt64(after), completion: $0) }.get() == Array(logged[after...]))
+        }
+        reopened.close()
+    }
+
     @Test func aSessionReplacedInTheCommitThatLoggedItsLastEventsStartsAfresh() throws {
         let directory = temporaryDirectory()
         defer { removeDirectory(directory) }
