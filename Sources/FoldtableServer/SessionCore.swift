@@ -489,8 +489,8 @@ public struct SessionCore {
         }
         if pendingStart == pending.count && !mustWait(change.change) {
             // Nothing waits ahead of it (almost always): applied from here, not copied into the
-            // queue and out again.
-            apply(change, into: &effects)
+            // queue and out again. Its origin is present: every caller just checked.
+            apply(change, originPresent: true, into: &effects)
             handOver(into: &effects)
             return
         }
@@ -561,8 +561,9 @@ public struct SessionCore {
         effects.append(.persist(batch, generation: generation))
     }
 
-    private mutating func apply(_ change: Pending, into effects: inout [SessionEffect]) {
-        let origin = present(change.origin)
+    /// `originPresent`: the caller knows the change's origin can be answered (no member lookup).
+    private mutating func apply(_ change: Pending, originPresent: Bool = false, into effects: inout [SessionEffect]) {
+        let origin = originPresent ? change.origin : present(change.origin)
         let outcome: ApplyOutcome
         // The digest the head's id window keeps for the change id: the committed replica takes it.
         let digest: UInt64?
@@ -619,6 +620,15 @@ public struct SessionCore {
         }
         // All of them (almost always): the buffers come back, emptied, for the next changes.
         if done == entries.count { entries.removeAll(keepingCapacity: true) } else { entries.removeFirst(done) }
+        if batch > 0 && unpersisted.capacity == 0 {
+            // A published append's buffer, emptied, takes the next events: when the log has let
+            // go of it too, no allocation per append (otherwise `removeAll` allocates one, as
+            // the first append to an empty array would).
+            var recycled: [LoggedEvent] = []
+            swap(&recycled, &batches[batch - 1])
+            recycled.removeAll(keepingCapacity: true)
+            unpersisted = recycled
+        }
         if batch == batches.count { batches.removeAll(keepingCapacity: true) } else { batches.removeFirst(batch) }
         swap(&entries, &inFlight)
         swap(&batches, &persisting)
@@ -698,17 +708,20 @@ public struct SessionCore {
             acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
         }
         for key in needingRows {
+            // Read in place: a copy of the section (`committed.section(_:)`) retains all its parts.
+            guard let position = committed.position(ofSection: key) else { continue }
             // An empty section needs no rows: every client's row count for it is already 0.
-            guard let section = committed.section(key), !section.collapsed, !section.rows.isEmpty else { continue }
+            guard !committed.sections[position].collapsed, !committed.sections[position].rows.isEmpty else { continue }
             // Only members that lack the rows get them; the others already show them.
             let lacking = connections.filter { members[$0.id]?.held.contains(key) == false }
             guard !lacking.isEmpty else { continue }
-            if streamed.map({ $0.contains(key) }) ?? !fitsOneChunk(section) {
-                startStream(section, seq: event.seq, to: lacking, now: now, into: &effects)
+            if streamed.map({ $0.contains(key) }) ?? !fitsOneChunk(committed.sections[position]) {
+                startStream(committed.sections[position], seq: event.seq, to: lacking, now: now, into: &effects)
             } else {
                 // One chunk, encoded once, right behind the event: nothing to pace or wait for.
                 let rows = ServerMessage.rows(
-                    section: key, seq: event.seq, from: 0, total: section.rows.count, rows: section.rows[...], final: true)
+                    section: key, seq: event.seq, from: 0, total: committed.sections[position].rows.count,
+                    rows: committed.sections[position].rows[...], final: true)
                 effects.append(.broadcast(OutboundMessage(rows), to: lacking))
                 for connection in lacking { members[connection.id]?.held.insert(key) }
             }
