@@ -14,19 +14,19 @@ public struct Table: Sendable {
     private var sectionPositions: [String: Int] = [:]
     /// Row key -> key of the section holding it (row keys are unique across the table).
     private var rowSections: [String: String] = [:]
-    /// Change id -> the seq it was applied at and a digest of the change as requested, for
-    /// idempotent retries; bounded by `limits.idempotencyWindow`, oldest forgotten first. The
-    /// digest lets an id reused for a different change be refused instead of falsely
-    /// acknowledged, in 16 bytes instead of the whole request and event (10,000 ids per table).
-    /// Empty while `changeIdsIndexed` is false (see ``dropChangeIdIndex()``).
-    private var changesById: [String: (seq: UInt64, digest: UInt64)] = [:]
+    /// Change id -> its entry in `changeIdOrder` (the seq it was applied at and a digest of the
+    /// change as requested), for idempotent retries; bounded by `limits.idempotencyWindow`,
+    /// oldest forgotten first. The digest lets an id reused for a different change be refused
+    /// instead of falsely acknowledged, in 16 bytes instead of the whole request and event
+    /// (10,000 ids per table). Empty while `changeIdsIndexed` is false (see ``dropChangeIdIndex()``).
+    private var changeIdIndex = ChangeIdIndex()
     /// UTF-8 bytes of every title, detail, footer, label and value in the table.
     public private(set) var textBytes = 0
     /// The window in the order the ids were applied (a ring once full): what is forgotten next,
     /// and on its own the whole window, seqs and digests too, for a table that keeps no index.
     private var changeIdOrder: [RememberedChange] = []
     private var changeIdOldest = 0
-    /// Whether `changesById` indexes the window. A replica that never looks ids up (a local
+    /// Whether `changeIdIndex` indexes the window. A replica that never looks ids up (a local
     /// session's committed table) keeps only `changeIdOrder`: no hashing per change.
     private var changeIdsIndexed = true
 
@@ -105,20 +105,13 @@ public struct Table: Sendable {
         throws(ProtocolError) -> ApplyOutcome
     {
         var digest: UInt64 = 0
-        // Whether this call entered `changeId` in the index already (taken out if it is refused).
-        var entered = false
+        // The id's hash, when the index looked it up: entering the id takes it instead of hashing again.
+        var hash: Int?
         if let changeId {
             digest = requestDigest ?? Self.digest(change)
             if !trusted {
-                let earlier: (seq: UInt64, digest: UInt64)?
-                if changeIdsIndexed {
-                    // Looked up and entered with one hashing: a new id (almost every one) stays.
-                    earlier = changesById.updateValue((seq + 1, digest), forKey: changeId)
-                    if let earlier { changesById[changeId] = earlier } else { entered = true }
-                } else {
-                    earlier = lookUp(changeId)
-                }
-                if let earlier {
+                if changeIdsIndexed { hash = changeId.hashValue }
+                if let earlier = lookUp(changeId, hash: hash) {
                     guard earlier.digest == digest else {
                         throw ProtocolError(
                             .idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
@@ -131,15 +124,10 @@ public struct Table: Sendable {
         var origin: RowOrigin?
         let resolved: Change
         let effects: [CollapseEffect]
-        do throws(ProtocolError) {
-            if let changeId, !trusted { try Self.checkKey(limits: limits, changeId, field: "id") }
-            (resolved, effects) = try perform(change, seq: next, origin: &origin)
-        } catch {
-            if entered, let changeId { changesById[changeId] = nil }
-            throw error
-        }
+        if let changeId, !trusted { try Self.checkKey(limits: limits, changeId, field: "id") }
+        (resolved, effects) = try perform(change, seq: next, origin: &origin)
         seq = next
-        if let changeId { remember(changeId, seq: next, digest: digest, indexed: entered) }
+        if let changeId { remember(changeId, seq: next, digest: digest, hash: hash) }
         // Every part moved into the event, which is moved out: no copy of it or of its parts.
         return .applied(TableEvent(seq: next, author: author, changeId: changeId, change: resolved, collapsed: effects, from: consume origin))
     }
@@ -220,9 +208,11 @@ public struct Table: Sendable {
 
     /// The seq and digest the window holds for `changeId`: from the index, or, on a table that
     /// keeps none (a replica's, only looked at when verifying), by reading the window through.
-    private func lookUp(_ changeId: String) -> (seq: UInt64, digest: UInt64)? {
-        guard !changeIdsIndexed else { return changesById[changeId] }
-        return changeIdOrder.first { $0.id == changeId }.map { ($0.seq, $0.digest) }
+    /// `hash`: `changeId.hashValue` when the caller has it.
+    private func lookUp(_ changeId: String, hash: Int? = nil) -> (seq: UInt64, digest: UInt64)? {
+        guard changeIdsIndexed else { return changeIdOrder.first { $0.id == changeId }.map { ($0.seq, $0.digest) } }
+        guard let slot = changeIdIndex.slot(of: changeId, hash: hash ?? changeId.hashValue, in: changeIdOrder) else { return nil }
+        return (changeIdOrder[slot].seq, changeIdOrder[slot].digest)
     }
 
     /// Stops indexing the change-id window: what a replica that never looks ids up does (a
@@ -232,15 +222,15 @@ public struct Table: Sendable {
     /// the index, so nothing but the cost changes.
     public mutating func dropChangeIdIndex() {
         changeIdsIndexed = false
-        changesById = [:]
+        changeIdIndex = ChangeIdIndex()
     }
 
     /// Rebuilds the index dropped by ``dropChangeIdIndex()``.
     private mutating func indexChangeIds() {
         guard !changeIdsIndexed else { return }
         changeIdsIndexed = true
-        changesById.reserveCapacity(changeIdOrder.count)
-        for remembered in changeIdOrder { changesById[remembered.id] = (remembered.seq, remembered.digest) }
+        changeIdIndex = ChangeIdIndex()
+        for (slot, remembered) in changeIdOrder.enumerated() { changeIdIndex.insert(slot: slot, hash: remembered.id.hashValue) }
     }
 
     /// One remembered change id: the seq it was applied at, and a digest of what was asked.
@@ -266,7 +256,7 @@ public struct Table: Sendable {
     /// Restores the change-id window saved with ``rememberedChanges`` (oldest first). Entries past
     /// `limits.idempotencyWindow` push out the oldest, exactly as applying them would have.
     public mutating func restoreRemembered(_ changes: [RememberedChange]) {
-        changesById = [:]
+        changeIdIndex = ChangeIdIndex()
         changeIdOrder = []
         changeIdOldest = 0
         changeIdsIndexed = true
@@ -283,17 +273,20 @@ public struct Table: Sendable {
         return ChangeDigest.of(out.bytes)
     }
 
-    /// `indexed`: the index holds `changeId` already (``apply(_:by:changeId:)`` entered it).
-    private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64, indexed: Bool = false) {
+    /// `hash`: `changeId.hashValue` when the caller has it already.
+    private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64, hash: Int? = nil) {
         let remembered = RememberedChange(id: changeId, seq: seq, digest: digest)
-        if changeIdsIndexed && !indexed { changesById[changeId] = (seq, digest) }
+        let slot: Int
         if changeIdOrder.count < limits.idempotencyWindow {
+            slot = changeIdOrder.count
             changeIdOrder.append(remembered)
         } else {
-            if changeIdsIndexed { changesById[changeIdOrder[changeIdOldest].id] = nil }
-            changeIdOrder[changeIdOldest] = remembered
+            slot = changeIdOldest
+            if changeIdsIndexed { changeIdIndex.remove(slot: slot) }
+            changeIdOrder[slot] = remembered
             changeIdOldest = (changeIdOldest + 1) % changeIdOrder.count
         }
+        if changeIdsIndexed { changeIdIndex.insert(slot: slot, hash: hash ?? changeId.hashValue) }
     }
 
     /// Validates, then mutates. Returns the resolved change and the collapse effects; for

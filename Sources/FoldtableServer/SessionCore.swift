@@ -102,12 +102,10 @@ public struct SessionCore {
         case api(UInt64)
     }
 
-    /// A change applied to `head` and waiting for the log.
+    /// A change applied to `head` and waiting for the log. Its event and encoding are the log's
+    /// (in `unpersisted`, then `persisting`): held once, not copied per change.
     private struct InFlight {
-        /// The event and its encoding, as the log got them (the request went to the log only:
-        /// the committed replica takes `requestDigest`).
-        var event: TableEvent
-        var encoded: [UInt8]
+        var seq: UInt64
         /// The head's id-window digest of the request (`nil` without a change id): the committed
         /// replica takes it instead of encoding the request again.
         var requestDigest: UInt64?
@@ -121,6 +119,11 @@ public struct SessionCore {
     private var inFlight: [InFlight] = []
     /// Events applied to `head` and not yet handed to the log.
     private var unpersisted: [LoggedEvent] = []
+    /// The appends handed to the log (the same arrays the log got: shared, not copied) whose
+    /// events are not all published yet, oldest first; `persistingNext` is the next event to
+    /// publish in the first. With `unpersisted` after them, the events of `inFlight`, in order.
+    private var persisting: [[LoggedEvent]] = []
+    private var persistingNext = 0
     /// Counts appends; a failure moves to the next one so that late reports of abandoned
     /// appends are recognised and ignored.
     private var generation: UInt64 = 0
@@ -484,6 +487,13 @@ public struct SessionCore {
                 change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
             return
         }
+        if pendingStart == pending.count && !mustWait(change.change) {
+            // Nothing waits ahead of it (almost always): applied from here, not copied into the
+            // queue and out again. Its origin is present: every caller just checked.
+            apply(change, originPresent: true, into: &effects)
+            handOver(into: &effects)
+            return
+        }
         pending.append(change)
         drainPending(into: &effects)
     }
@@ -537,14 +547,23 @@ public struct SessionCore {
             apply(next, into: &effects)
         }
         Self.compact(&pending, start: &pendingStart)
-        if !unpersisted.isEmpty {
-            effects.append(.persist(unpersisted, generation: generation))
-            unpersisted.removeAll(keepingCapacity: true)
-        }
+        handOver(into: &effects)
     }
 
-    private mutating func apply(_ change: Pending, into effects: inout [SessionEffect]) {
-        let origin = present(change.origin)
+    /// Hands the events applied since the last append to the log in one append.
+    private mutating func handOver(into effects: inout [SessionEffect]) {
+        guard !unpersisted.isEmpty else { return }
+        // Moved into the effect: keeping the array's capacity here would allocate a new buffer
+        // anyway (the effect holds the old one), and copy nothing less.
+        var batch: [LoggedEvent] = []
+        swap(&batch, &unpersisted)
+        persisting.append(batch)
+        effects.append(.persist(batch, generation: generation))
+    }
+
+    /// `originPresent`: the caller knows the change's origin can be answered (no member lookup).
+    private mutating func apply(_ change: Pending, originPresent: Bool = false, into effects: inout [SessionEffect]) {
+        let origin = originPresent ? change.origin : present(change.origin)
         let outcome: ApplyOutcome
         // The digest the head's id window keeps for the change id: the committed replica takes it.
         let digest: UInt64?
@@ -554,7 +573,8 @@ public struct SessionCore {
             refuse(change.origin, error, id: change.id, into: &effects)
             return
         }
-        switch outcome {
+        // Consumed: the event is moved out of the outcome and into the log's entry, not copied.
+        switch consume outcome {
         case .duplicate(let seq):
             guard let id = change.id, let origin else { return }
             if seq <= committed.seq {
@@ -572,21 +592,46 @@ public struct SessionCore {
             for key in streamed { expandingInFlight[key, default: 0] += 1 }
             // Encoded once, here: the same bytes go to the log and, once committed, to members.
             let encoded = ServerMessage.event(event)
-            unpersisted.append(LoggedEvent(event: event, request: change.id == nil ? nil : change.change, encoded: encoded))
-            inFlight.append(
-                InFlight(event: event, encoded: encoded, requestDigest: digest, author: origin, streams: streamed, needingRows: needingRows))
+            inFlight.append(InFlight(seq: event.seq, requestDigest: digest, author: origin, streams: streamed, needingRows: needingRows))
+            unpersisted.append(LoggedEvent(event: consume event, request: change.id == nil ? nil : change.change, encoded: encoded))
         }
     }
 
     /// The log made events up to `seq` durable: they become visible, in order.
     private mutating func commit(generation: UInt64, through seq: UInt64, now: UInt64, into effects: inout [SessionEffect]) {
         guard generation == self.generation else { return }
+        // Published from local arrays: an element of `self.inFlight` or of an append passed to
+        // a mutating method would be copied (every string and array in it retained, then released).
+        var entries: [InFlight] = []
+        swap(&entries, &inFlight)
+        var batches: [[LoggedEvent]] = []
+        swap(&batches, &persisting)
         var done = 0
-        while done < inFlight.count && inFlight[done].event.seq <= seq {
-            publish(inFlight[done], now: now, into: &effects)
+        var batch = 0
+        // Only what was handed to the log can be durable: the loop stops at the end of the appends.
+        while done < entries.count && entries[done].seq <= seq && batch < batches.count {
+            publish(entries[done], batches[batch][persistingNext], now: now, into: &effects)
             done += 1
+            persistingNext += 1
+            if persistingNext == batches[batch].count {
+                batch += 1
+                persistingNext = 0
+            }
         }
-        inFlight.removeFirst(done)
+        // All of them (almost always): the buffers come back, emptied, for the next changes.
+        if done == entries.count { entries.removeAll(keepingCapacity: true) } else { entries.removeFirst(done) }
+        if batch > 0 && unpersisted.capacity == 0 {
+            // A published append's buffer, emptied, takes the next events: when the log has let
+            // go of it too, no allocation per append (otherwise `removeAll` allocates one, as
+            // the first append to an empty array would).
+            var recycled: [LoggedEvent] = []
+            swap(&recycled, &batches[batch - 1])
+            recycled.removeAll(keepingCapacity: true)
+            unpersisted = recycled
+        }
+        if batch == batches.count { batches.removeAll(keepingCapacity: true) } else { batches.removeFirst(batch) }
+        swap(&entries, &inFlight)
+        swap(&batches, &persisting)
         checkpointIfDue(into: &effects)
         drainPending(into: &effects)
     }
@@ -616,21 +661,26 @@ public struct SessionCore {
         }
     }
 
-    private mutating func publish(_ entry: InFlight, now: UInt64, into effects: inout [SessionEffect]) {
-        let event = entry.event
+    /// `logged`: the entry's event as the log got it.
+    private mutating func publish(_ entry: borrowing InFlight, _ logged: borrowing LoggedEvent, now: UInt64, into effects: inout [SessionEffect]) {
         do {
-            try committed.applyCommitted(event, requestDigest: entry.requestDigest, verify: Self.verifiesReplica)
+            try committed.applyCommitted(logged.event, requestDigest: entry.requestDigest, verify: Self.verifiesReplica)
         } catch {
             // The head produced this event from the same state: a mismatch is a bug in the core.
-            effects.append(.log(.error, "replica_mismatch", { [("seq", String(event.seq)), ("reason", error.message)] }))
+            let seq = entry.seq
+            effects.append(.log(.error, "replica_mismatch", { [("seq", String(seq)), ("reason", error.message)] }))
         }
         for key in entry.streams {
             let left = (expandingInFlight[key] ?? 1) - 1
             expandingInFlight[key] = left > 0 ? left : nil
         }
+        // Retries are rare: no hashing of the seq when there are none.
+        let retries = waitingAcks.isEmpty ? [] : waitingAcks.removeValue(forKey: entry.seq) ?? []
+        // Always encoded here (in `apply`); the fallback only keeps this total.
+        let message = OutboundMessage(logged.encoded ?? ServerMessage.event(logged.event))
         announce(
-            event, OutboundMessage(entry.encoded), author: entry.author,
-            retries: waitingAcks.removeValue(forKey: event.seq) ?? [], streamed: entry.streams, needingRows: entry.needingRows, into: &effects)
+            logged.event, message, author: entry.author, retries: retries, streamed: entry.streams, needingRows: entry.needingRows,
+            into: &effects)
     }
 
     /// What follows once the committed table took `event` (from the log, or from a session's
@@ -658,17 +708,20 @@ public struct SessionCore {
             acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
         }
         for key in needingRows {
+            // Read in place: a copy of the section (`committed.section(_:)`) retains all its parts.
+            guard let position = committed.position(ofSection: key) else { continue }
             // An empty section needs no rows: every client's row count for it is already 0.
-            guard let section = committed.section(key), !section.collapsed, !section.rows.isEmpty else { continue }
+            guard !committed.sections[position].collapsed, !committed.sections[position].rows.isEmpty else { continue }
             // Only members that lack the rows get them; the others already show them.
             let lacking = connections.filter { members[$0.id]?.held.contains(key) == false }
             guard !lacking.isEmpty else { continue }
-            if streamed.map({ $0.contains(key) }) ?? !fitsOneChunk(section) {
-                startStream(section, seq: event.seq, to: lacking, now: now, into: &effects)
+            if streamed.map({ $0.contains(key) }) ?? !fitsOneChunk(committed.sections[position]) {
+                startStream(committed.sections[position], seq: event.seq, to: lacking, now: now, into: &effects)
             } else {
                 // One chunk, encoded once, right behind the event: nothing to pace or wait for.
                 let rows = ServerMessage.rows(
-                    section: key, seq: event.seq, from: 0, total: section.rows.count, rows: section.rows[...], final: true)
+                    section: key, seq: event.seq, from: 0, total: committed.sections[position].rows.count,
+                    rows: committed.sections[position].rows[...], final: true)
                 effects.append(.broadcast(OutboundMessage(rows), to: lacking))
                 for connection in lacking { members[connection.id]?.held.insert(key) }
             }
@@ -686,9 +739,13 @@ public struct SessionCore {
         guard generation == self.generation else { return }
         self.generation += 1
         let refusal = ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
-        for entry in inFlight {
-            if let author = entry.author { refuse(author, refusal, id: entry.event.changeId, into: &effects) }
-            for retry in waitingAcks.removeValue(forKey: entry.event.seq) ?? [] {
+        // The events of `inFlight`, in the same order: the rest of the appends, then what was not handed over.
+        var events: [LoggedEvent] = []
+        for (index, batch) in persisting.enumerated() { events += batch[(index == 0 ? persistingNext : 0)...] }
+        events += unpersisted
+        for (entry, logged) in zip(inFlight, events) {
+            if let author = entry.author { refuse(author, refusal, id: logged.event.changeId, into: &effects) }
+            for retry in waitingAcks.removeValue(forKey: entry.seq) ?? [] {
                 refuse(retry.origin, refusal, id: retry.id, into: &effects)
             }
         }
@@ -696,6 +753,8 @@ public struct SessionCore {
         effects.append(.log(.warning, "commit_failed", { [("lost", String(lost)), ("reason", error.description)] }))
         inFlight.removeAll()
         unpersisted.removeAll()
+        persisting.removeAll()
+        persistingNext = 0
         expandingInFlight.removeAll()
         head = committed
         drainPending(into: &effects)

@@ -365,6 +365,34 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
             return
         }
     }
+
+    @Test func theWindowFindsEveryIdItHoldsAndNoneItForgotWhileItsIndexGrowsAndWraps() throws {
+        var limits = TableLimits()
+        limits.idempotencyWindow = 300
+        var table = try Table(options: TableOptions(), sections: try sampleTable().sections, seq: 0, limits: limits)
+        var seqs: [String: UInt64] = [:]
+        for step in 0..<2_000 {
+            // Distinct ids in no particular order (10,007 is prime).
+            let id = "id-\(step * 7_919 % 10_007)"
+            guard case .applied(let event) = try table.apply(.toggle(section: .key("a")), by: ana, changeId: id) else {
+                Issue.record("\(id) taken for a retry")
+                return
+            }
+            seqs[id] = event.seq
+            guard step % 97 == 0 || step == 1_999 else { continue }
+            for (known, seq) in seqs {
+                #expect((table.rememberedDigest(of: known) != nil) == (seq + 300 > event.seq), "\(known) at \(event.seq)")
+            }
+        }
+        for (id, seq) in seqs where seq + 300 > table.seq {
+            var copy = table
+            guard case .duplicate(let original) = try copy.apply(.toggle(section: .key("a")), by: ana, changeId: id) else {
+                Issue.record("\(id) not recognised")
+                continue
+            }
+            #expect(original == seq)
+        }
+    }
 }
 
 @Suite struct KeyBytes {
