@@ -170,14 +170,8 @@ final class StoreWriter: @unchecked Sendable {
             try database.run("BEGIN IMMEDIATE")
             for index in writes {
                 switch batch[index] {
-                case .append(let session, _, let appender):
-                    // The events are taken out of the batch (which keeps the appender, for a
-                    // failure): owned, the log encodes each one as it lets it go, instead of copying
-                    // it to read it.
-                    var taken = StoreOperation.append(session, [], appender)
-                    swap(&taken, &batch[index])
-                    guard case .append(_, var events, _) = consume taken else { continue }
-                    deliveries.append(.appended(appender, try tables.append(session: session, taking: &events)))
+                case .append(let session, let events, let appender):
+                    deliveries.append(.appended(appender, try tables.append(session: session, events: events)))
                 case .create(let session, let completion):
                     let result = try tables.create(session)
                     deliveries.append(.completion { completion(result) })
