@@ -118,3 +118,42 @@ extension SQLiteStore {
 func openStore(_ directory: String, keepEvents: Int = 300, service: ServiceQueue) throws(StoreError) -> SQLiteStore {
     try SQLiteStore(directory: directory, keepEvents: keepEvents, limits: TableLimits(), post: service.post)
 }
+
+/// The sessions both tests of an older schema start from: "a" with 10 events, a checkpoint
+/// (`checkpointA`), then 7 more; "b" with 4 events whose authors gave no change ids.
+struct OlderSchemaPlan {
+    var planA = Script()
+    let earlyA: [LoggedEvent]
+    let checkpointA: Table
+    let lateA: [LoggedEvent]
+    let eventsB: [LoggedEvent]
+
+    init() throws {
+        earlyA = try planA.events(10)
+        checkpointA = planA.table
+        lateA = try planA.events(7)
+        var planB = Script()
+        eventsB = try planB.events(4, ids: false)
+    }
+}
+
+/// Writes a session's row and its checkpoint as an older schema held them, by hand (`firstRow`:
+/// the column schema 2 added).
+func writeOlderSession(_ raw: SQLiteDatabase, name: String, table: Table, last: UInt64, firstRow: Int64? = nil) throws {
+    let session = try raw.prepareUncached(
+        firstRow == nil
+            ? "INSERT INTO sessions(name, epoch, checkpoint_seq, last_seq) VALUES (?1, ?2, ?3, ?4)"
+            : "INSERT INTO sessions(name, epoch, checkpoint_seq, last_seq, first_row) VALUES (?1, ?2, ?3, ?4, ?5)")
+    defer { session.finalize() }
+    try session.bind(1, name)
+    try session.bind(2, "e-\(name)")
+    try session.bind(3, table.seq)
+    try session.bind(4, last)
+    if let firstRow { try session.bind(5, firstRow) }
+    try session.step()
+    let checkpoint = try raw.prepareUncached("INSERT INTO checkpoints(session, data) VALUES (?1, ?2)")
+    defer { checkpoint.finalize() }
+    try checkpoint.bind(1, name)
+    try checkpoint.bind(2, TableCheckpoint.encode(table))
+    try checkpoint.step()
+}

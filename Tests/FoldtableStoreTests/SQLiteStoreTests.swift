@@ -61,36 +61,19 @@ struct SQLiteStoreTests {
         let directory = temporaryDirectory()
         defer { removeDirectory(directory) }
         // A database as the build before the journal left it: schema 1, written by hand.
-        var planA = Script()
-        let earlyA = try planA.events(10)
-        let checkpointA = planA.table
-        let lateA = try planA.events(7)
-        var planB = Script()
-        let eventsB = try planB.events(4, ids: false)
+        var plan = try OlderSchemaPlan()
+        let (earlyA, checkpointA, lateA, eventsB) = (plan.earlyA, plan.checkpointA, plan.lateA, plan.eventsB)
         do {
             let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
             try raw.exec(Migrations.steps[0] + "PRAGMA user_version = 1;")
-            let session = try raw.prepareUncached("INSERT INTO sessions(name, epoch, checkpoint_seq, last_seq) VALUES (?1, ?2, ?3, ?4)")
-            let checkpoint = try raw.prepareUncached("INSERT INTO checkpoints(session, data) VALUES (?1, ?2)")
             let event = try raw.prepareUncached("INSERT INTO events(session, seq, entry) VALUES (?1, ?2, ?3)")
-            defer {
-                for statement in [session, checkpoint, event] { statement.finalize() }
-            }
+            defer { event.finalize() }
             // "a" kept 5 events before its checkpoint at 10 for resume; "b" has no checkpoint
             // since its start; "c" has no events. Inserted out of order, as pages would hold them.
             for (name, table, last, logged) in [
                 ("b", Table(), UInt64(4), eventsB), ("a", checkpointA, UInt64(17), Array(earlyA[5...]) + lateA), ("c", Table(), UInt64(0), []),
             ] {
-                session.reset()
-                try session.bind(1, name)
-                try session.bind(2, "e-\(name)")
-                try session.bind(3, table.seq)
-                try session.bind(4, last)
-                try session.step()
-                checkpoint.reset()
-                try checkpoint.bind(1, name)
-                try checkpoint.bind(2, TableCheckpoint.encode(table))
-                try checkpoint.step()
+                try writeOlderSession(raw, name: name, table: table, last: last)
                 for entry in logged.reversed() {
                     event.reset()
                     try event.bind(1, name)
@@ -110,14 +93,14 @@ struct SQLiteStoreTests {
         var table = a.checkpoint
         for logged in a.events where logged.event.seq > table.seq { try table.applyCommitted(logged.event, request: logged.request) }
         // The change-id window, rebuilt from checkpoint and log, is the one the session had.
-        #expect(table.rememberedChanges == planA.table.rememberedChanges)
+        #expect(table.rememberedChanges == plan.planA.table.rememberedChanges)
         #expect(table.rememberedChanges.count == 17)
-        #expect(TableCheckpoint.encode(table) == TableCheckpoint.encode(planA.table))
+        #expect(TableCheckpoint.encode(table) == TableCheckpoint.encode(plan.planA.table))
         #expect(try wait { store.load("b", completion: $0) }.get()?.events == eventsB)
         #expect(try wait { store.load("c", completion: $0) }.get()?.events == [])
         #expect(try wait { store.read(session: "a", after: 12, completion: $0) }.get() == Array(lateA[2...]))
         // The log goes on where it was.
-        #expect(try wait { store.append(session: "a", events: try planA.events(1), completion: $0) }.get() == 18)
+        #expect(try wait { store.append(session: "a", events: try plan.planA.events(1), completion: $0) }.get() == 18)
         store.close()
 
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
@@ -131,24 +114,15 @@ struct SQLiteStoreTests {
         let directory = temporaryDirectory()
         defer { removeDirectory(directory) }
         // A database as the build of one row per event left it: schema 2, written by hand.
-        var planA = Script()
-        let earlyA = try planA.events(10)
-        let checkpointA = planA.table
-        let lateA = try planA.events(7)
-        var planB = Script()
-        let eventsB = try planB.events(4, ids: false)
+        var plan = try OlderSchemaPlan()
+        let (earlyA, checkpointA, lateA, eventsB) = (plan.earlyA, plan.checkpointA, plan.lateA, plan.eventsB)
         var stale = Script()
         let staleB = try stale.events(3)
         do {
             let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
             try raw.exec(Migrations.steps[0] + Migrations.steps[1] + "PRAGMA user_version = 2;")
-            let session = try raw.prepareUncached(
-                "INSERT INTO sessions(name, epoch, checkpoint_seq, last_seq, first_row) VALUES (?1, ?2, ?3, ?4, ?5)")
-            let checkpoint = try raw.prepareUncached("INSERT INTO checkpoints(session, data) VALUES (?1, ?2)")
             let row = try raw.prepareUncached("INSERT INTO journal(session, seq, entry) VALUES (?1, ?2, ?3)")
-            defer {
-                for statement in [session, checkpoint, row] { statement.finalize() }
-            }
+            defer { row.finalize() }
             func write(_ name: String, _ entry: LoggedEvent) throws {
                 row.reset()
                 try row.bind(1, name)
@@ -165,17 +139,7 @@ struct SQLiteStoreTests {
             }
             // `last_seq` is as of the sessions' last checkpoint: the journal says where they end.
             for (name, table, last, firstRow) in [("a", checkpointA, UInt64(10), Int64(3)), ("b", Table(), UInt64(0), Int64(3))] {
-                session.reset()
-                try session.bind(1, name)
-                try session.bind(2, "e-\(name)")
-                try session.bind(3, table.seq)
-                try session.bind(4, last)
-                try session.bind(5, firstRow)
-                try session.step()
-                checkpoint.reset()
-                try checkpoint.bind(1, name)
-                try checkpoint.bind(2, TableCheckpoint.encode(table))
-                try checkpoint.step()
+                try writeOlderSession(raw, name: name, table: table, last: last, firstRow: firstRow)
             }
             raw.close()
         }
@@ -188,7 +152,7 @@ struct SQLiteStoreTests {
             #expect(try wait { store.load("b", completion: $0) }.get()?.events == eventsB)
             #expect(try wait { store.read(session: "a", after: 12, completion: $0) }.get() == Array(lateA[2...]))
             // The log goes on where it was, now a row per append.
-            moreA = try planA.events(4)
+            moreA = try plan.planA.events(4)
             #expect(try wait { store.append(session: "a", events: moreA, completion: $0) }.get() == 21)
             store.close()
         }
@@ -206,7 +170,7 @@ struct SQLiteStoreTests {
         #expect(a.events == Array(earlyA[5...]) + lateA + moreA)
         var table = a.checkpoint
         for logged in a.events where logged.event.seq > table.seq { try table.applyCommitted(logged.event, request: logged.request) }
-        #expect(TableCheckpoint.encode(table) == TableCheckpoint.encode(planA.table))
+        #expect(TableCheckpoint.encode(table) == TableCheckpoint.encode(plan.planA.table))
         #expect(try wait { store.read(session: "a", after: 19, completion: $0) }.get() == Array(moreA[2...]))
     }
 
