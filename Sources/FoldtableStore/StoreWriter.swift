@@ -118,7 +118,7 @@ final class StoreWriter: @unchecked Sendable {
             swap(&batch, &queue)
             busy = true
             condition.unlock()
-            runBatch(&batch)
+            runBatch(batch)
             batch.removeAll(keepingCapacity: true)
             condition.lock()
             if spare.capacity < batch.capacity { swap(&spare, &batch) }
@@ -133,22 +133,22 @@ final class StoreWriter: @unchecked Sendable {
 
     // MARK: - One batch
 
-    private func runBatch(_ batch: inout [StoreOperation]) {
+    private func runBatch(_ batch: [StoreOperation]) {
         var deliveries: [StoreDelivery] = []
         // Sized once: a batch of a thousand appends would otherwise grow it ten times.
         deliveries.reserveCapacity(batch.count)
-        // Runs of writes are committed as ranges of the batch, not copied into an array of their
+        // Runs of writes are committed as slices of the batch, not copied into an array of their
         // own (a copy retains everything an operation carries).
         var writesStart = batch.startIndex
         for index in batch.indices where !batch[index].writes {
             if writesStart < index {
-                commit(&batch, writesStart..<index, into: &deliveries)
+                commit(batch[writesStart..<index], into: &deliveries)
                 deliver(&deliveries)
             }
             writesStart = index + 1
             if let delivery = runRead(batch[index]) { deliveries.append(delivery) }
         }
-        if writesStart < batch.endIndex { commit(&batch, writesStart..<batch.endIndex, into: &deliveries) }
+        if writesStart < batch.endIndex { commit(batch[writesStart...], into: &deliveries) }
         deliver(&deliveries)
     }
 
@@ -162,14 +162,14 @@ final class StoreWriter: @unchecked Sendable {
     /// Runs `writes` in one transaction. Conflicts fail only their operation; any SQLite failure
     /// (BEGIN, a statement, COMMIT) rolls everything back and fails every write of the group, so
     /// nothing is acknowledged that is not on disk. The next batch starts afresh.
-    private func commit(_ batch: inout [StoreOperation], _ writes: Range<Int>, into deliveries: inout [StoreDelivery]) {
+    private func commit(_ writes: ArraySlice<StoreOperation>, into deliveries: inout [StoreDelivery]) {
         let database = tables.database
         let delivered = deliveries.count
         do throws(SQLiteError) {
             // Prepared once (cached by the connection), not parsed again for every batch.
             try database.run("BEGIN IMMEDIATE")
-            for index in writes {
-                switch batch[index] {
+            for index in writes.indices {
+                switch writes[index] {
                 case .append(let session, let events, let appender):
                     deliveries.append(.appended(appender, try tables.append(session: session, events: events)))
                 case .create(let session, let completion):
@@ -195,7 +195,7 @@ final class StoreWriter: @unchecked Sendable {
             tables.invalidateIndex()
             let failure = error.storeError
             deliveries.removeSubrange(delivered...)
-            deliveries += batch[writes].compactMap { $0.failure(failure) }
+            deliveries += writes.compactMap { $0.failure(failure) }
         }
     }
 
