@@ -143,10 +143,9 @@ struct JournalIndex {
 
     /// Adds `count` events from `seq` to the last segment of the session at `slot`, its entries
     /// now `length` bytes, if that segment is in row `row` and ends at `seq`; `false` (nothing
-    /// changed) otherwise. With `count` 0 it only checks.
+    /// changed) otherwise.
     mutating func extendLastSegment(at slot: Slot, inRow row: Int64, from seq: UInt64, by count: UInt32, length: UInt32) -> Bool {
         guard let last = logs.values[slot].run.segments.last, last.row == row, last.endSeq == seq else { return false }
-        guard count > 0 else { return true }
         logs.values[slot].run.segments[logs.values[slot].run.segments.count - 1].count += count
         logs.values[slot].run.segments[logs.values[slot].run.segments.count - 1].length = length
         logs.values[slot].head.last = seq &+ UInt64(count) &- 1

@@ -202,12 +202,10 @@ final class SessionTables {
     /// Adds a run of `count` events of `session` from `firstSeq` to the row being built, its
     /// entries written by `write` (joined by newlines); returns where it sits. Inserts the row
     /// first when it is full.
-    private func addRun(session: String, firstSeq: UInt64, count: Int, entries write: (inout JSONWriter) -> Void) throws(SQLiteError)
-        -> JournalIndex.Segment
-    {
+    private func addRun(
+        session: String, firstSeq: UInt64, count: Int, extendable: Bool = false, entries write: (inout JSONWriter) -> Void
+    ) throws(SQLiteError) -> JournalIndex.Segment {
         if rowEntries.count > Self.rowLimit { try flushRow() }
-        // Whoever adds a run says whether it may be extended (only an append's may).
-        lastRun = nil
         // The buffers are worked on as locals and put back once: every access to a stored
         // property of this class is an exclusivity check.
         var runs = JSONWriter(capacity: 0)
@@ -231,6 +229,8 @@ final class SessionTables {
         let length = entries.count - offset
         runs.byte(UInt8(ascii: "["))
         runs.string(session)
+        // Only an append's run may be extended by the next append (see `extendLastRun`).
+        lastRun = extendable ? (session, runs.count, firstSeq, count, length) : nil
         Self.writeNumbers(firstSeq, UInt64(count), UInt64(length), into: &runs)
         rowRunCount += 1
         rowEventCount += count
@@ -295,8 +295,8 @@ final class SessionTables {
 
     /// Empties the row being built, keeping its buffers.
     private func discardRow() {
-        rowRuns.bytes.removeAll(keepingCapacity: true)
-        rowEntries.bytes.removeAll(keepingCapacity: true)
+        rowRuns.removeAll()
+        rowEntries.removeAll()
         rowRunCount = 0
         rowEventCount = 0
         lastRun = nil
@@ -354,10 +354,9 @@ final class SessionTables {
         if extendLastRun(of: session, at: slot, firstSeq: first, events) {
             return .success(first &+ UInt64(count - 1))
         }
-        let segment = try addRun(session: session, firstSeq: first, count: count) { entries in
+        let segment = try addRun(session: session, firstSeq: first, count: count, extendable: true) { entries in
             Self.writeEntries(events, into: &entries)
         }
-        lastRun = (session, rowRuns.count - Self.numbersLength(segment), first, count, Int(segment.length))
         index.appended(at: slot, segment)
         return .success(first &+ UInt64(count - 1))
     }
@@ -372,7 +371,7 @@ final class SessionTables {
     /// `false` (nothing written) when the events need a run of their own.
     private func extendLastRun(of session: String, at slot: JournalIndex.Slot, firstSeq: UInt64, _ events: [LoggedEvent]) -> Bool {
         guard rowRunCount > 0, let run = lastRun, run.firstSeq &+ UInt64(run.count) == firstSeq, rowEntries.count <= Self.rowLimit,
-            run.session == session, index.extendLastSegment(at: slot, inRow: newestRow + 1, from: firstSeq, by: 0, length: UInt32(run.length))
+            run.session == session
         else { return false }
         let count = run.count + events.count
         var entries = JSONWriter(capacity: 0)
@@ -382,31 +381,21 @@ final class SessionTables {
         entries.byte(UInt8(ascii: "\n"))
         Self.writeEntries(events, into: &entries)
         let length = run.length + entries.count - before
+        // The index confirms the session's last segment is this run; if not, the entries go.
+        let extended = index.extendLastSegment(
+            at: slot, inRow: newestRow + 1, from: firstSeq, by: UInt32(events.count), length: UInt32(length))
+        if !extended { entries.truncate(to: before) }
         swap(&entries, &rowEntries)
+        guard extended else { return false }
         // The run's numbers are rewritten in place: they end the row's list so far.
         var runs = JSONWriter(capacity: 0)
         swap(&runs, &rowRuns)
         runs.truncate(to: run.numbersAt)
         Self.writeNumbers(run.firstSeq, UInt64(count), UInt64(length), into: &runs)
         swap(&runs, &rowRuns)
-        rowEventCount += count - run.count
-        _ = index.extendLastSegment(at: slot, inRow: newestRow + 1, from: firstSeq, by: UInt32(count - run.count), length: UInt32(length))
+        rowEventCount += events.count
         lastRun = (session, run.numbersAt, run.firstSeq, count, length)
         return true
-    }
-
-    /// How many bytes `writeNumbers` wrote for `segment`'s run: `,first,count,bytes]`.
-    private static func numbersLength(_ segment: JournalIndex.Segment) -> Int {
-        func digits(_ value: UInt64) -> Int {
-            var count = 1
-            var rest = value
-            while rest >= 10 {
-                rest /= 10
-                count += 1
-            }
-            return count
-        }
-        return 4 + digits(segment.firstSeq) + digits(UInt64(segment.count)) + digits(UInt64(segment.length))
     }
 
     func create(_ session: StoredSession) throws(SQLiteError) -> Result<Void, StoreError> {
