@@ -237,40 +237,15 @@ final class SessionTables {
         return JournalIndex.Segment(row: newestRow + 1, firstSeq: firstSeq, count: UInt32(count), offset: UInt32(offset), length: UInt32(length))
     }
 
-    /// `,a,b,c]`, composed on the stack and written at once: through the writer's `integer` and
-    /// `byte`, a call each, it cost about 600 instructions a run.
+    /// `,a,b,c]`: a run's first seq, count and bytes, closing its list entry.
     private static func writeNumbers(_ a: UInt64, _ b: UInt64, _ c: UInt64, into out: inout JSONWriter) {
-        // 3 × (a comma and up to 20 digits) and the bracket fit in 72 bytes.
-        var text: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &text) { text in
-            // Bound to bytes once; every write below stays inside the 72 (see above).
-            let bytes = text.baseAddress.unsafelyUnwrapped.assumingMemoryBound(to: UInt8.self)
-            var at = 0
-            Self.put(a, bytes, &at)
-            Self.put(b, bytes, &at)
-            Self.put(c, bytes, &at)
-            bytes[at] = UInt8(ascii: "]")
-            out.raw(UnsafeRawBufferPointer(start: bytes, count: at + 1))
-        }
-    }
-
-    /// A comma and `value`'s digits at `bytes + at`, moving `at` past them.
-    @inline(__always) private static func put(_ value: UInt64, _ bytes: UnsafeMutablePointer<UInt8>, _ at: inout Int) {
-        bytes[at] = UInt8(ascii: ",")
-        var digits = 1
-        var rest = value
-        while rest >= 10 {
-            rest /= 10
-            digits += 1
-        }
-        rest = value
-        var index = at + 1 + digits
-        repeat {
-            index -= 1
-            bytes[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
-            rest /= 10
-        } while rest > 0
-        at += 1 + digits
+        out.byte(UInt8(ascii: ","))
+        out.integer(a)
+        out.byte(UInt8(ascii: ","))
+        out.integer(b)
+        out.byte(UInt8(ascii: ","))
+        out.integer(c)
+        out.byte(UInt8(ascii: "]"))
     }
 
     /// Inserts the row being built, if it holds a run, as the journal's newest (the rowid its
