@@ -40,7 +40,10 @@ def server(web_root):
 
 @pytest.fixture(scope="module")
 def busy_server(web_root):
-    s = Server("--busy-threshold-ms", "0", "--demo-large-rows", "100000", web_root=str(web_root))
+    # The stream timeout is raised from 15 s: a Python client on a loaded 2-core CI machine can take
+    # longer than that to read 100,000 rows, and these tests are about busy state, not slow readers.
+    s = Server("--busy-threshold-ms", "0", "--demo-large-rows", "100000", "--stream-timeout-secs", "120",
+               web_root=str(web_root))
     yield s
     assert s.stop() == 0
 
