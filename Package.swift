@@ -81,7 +81,7 @@ let package = Package(
         .target(name: "CFoldtableBench"),
         .executableTarget(
             name: "foldtable-bench",
-            dependencies: ["FoldtableCore", "FoldtableServer", "CFoldtableBench"]
+            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableStore", "CFoldtableBench"]
         ),
         .testTarget(name: "FoldtableCoreTests", dependencies: ["FoldtableCore"]),
         .testTarget(name: "FoldtableServerTests", dependencies: ["FoldtableServer", "FoldtableCore", "FoldtableAuth"]),

@@ -4,6 +4,7 @@
 //
 //   foldtable-bench core [--seconds S]
 //   foldtable-bench fanout --url ws://127.0.0.1:PORT/ws --kind foldtable|mirror ...  (FanoutBench.swift)
+//   foldtable-bench store [--seconds S] [--sessions N]  (StoreBench.swift)
 import FoldtableCore
 import Foundation
 
@@ -99,7 +100,10 @@ case "core":
     benchCore(seconds: seconds)
 case "fanout":
     exit(runFanout(arguments: arguments))
+case "store":
+    exit(runStoreBench(arguments: arguments))
 default:
-    FileHandle.standardError.write("usage: foldtable-bench core [--seconds S]\n\(FanoutOptions.usage)\n".data(using: .utf8)!)
+    let usage = "usage: foldtable-bench core [--seconds S]\n       foldtable-bench store [--seconds S] [--sessions N]\n\(FanoutOptions.usage)\n"
+    FileHandle.standardError.write(usage.data(using: .utf8)!)
     exit(2)
 }
