@@ -253,6 +253,24 @@ public struct Table: Sendable {
         Array(changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest])
     }
 
+    /// The remembered changes applied after `seq`, oldest first: what a store that saves the
+    /// window in slices adds at a checkpoint (the ids since its previous one). Read from the
+    /// newest back, so it costs what it returns, not the window.
+    public func rememberedChanges(after seq: UInt64) -> [RememberedChange] {
+        let count = changeIdOrder.count
+        var taken = 0
+        while taken < count && changeIdOrder[(changeIdOldest + count - 1 - taken) % count].seq > seq { taken += 1 }
+        var changes: [RememberedChange] = []
+        changes.reserveCapacity(taken)
+        for offset in (count - taken)..<count { changes.append(changeIdOrder[(changeIdOldest + offset) % count]) }
+        return changes
+    }
+
+    /// The seq of the oldest change the window remembers (`nil` when it remembers none).
+    public var oldestRememberedSeq: UInt64? {
+        changeIdOrder.isEmpty ? nil : changeIdOrder[changeIdOldest].seq
+    }
+
     /// Restores the change-id window saved with ``rememberedChanges`` (oldest first). Entries past
     /// `limits.idempotencyWindow` push out the oldest, exactly as applying them would have.
     public mutating func restoreRemembered(_ changes: [RememberedChange]) {

@@ -9,7 +9,12 @@ public enum TableCheckpoint {
     public static let version = 1
 
     /// `{"v":1,"seq":N,"table":{snapshot with every row},"changeIds":[{"id":..,"seq":N,"digest":"<16 hex>"}]}`.
-    public static func encode(_ table: Table) -> [UInt8] {
+    ///
+    /// `changeIds: false` leaves the window out (no `changeIds` key): for a store that keeps it
+    /// in slices of its own (see ``encodeChangeIds(_:)``), because the window is ten thousand
+    /// ids by default against a table of a few hundred bytes, and a checkpoint that wrote it
+    /// whole every thousand events wrote each id ten times.
+    public static func encode(_ table: Table, changeIds: Bool = true) -> [UInt8] {
         var out = JSONWriter(capacity: 256 + table.textBytes + table.rowCount * 48)
         out.raw("{\"v\":")
         out.integer(version)
@@ -17,27 +22,63 @@ public enum TableCheckpoint {
         out.integer(table.seq)
         out.nextKey("table")
         TableSnapshot(table, rows: .all).encode(into: &out)
-        out.nextKey("changeIds")
-        out.byte(UInt8(ascii: "["))
-        for (index, remembered) in table.rememberedChanges.enumerated() {
-            if index > 0 { out.byte(UInt8(ascii: ",")) }
-            out.raw("{\"id\":")
-            out.string(remembered.id)
-            out.nextKey("seq")
-            out.integer(remembered.seq)
-            // A string: JSON numbers past 2^53 do not survive every parser.
-            out.nextKey("digest")
-            hexDigest(remembered.digest, into: &out)
-            out.byte(UInt8(ascii: "}"))
+        if changeIds {
+            out.nextKey("changeIds")
+            writeChangeIds(table.rememberedChanges, into: &out)
         }
-        out.byte(UInt8(ascii: "]"))
         out.byte(UInt8(ascii: "}"))
         return out.bytes
     }
 
+    /// A slice of the change-id window, oldest first, as the JSON array a checkpoint's
+    /// `changeIds` holds: `[{"id":..,"seq":N,"digest":"<16 hex>"},...]`.
+    public static func encodeChangeIds(_ changes: [Table.RememberedChange]) -> [UInt8] {
+        var out = JSONWriter(capacity: 2 + changes.count * 64)
+        writeChangeIds(changes, into: &out)
+        return out.bytes
+    }
+
+    /// Decodes ``encodeChangeIds(_:)``.
+    public static func decodeChangeIds(_ bytes: some Collection<UInt8>, limits: TableLimits) throws(ProtocolError) -> [Table.RememberedChange] {
+        let value = try JSONParser.parse(bytes, limits: parserLimits(limits))
+        guard case .array(let elements) = value else {
+            throw ProtocolError(.invalidValue, "a slice of change ids is not an array", field: "changeIds")
+        }
+        return try rememberedChanges(elements)
+    }
+
+    private static func writeChangeIds(_ changes: [Table.RememberedChange], into out: inout JSONWriter) {
+        out.byte(UInt8(ascii: "["))
+        for index in changes.indices {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.raw("{\"id\":")
+            out.string(changes[index].id)
+            out.nextKey("seq")
+            out.integer(changes[index].seq)
+            // A string: JSON numbers past 2^53 do not survive every parser.
+            out.nextKey("digest")
+            hexDigest(changes[index].digest, into: &out)
+            out.byte(UInt8(ascii: "}"))
+        }
+        out.byte(UInt8(ascii: "]"))
+    }
+
+    private static func rememberedChanges(_ elements: [JSONValue]) throws(ProtocolError) -> [Table.RememberedChange] {
+        var remembered: [Table.RememberedChange] = []
+        remembered.reserveCapacity(elements.count)
+        for element in elements {
+            let entry = try FieldReader(element, path: "changeIds.")
+            guard let digest = UInt64(try entry.string("digest"), radix: 16) else {
+                throw ProtocolError(.invalidValue, "a change id's digest is not 16 hex digits", field: "digest")
+            }
+            remembered.append(Table.RememberedChange(id: try entry.string("id"), seq: UInt64(try entry.integer("seq")), digest: digest))
+        }
+        return remembered
+    }
+
     /// `digest` as a JSON string of 16 lowercase hex digits, zero-padded, written digit by digit:
     /// through `String(_:radix:)`, padding and escaping it cost about 2,000 instructions, and a
-    /// checkpoint writes one per remembered change id (a thousand by default).
+    /// window's slice writes one per change id.
     static func hexDigest(_ digest: UInt64, into out: inout JSONWriter) {
         // Composed on the stack and appended once: eighteen single-byte appends cost more than
         // the digits.
@@ -55,7 +96,7 @@ public enum TableCheckpoint {
         }
     }
 
-    /// Rebuilds the table written by ``encode(_:)``.
+    /// Rebuilds the table written by ``encode(_:changeIds:)``.
     public static func decode(_ bytes: some Collection<UInt8>, limits: TableLimits) throws(ProtocolError) -> Table {
         let value = try JSONParser.parse(bytes, limits: parserLimits(limits))
         let reader = try FieldReader(value, path: "checkpoint.")
@@ -64,15 +105,11 @@ public enum TableCheckpoint {
         }
         let seq = UInt64(try reader.integer("seq"))
         var table = try TableSnapshot.decode(try reader.object("table").asValue, seq: seq).table(limits: limits)
-        var remembered: [Table.RememberedChange] = []
-        for element in try reader.array("changeIds") {
-            let entry = try FieldReader(element, path: "changeIds.")
-            guard let digest = UInt64(try entry.string("digest"), radix: 16) else {
-                throw ProtocolError(.invalidValue, "a change id's digest is not 16 hex digits", field: "digest")
-            }
-            remembered.append(Table.RememberedChange(id: try entry.string("id"), seq: UInt64(try entry.integer("seq")), digest: digest))
+        // Absent when the window was left out (`changeIds: false`): the table remembers none
+        // until its store restores them.
+        if reader.has("changeIds") {
+            table.restoreRemembered(try rememberedChanges(try reader.array("changeIds")))
         }
-        table.restoreRemembered(remembered)
         return table
     }
 

@@ -93,7 +93,15 @@ struct JournalIndex {
     /// The smallest live rowid, `nil` when no session has live events.
     mutating func lowestLiveRow() -> Int64? {
         if lowestIsStale {
-            cachedLowest = logs.values.compactMap(\.run.segments.first?.row).min()
+            // A loop, not `compactMap(\.run.segments.first?.row).min()`: the key path was
+            // projected generically for each of the sessions (5% of the writer in a steady run of
+            // 1,000 sessions, where a checkpoint or a relocation asks again every commit), into
+            // an array made for the purpose.
+            var lowest: Int64?
+            for log in logs.values {
+                if let row = log.run.segments.first?.row, row < lowest ?? .max { lowest = row }
+            }
+            cachedLowest = lowest
             lowestIsStale = false
         }
         return cachedLowest
@@ -180,9 +188,23 @@ struct JournalIndex {
         return (first, run.segments[run.segmentIndex(holding: first)...])
     }
 
-    /// Sessions whose oldest live row is below `row`: the ones holding the journal's tail.
-    func sessions(withRowsBelow row: Int64) -> [String] {
-        logs.compactMap { name, log in (log.run.segments.first?.row ?? .max) < row ? name : nil }.sorted()
+    /// The sessions holding the journal's tail: those whose first live row is below `row`,
+    /// oldest first row first, as many as hold `untilEvents` live events (at least one). Ties go
+    /// by name, so the order does not depend on the dictionary's.
+    func sessionsHoldingTheTail(below row: Int64, untilEvents budget: Int) -> [String] {
+        var holding: [(row: Int64, name: String, events: Int)] = []
+        for (name, log) in logs {
+            if let first = log.run.segments.first?.row, first < row { holding.append((first, name, log.run.events)) }
+        }
+        holding.sort { ($0.row, $0.name) < ($1.row, $1.name) }
+        var chosen: [String] = []
+        var events = 0
+        for session in holding {
+            guard chosen.isEmpty || events + session.events <= budget else { break }
+            chosen.append(session.name)
+            events += session.events
+        }
+        return chosen
     }
 
     /// A session as its row in `sessions` says.

@@ -38,6 +38,16 @@ enum Migrations {
     /// forms in that order, joined by newlines (an entry never holds a raw newline byte: JSON
     /// strings escape every control character), so a run's bytes are found by adding up the
     /// lengths before it. Version 2's rows become rows of one run of one event, rowids kept.
+    ///
+    /// Version 4: a checkpoint no longer holds the change-id window. The window is ten thousand
+    /// ids by default (about 630 KiB) against a table of a few hundred bytes, and a checkpoint
+    /// every thousand events that wrote it whole wrote each id ten times: once every window was
+    /// full, four bytes in five a session wrote were ids it had written before. `change_ids`
+    /// holds it in slices instead: each checkpoint adds the ids remembered since the session's
+    /// previous one (`through_seq`: the checkpoint's seq) and deletes the slices wholly older
+    /// than its window, so each id is written once. A version-3 checkpoint's window becomes its
+    /// session's first slice, and the checkpoint is written again without it. (The text is cast
+    /// because SQLite from 3.45 on reads a BLOB given to its JSON functions as JSONB.)
     static let steps: [String] = [
         """
         CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
@@ -79,6 +89,18 @@ enum Migrations {
             SELECT id, json_array(json_array(session, seq, 1, length(entry))), entry FROM journal ORDER BY id;
         DROP TABLE journal;
         ALTER TABLE journal_runs RENAME TO journal;
+        """,
+        """
+        CREATE TABLE change_ids(
+            session TEXT NOT NULL,
+            through_seq INTEGER NOT NULL CHECK (through_seq >= 0),
+            ids BLOB NOT NULL,
+            PRIMARY KEY (session, through_seq)
+        ) STRICT;
+        INSERT INTO change_ids(session, through_seq, ids)
+            SELECT session, json_extract(CAST(data AS TEXT), '$.seq'), CAST(json_extract(CAST(data AS TEXT), '$.changeIds') AS BLOB)
+            FROM checkpoints WHERE json_array_length(CAST(data AS TEXT), '$.changeIds') > 0;
+        UPDATE checkpoints SET data = CAST(json_remove(CAST(data AS TEXT), '$.changeIds') AS BLOB);
         """,
     ]
 

@@ -30,11 +30,25 @@ final class SessionTables {
     private var rowEvents: [(row: Int64, events: Int)] = []
     private var rowEventsStart = 0
     private var journalEvents = 0
-    /// Events the journal may hold beyond twice the live events before sessions holding its tail
-    /// are moved to its head. A variable for tests.
+    /// How many times the live events the journal may hold (plus `journalSlack`) before the
+    /// sessions holding its tail are moved to its head. Sessions that all write at one pace
+    /// already keep it at about twice: a session about to checkpoint holds its
+    /// `keepEvents + checkpointEvents` newest events' worth of every session's rows, against
+    /// `keepEvents + checkpointEvents / 2` live on average (in the acks benchmark 1.3M events
+    /// held, 650k live). At twice, relocation ran on every commit, moving sessions a few events
+    /// before their checkpoint would have freed the tail anyway: 10% of the writer.
+    static let journalGrowth = 3
+    /// Events the journal may hold beyond `journalGrowth` times the live events. A variable for
+    /// tests.
     var journalSlack = 65_536
     /// Dead rows at the journal's tail deleted together (one DELETE per this many commits at most).
     var truncateStep: Int64 = 64
+    /// Events a commit may relocate at least, whatever it appended (see `compactJournal`). A
+    /// variable for tests.
+    var relocationAllowance = 1_024
+    /// Events appended since the last `compactJournal`: what the commit's relocations may spend
+    /// twice over.
+    private var appendedSinceCompaction = 0
     /// The row the current transaction's writes go to, until `flushRow()` inserts it: its runs
     /// (the `runs` column, a JSON array of `[session, first seq, count, bytes]`, without its
     /// closing bracket) and every run's entries joined by newlines (`entries`).
@@ -140,17 +154,31 @@ final class SessionTables {
 
     /// Ends the transaction's writes to the journal, inside it: inserts the row its appends
     /// built, then keeps the journal bounded: deletes the rows below the oldest live one; and
-    /// when the journal holds more than twice the live events (plus `journalSlack`), because
-    /// sessions that stopped writing hold its tail, copies those sessions' live events to its
-    /// head so the tail can go. Moving copies at most the live events, and happens only after the
-    /// journal grew by more than that, so each event is written at most about twice on average.
+    /// when the journal holds more than `journalGrowth` times the live events (plus
+    /// `journalSlack`), because sessions that stopped writing (or write slowly) hold its tail,
+    /// copies those sessions' live events to its head so the tail can go. Moving copies at most
+    /// the live events, and happens only after the journal grew by twice that or more, so each
+    /// event is written at most about one and a half times on average.
+    ///
+    /// The sessions holding the tail are moved oldest first, a few a commit: at most twice the
+    /// events the commit appended (at least `relocationAllowance`), which is more than the
+    /// journal grew by, so it still shrinks to its bound. Moving every session below the
+    /// journal's middle at once (as before) copied up to half the live events in one commit: with
+    /// 1,000 sessions of uneven pace it held every ack for a second.
     func compactJournal() throws(SQLiteError) {
         try ensureIndex()
         try flushRow()
         try truncateJournal()
-        guard journalEvents > 2 * index.liveEvents + journalSlack else { return }
+        let budget = max(relocationAllowance, 2 * appendedSinceCompaction)
+        appendedSinceCompaction = 0
+        guard journalEvents > Self.journalGrowth * index.liveEvents + journalSlack else { return }
+        // Sessions below the journal's middle: the rest are not what holds it long.
         let cut = oldestRow + (newestRow - oldestRow + 1) / 2
-        for session in index.sessions(withRowsBelow: cut) { try relocate(session) }
+        var moved = 0
+        for session in index.sessionsHoldingTheTail(below: cut, untilEvents: budget) {
+            moved += try relocate(session)
+        }
+        guard moved > 0 else { return }
         try flushRow()
         try truncateJournal()
     }
@@ -176,16 +204,17 @@ final class SessionTables {
     }
 
     /// Copies the live events of `session` into one run of the row being built, in seq order,
-    /// and points the index there. The originals stay until truncation: a scan finds the copy
-    /// after them, starting at or before the seq they reached, and starts the session's run
-    /// again there (see ``JournalIndex``).
-    private func relocate(_ session: String) throws(SQLiteError) {
+    /// and points the index there; returns how many it copied. The originals stay until
+    /// truncation: a scan finds the copy after them, starting at or before the seq they reached,
+    /// and starts the session's run again there (see ``JournalIndex``).
+    @discardableResult
+    private func relocate(_ session: String) throws(SQLiteError) -> Int {
         let (first, segments) = index.rows(of: session, after: 0)
-        guard let last = segments.last?.endSeq else { return }
+        guard let last = segments.last?.endSeq else { return 0 }
         var pieces: [ArraySlice<UInt8>] = []
         for segment in segments {
             // A row missing or damaged: leave the session where it is, for `load` to report.
-            guard case .success(let entries) = try entries(of: segment, session: session) else { return }
+            guard case .success(let entries) = try entries(of: segment, session: session) else { return 0 }
             pieces += entries.dropFirst(Int(first > segment.firstSeq ? first - segment.firstSeq : 0))
         }
         let moved = try addRun(session: session, firstSeq: first, count: Int(last - first)) { entries in
@@ -195,6 +224,7 @@ final class SessionTables {
             }
         }
         index.moved(session, to: moved)
+        return Int(last - first)
     }
 
     // MARK: - The row being built
@@ -326,6 +356,7 @@ final class SessionTables {
         if let checked { return checked }
         let first = last &+ 1
         let count = events.count
+        appendedSinceCompaction += count
         if extendLastRun(of: session, at: slot, firstSeq: first, events) {
             return .success(first &+ UInt64(count - 1))
         }
@@ -391,6 +422,8 @@ final class SessionTables {
         try upsert.bind(4, newestRow)
         try upsert.step()
         try writeCheckpoint(session.name, session.checkpoint)
+        try deleteChangeIds(of: session.name)
+        try addChangeIds(session.name, session.checkpoint.rememberedChanges, through: seq)
         try deleteEvents(of: session.name)
         index.created(session.name, at: seq)
         return .success(())
@@ -417,6 +450,10 @@ final class SessionTables {
         try update.bind(3, head.last)
         try update.step()
         try writeCheckpoint(name, table)
+        // The window's new slice: the ids remembered since the stored checkpoint (every earlier
+        // one is in an earlier slice); then the slices wholly older than the window go.
+        try addChangeIds(name, table.rememberedChanges(after: head.checkpoint), through: table.seq)
+        try deleteChangeIds(of: name, before: table.oldestRememberedSeq)
         // Keep `keepEvents` events at or before the checkpoint for resume, and every one after
         // it. The rows stay in the journal until it is truncated behind every session's oldest.
         index.checkpointed(name, at: table.seq, pruneThrough: table.seq > keepEvents ? table.seq - keepEvents : nil)
@@ -425,13 +462,55 @@ final class SessionTables {
 
     /// The checkpoint lives in a table of its own: SQLite rewrites a whole row, overflow pages
     /// and all, on update, and a session's row is read on every load and rewritten on every
-    /// checkpoint.
+    /// checkpoint. Without the change-id window, which `change_ids` keeps in slices.
     private func writeCheckpoint(_ name: String, _ table: Table) throws(SQLiteError) {
         let write = try database.statement("INSERT OR REPLACE INTO checkpoints(session, data) VALUES (?1, ?2)")
         defer { write.reset() }
         try write.bind(1, name)
-        try write.bind(2, TableCheckpoint.encode(table))
+        try write.bind(2, TableCheckpoint.encode(table, changeIds: false))
         try write.step()
+    }
+
+    /// Stores `changes` (oldest first, every seq at most `through`) as a slice of the session's
+    /// change-id window; nothing when there are none.
+    private func addChangeIds(_ name: String, _ changes: [Table.RememberedChange], through seq: UInt64) throws(SQLiteError) {
+        guard !changes.isEmpty else { return }
+        let write = try database.statement("INSERT OR REPLACE INTO change_ids(session, through_seq, ids) VALUES (?1, ?2, ?3)")
+        defer { write.reset() }
+        try write.bind(1, name)
+        try write.bind(2, seq)
+        try write.bind(3, TableCheckpoint.encodeChangeIds(changes))
+        try write.step()
+    }
+
+    /// Deletes the session's slices whose every id is older than `oldest` (the window's oldest
+    /// seq), or all of them when `oldest` is nil (the window is empty, or the session goes).
+    private func deleteChangeIds(of name: String, before oldest: UInt64? = nil) throws(SQLiteError) {
+        let remove = try database.statement("DELETE FROM change_ids WHERE session = ?1 AND through_seq < ?2")
+        defer { remove.reset() }
+        try remove.bind(1, name)
+        try remove.bind(2, oldest ?? UInt64(Int64.max))
+        try remove.step()
+    }
+
+    /// The session's change-id window from its slices, oldest first, up to the checkpoint at
+    /// `seq` (the log's events after it remember their own ids again when they are replayed).
+    private func changeIds(of name: String, through seq: UInt64) throws(SQLiteError) -> Result<[Table.RememberedChange], StoreError> {
+        let select = try database.statement("SELECT ids FROM change_ids WHERE session = ?1 ORDER BY through_seq")
+        defer { select.reset() }
+        try select.bind(1, name)
+        var changes: [Table.RememberedChange] = []
+        while try select.step() {
+            do {
+                changes += try TableCheckpoint.decodeChangeIds(select.blob(0), limits: limits)
+            } catch {
+                return .failure(.corrupt("change ids of \"\(name)\": \(error.message)"))
+            }
+        }
+        guard zip(changes, changes.dropFirst()).allSatisfy({ $0.seq < $1.seq }), (changes.last?.seq ?? 0) <= seq else {
+            return .failure(.corrupt("the change ids of \"\(name)\" are not in order up to its checkpoint \(seq)"))
+        }
+        return .success(changes)
     }
 
     func delete(_ name: String) throws(SQLiteError) -> Result<Void, StoreError> {
@@ -443,6 +522,7 @@ final class SessionTables {
         defer { removeCheckpoint.reset() }
         try removeCheckpoint.bind(1, name)
         try removeCheckpoint.step()
+        try deleteChangeIds(of: name)
         try deleteEvents(of: name)
         return .success(())
     }
@@ -509,7 +589,7 @@ final class SessionTables {
         // The index's head: `last_seq` in the row is only as of the last checkpoint.
         let lastSeq = index.head(of: name)?.last ?? checkpointSeq
 
-        let checkpoint: Table
+        var checkpoint: Table
         do {
             checkpoint = try TableCheckpoint.decode(bytes, limits: limits)
         } catch {
@@ -517,6 +597,12 @@ final class SessionTables {
         }
         guard checkpoint.seq == checkpointSeq else {
             return .failure(.corrupt("checkpoint of \"\(name)\" is at \(checkpoint.seq), its row says \(checkpointSeq)"))
+        }
+        switch try changeIds(of: name, through: checkpointSeq) {
+        case .success(let changes):
+            // Past the window's size, the oldest are pushed out exactly as when they were applied.
+            if !changes.isEmpty { checkpoint.restoreRemembered(changes) }
+        case .failure(let error): return .failure(error)
         }
         let events: [LoggedEvent]
         switch try self.events(of: name, after: 0) {

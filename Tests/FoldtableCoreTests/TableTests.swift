@@ -366,6 +366,39 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         }
     }
 
+    @Test func theWindowsChangesAfterASeqAreItsNewestInOrderBeforeAndAfterItWraps() throws {
+        var limits = TableLimits()
+        limits.idempotencyWindow = 5
+        var table = try Table(options: TableOptions(), sections: try sampleTable().sections, seq: 0, limits: limits)
+        #expect(table.rememberedChanges(after: 0).isEmpty && table.oldestRememberedSeq == nil)
+        for step in 1...12 {
+            // Every third change has no id: seqs and remembered changes part ways.
+            _ = try table.apply(.toggle(section: .key("a")), by: ana, changeId: step % 3 == 0 ? nil : "id\(step)")
+            let all = table.rememberedChanges
+            #expect(table.oldestRememberedSeq == all.first?.seq)
+            for after in 0...UInt64(step) {
+                #expect(table.rememberedChanges(after: after) == all.filter { $0.seq > after }, "after \(after) at \(step)")
+            }
+        }
+        #expect(table.rememberedChanges.map(\.seq) == [5, 7, 8, 10, 11])
+    }
+
+    @Test func aCheckpointWithoutItsWindowDecodesWithNoneAndASliceRestoresIt() throws {
+        var table = try sampleTable()
+        for id in ["x", "y", "z"] { _ = try table.apply(.toggle(section: .key("a")), by: ana, changeId: id) }
+        let bare = TableCheckpoint.encode(table, changeIds: false)
+        #expect(!String(decoding: bare, as: UTF8.self).contains("changeIds"))
+        var decoded = try TableCheckpoint.decode(bare, limits: TableLimits())
+        #expect(decoded.rememberedChanges.isEmpty && decoded.seq == table.seq)
+        let slice = TableCheckpoint.encodeChangeIds(table.rememberedChanges)
+        decoded.restoreRemembered(try TableCheckpoint.decodeChangeIds(slice, limits: TableLimits()))
+        #expect(TableCheckpoint.encode(decoded) == TableCheckpoint.encode(table))
+        #expect(throws: ProtocolError.self) { try TableCheckpoint.decodeChangeIds(Array(#"{"id":"x"}"#.utf8), limits: TableLimits()) }
+        #expect(throws: ProtocolError.self) {
+            try TableCheckpoint.decodeChangeIds(Array(#"[{"id":"x","seq":1,"digest":"not hex"}]"#.utf8), limits: TableLimits())
+        }
+    }
+
     @Test func theWindowFindsEveryIdItHoldsAndNoneItForgotWhileItsIndexGrowsAndWraps() throws {
         var limits = TableLimits()
         limits.idempotencyWindow = 300

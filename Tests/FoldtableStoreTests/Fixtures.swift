@@ -60,8 +60,12 @@ func removeDirectory(_ path: String) {
 /// A table that changes, producing the events a session would log: new sections, and toggles
 /// asked by title with change ids (so stored entries carry a request that differs from the event).
 struct Script {
-    var table = Table()
+    var table: Table
     private var counter = 0
+
+    init(table: Table = Table()) {
+        self.table = table
+    }
 
     mutating func events(_ count: Int, ids: Bool = true) throws -> [LoggedEvent] {
         var events: [LoggedEvent] = []

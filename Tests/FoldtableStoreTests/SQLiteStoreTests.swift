@@ -50,9 +50,11 @@ struct SQLiteStoreTests {
         defer { removeDirectory(directory) }
         try openStore(directory, service: service).close()
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
-        try raw.exec("PRAGMA user_version = 4")
+        try raw.exec("PRAGMA user_version = \(Migrations.current + 1)")
         raw.close()
-        #expect(throws: StoreError.unavailable("the database \(directory)/foldtable.db is from a newer foldtabled (schema 4, this build knows 3)")) {
+        let refusal =
+            "the database \(directory)/foldtable.db is from a newer foldtabled (schema \(Migrations.current + 1), this build knows \(Migrations.current))"
+        #expect(throws: StoreError.unavailable(refusal)) {
             try openStore(directory, service: service)
         }
     }
@@ -105,8 +107,12 @@ struct SQLiteStoreTests {
 
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
         defer { raw.close() }
-        #expect(try raw.scalarInt("PRAGMA user_version") == 3)
+        #expect(try raw.scalarInt("PRAGMA user_version") == 4)
         #expect(try raw.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'events'") == 0)
+        // The window left the checkpoints: "a"'s ten ids became its first slice, through its checkpoint.
+        #expect(try raw.scalarInt("SELECT count(*) FROM checkpoints WHERE instr(CAST(data AS TEXT), 'changeIds') > 0") == 0)
+        #expect(try raw.scalarInt("SELECT count(*) FROM change_ids") == 1)
+        #expect(try raw.scalarInt("SELECT json_array_length(CAST(ids AS TEXT)) FROM change_ids WHERE session = 'a' AND through_seq = 10") == 10)
         #expect(try raw.scalarInt("SELECT count(*) FROM journal") == 12 + 4 + 1)
     }
 
@@ -159,7 +165,7 @@ struct SQLiteStoreTests {
         do {
             let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
             defer { raw.close() }
-            #expect(try raw.scalarInt("PRAGMA user_version") == 3)
+            #expect(try raw.scalarInt("PRAGMA user_version") == 4)
             // Rowids kept, one run of one event each; the append is one row, one run of four.
             #expect(try raw.scalarInt("SELECT count(*) FROM journal WHERE json_array_length(runs) = 1 AND runs ->> '$[0][2]' = 1") == 3 + 17 + 4)
             #expect(try raw.scalarInt("SELECT count(*) FROM journal WHERE id <= 24 AND length(entries) = runs ->> '$[0][3]'") == 24)
@@ -252,13 +258,68 @@ struct SQLiteStoreTests {
             defer { raw.close() }
             // 300 events were written; the journal holds about what is live (4 + 2) plus the slack.
             let rows = try #require(try raw.scalarInt("SELECT count(*) FROM journal"))
-            #expect(rows <= 2 * 6 + 16 + 10)
+            #expect(rows <= SessionTables.journalGrowth * 6 + 16 + 10)
         }
         // Everything each session needs is still there, in order, after a reopen (a fresh index).
         let store = try openStore(directory, keepEvents: 2, service: service)
         #expect(try wait { store.load("idle", completion: $0) }.get()?.events == Array(idleEvents[1...]))
         #expect(try wait { store.load("busy", completion: $0) }.get()?.events == Array(busyEvents.suffix(2)))
         #expect(try wait { store.append(session: "idle", events: try idle.events(1), completion: $0) }.get() == 6)
+    }
+
+    @Test func sessionsHoldingTheJournalsTailAreMovedAFewACommitOldestFirst() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        let idleNames = (0..<6).map { "idle\($0)" }
+        var idleEvents: [String: [LoggedEvent]] = [:]
+        let store = try openStore(directory, keepEvents: 2, service: service)
+        store.runOnWriter { tables in
+            tables.journalSlack = 16
+            tables.truncateStep = 1
+            // A commit of one event may move 4 events: one idle session (5 live events) at a time.
+            tables.relocationAllowance = 4
+        }
+        for name in idleNames + ["busy"] {
+            try wait { store.create(StoredSession(name: name, epoch: "e", checkpoint: Table()), completion: $0) }.get()
+        }
+        for name in idleNames {
+            var script = Script()
+            idleEvents[name] = try script.events(5)
+            _ = try wait { store.append(session: name, events: idleEvents[name]!, completion: $0) }.get()
+        }
+        let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+        defer { raw.close() }
+        let originals = try #require(try raw.scalarInt("SELECT max(id) FROM journal"))
+        // Which idle sessions have a copy past their original rows, after each commit of "busy".
+        func moved() throws -> [String] {
+            idleNames.filter { name in
+                let runs =
+                    "SELECT count(*) FROM journal, json_each(journal.runs) WHERE journal.id > \(originals) AND json_each.value ->> 0 = '\(name)'"
+                return (try? raw.scalarInt(runs)) != 0
+            }
+        }
+        var busy = Script()
+        var movedAfterEachCommit: [[String]] = []
+        func note() throws {
+            let now = try moved()
+            if now != movedAfterEachCommit.last ?? [] { movedAfterEachCommit.append(now) }
+        }
+        for _ in 0..<150 {
+            _ = try wait { store.append(session: "busy", events: try busy.events(1), completion: $0) }.get()
+            try note()
+            try wait { store.saveCheckpoint("busy", table: busy.table, completion: $0) }.get()
+            try note()
+        }
+        // Live: 6 × 5 idle events and 3 of "busy"; past 3 × 33 + 16 journal events, one session
+        // a commit moved, in the order they were written, not all six at once.
+        #expect(movedAfterEachCommit == (1...6).map { Array(idleNames.prefix($0)) })
+        #expect(try #require(try raw.scalarInt("SELECT min(id) FROM journal")) > originals)
+        store.close()
+        let reopened = try openStore(directory, keepEvents: 2, service: service)
+        defer { reopened.close() }
+        for name in idleNames {
+            #expect(try wait { reopened.load(name, completion: $0) }.get()?.events == idleEvents[name])
+        }
     }
 
     @Test func sessionCreatedAgainUnderItsNameNeverSeesTheOldOnesEvents() throws {
@@ -519,6 +580,53 @@ struct SQLiteStoreTests {
         // A retry of a remembered id is acknowledged with its original seq, not applied again.
         let retry = try table.apply(.toggle(section: .title(script.table.sections[0].title)), by: Author(client: "c1", name: "ana"), changeId: "c2")
         #expect(retry == .duplicate(seq: try #require(script.table.rememberedChanges.first { $0.id == "c2" }).seq))
+    }
+
+    @Test func changeIdWindowIsStoredOnceInSlicesThatGoWhenTheWindowPassesThem() throws {
+        let directory = temporaryDirectory()
+        defer { removeDirectory(directory) }
+        var limits = TableLimits()
+        limits.idempotencyWindow = 8
+        var script = Script(table: Table(limits: limits))
+        func open() throws(StoreError) -> SQLiteStore {
+            try SQLiteStore(directory: directory, keepEvents: 300, limits: limits, post: service.post)
+        }
+        do {
+            let store = try open()
+            _ = try wait { store.create(StoredSession(name: "s", epoch: "e", checkpoint: script.table), completion: $0) }.get()
+            // Checkpoints every 5 events, one of them with no new ids, past the window of 8.
+            for round in 0..<7 {
+                _ = try wait { store.append(session: "s", events: try script.events(5, ids: round != 3), completion: $0) }.get()
+                _ = try wait { store.saveCheckpoint("s", table: script.table, completion: $0) }.get()
+            }
+            _ = try wait { store.append(session: "s", events: try script.events(2), completion: $0) }.get()
+            store.close()
+        }
+        do {
+            let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
+            defer { raw.close() }
+            #expect(try raw.scalarInt("SELECT count(*) FROM checkpoints WHERE instr(CAST(data AS TEXT), 'changeIds') > 0") == 0)
+            // Each slice holds the ids of its five events; the window (ids of seqs 28...35 at the
+            // checkpoint of 35) reaches into the slice through 30, and the older ones are gone.
+            #expect(try raw.scalarInt("SELECT count(*) FROM change_ids") == 2)
+            #expect(try raw.scalarInt("SELECT min(through_seq) FROM change_ids") == 30)
+            #expect(try raw.scalarInt("SELECT sum(json_array_length(CAST(ids AS TEXT))) FROM change_ids") == 10)
+        }
+        let store = try open()
+        let loaded = try #require(try wait { store.load("s", completion: $0) }.get())
+        var table = loaded.checkpoint
+        #expect(table.seq == 35)
+        for logged in loaded.events where logged.event.seq > table.seq {
+            try table.applyCommitted(logged.event, request: logged.request)
+        }
+        #expect(table.rememberedChanges == script.table.rememberedChanges)
+        #expect(table.rememberedChanges.map(\.seq) == Array(30...37))
+        // A retry of the oldest remembered id (the script's 30th change, a new section "S30") is
+        // acknowledged with its seq, not applied again.
+        #expect(script.table.rememberedChanges.first?.id == "c30")
+        let retry = try table.apply(.addSection(NewSection(title: "S30")), by: Author(client: "c1", name: "ana"), changeId: "c30")
+        #expect(retry == .duplicate(seq: 30))
+        store.close()
     }
 
     @Test func groupCommitPutsManyAppendsInOneTransaction() throws {
