@@ -122,6 +122,7 @@ bench: deps-run
 	@.ci/ensure-packages $(BENCH_PACKAGES)
 	$(SWIFT) build -c release
 	taskset -c 0 .build/release/foldtable-bench core
+	taskset -c 0 .build/release/foldtable-bench store --seconds 40 --interval 10
 	bash Tests/bench/fanout.sh
 	bash Tests/bench/cluster.sh
 	bash Tests/bench/acks.sh
