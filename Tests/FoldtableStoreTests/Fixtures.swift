@@ -161,3 +161,8 @@ func writeOlderSession(_ raw: SQLiteDatabase, name: String, table: Table, last: 
     try checkpoint.bind(2, TableCheckpoint.encode(table))
     try checkpoint.step()
 }
+
+/// How many stored checkpoints still hold a change-id window (schema 4 keeps it in `change_ids`).
+func checkpointsHoldingAWindow(_ raw: SQLiteDatabase) throws -> Int64? {
+    try raw.scalarInt("SELECT count(*) FROM checkpoints WHERE instr(CAST(data AS TEXT), 'changeIds') > 0")
+}
