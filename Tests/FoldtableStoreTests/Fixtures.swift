@@ -4,6 +4,7 @@ import FoldtableCore
 import FoldtableServer
 import Foundation
 import Synchronization
+import Testing
 
 @testable import FoldtableStore
 
@@ -165,4 +166,15 @@ func writeOlderSession(_ raw: SQLiteDatabase, name: String, table: Table, last: 
 /// How many stored checkpoints still hold a change-id window (schema 4 keeps it in `change_ids`).
 func checkpointsHoldingAWindow(_ raw: SQLiteDatabase) throws -> Int64? {
     try raw.scalarInt("SELECT count(*) FROM checkpoints WHERE instr(CAST(data AS TEXT), 'changeIds') > 0")
+}
+
+/// Loads `name` and replays its logged events onto its checkpoint: the table as the session had
+/// it, and the seq its checkpoint was at.
+func loadToHead(_ store: SQLiteStore, _ name: String) throws -> (checkpointSeq: UInt64, table: Table) {
+    let loaded = try #require(try wait { store.load(name, completion: $0) }.get())
+    var table = loaded.checkpoint
+    for logged in loaded.events where logged.event.seq > table.seq {
+        try table.applyCommitted(logged.event, request: logged.request)
+    }
+    return (loaded.checkpoint.seq, table)
 }

@@ -567,12 +567,8 @@ struct SQLiteStoreTests {
             store.close()
         }
         let store = try openStore(directory, service: service)
-        let loaded = try #require(try wait { store.load("s", completion: $0) }.get())
-        var table = loaded.checkpoint
-        #expect(table.seq == 10)
-        for logged in loaded.events where logged.event.seq > table.seq {
-            try table.applyCommitted(logged.event, request: logged.request)
-        }
+        var (checkpointSeq, table) = try loadToHead(store, "s")
+        #expect(checkpointSeq == 10)
         #expect(table.seq == script.table.seq)
         #expect(table.rememberedChanges == script.table.rememberedChanges)
         #expect(table.rememberedChanges.count == 17)
@@ -613,12 +609,8 @@ struct SQLiteStoreTests {
             #expect(try raw.scalarInt("SELECT sum(json_array_length(CAST(ids AS TEXT))) FROM change_ids") == 10)
         }
         let store = try open()
-        let loaded = try #require(try wait { store.load("s", completion: $0) }.get())
-        var table = loaded.checkpoint
-        #expect(table.seq == 35)
-        for logged in loaded.events where logged.event.seq > table.seq {
-            try table.applyCommitted(logged.event, request: logged.request)
-        }
+        var (checkpointSeq, table) = try loadToHead(store, "s")
+        #expect(checkpointSeq == 35)
         #expect(table.rememberedChanges == script.table.rememberedChanges)
         #expect(table.rememberedChanges.map(\.seq) == Array(30...37))
         // A retry of the oldest remembered id (the script's 30th change, a new section "S30") is
