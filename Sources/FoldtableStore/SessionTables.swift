@@ -207,7 +207,6 @@ final class SessionTables {
     /// and points the index there; returns how many it copied. The originals stay until
     /// truncation: a scan finds the copy after them, starting at or before the seq they reached,
     /// and starts the session's run again there (see ``JournalIndex``).
-    @discardableResult
     private func relocate(_ session: String) throws(SQLiteError) -> Int {
         let (first, segments) = index.rows(of: session, after: 0)
         guard let last = segments.last?.endSeq else { return 0 }

@@ -13,28 +13,6 @@ import FoldtableCore
 import FoldtableServer
 import FoldtableStore
 import Foundation
-import Synchronization
-
-/// The closures the store posts, run by the bench's loop (the service thread's role).
-final class BenchServiceQueue: Sendable {
-    private let posted = Mutex<[@Sendable () -> Void]>([])
-
-    func post(_ body: @escaping @Sendable () -> Void) {
-        posted.withLock { $0.append(body) }
-    }
-
-    /// Runs what was posted until now; returns how many closures ran.
-    @discardableResult
-    func drain() -> Int {
-        let bodies = posted.withLock { posted -> [@Sendable () -> Void] in
-            var taken: [@Sendable () -> Void] = []
-            swap(&taken, &posted)
-            return taken
-        }
-        for body in bodies { body() }
-        return bodies.count
-    }
-}
 
 /// Counts the acknowledged appends of one turn.
 final class BenchAppender: LogAppender {
@@ -45,12 +23,6 @@ final class BenchAppender: LogAppender {
         finished += 1
         if case .failure = result { failed += 1 }
     }
-}
-
-func cpuSeconds(_ clock: clockid_t) -> Double {
-    var spec = timespec()
-    clock_gettime(clock, &spec)
-    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
 }
 
 func runStoreBench(arguments: [String]) -> Int32 {
@@ -73,7 +45,8 @@ func runStoreBench(arguments: [String]) -> Int32 {
     }
     let directory = NSTemporaryDirectory() + "foldtable-store-bench-\(getpid())"
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let service = BenchServiceQueue()
+    // The server's own queue; this loop is its service thread, and polls instead of being woken.
+    let service = ServiceQueue(wake: {})
     let store: SQLiteStore
     do {
         store = try SQLiteStore(directory: directory, keepEvents: 300, limits: TableLimits(), post: service.post)
@@ -104,8 +77,8 @@ func runStoreBench(arguments: [String]) -> Int32 {
     var intervalCommitted = 0
     let start = now()
     var intervalStart = start
-    var intervalProcess = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID)
-    var intervalThread = cpuSeconds(CLOCK_THREAD_CPUTIME_ID)
+    var intervalProcess = clockSeconds(CLOCK_PROCESS_CPUTIME_ID)
+    var intervalThread = clockSeconds(CLOCK_THREAD_CPUTIME_ID)
     var secondHalf: (events: Int, writer: Double, wall: Double) = (0, 0, 0)
     var failures = 0
     while now() - start < seconds {
@@ -127,21 +100,25 @@ func runStoreBench(arguments: [String]) -> Int32 {
         }
         turns.append(appender)
         service.drain()
-        // At most two turns queued: wait for the older one's acknowledgements.
-        while turns.count > 2 || (turns.first.map { $0.finished == sessions } ?? false) {
+        // Every turn acknowledged is counted; with more than two queued, the oldest is waited for.
+        while true {
             if let first = turns.first, first.finished == sessions {
                 committed += 2 * sessions
                 intervalCommitted += 2 * sessions
                 failures += first.failed
                 turns.removeFirst()
-            } else if service.drain() == 0 {
+            } else if turns.count <= 2 {
+                break
+            } else if service.isEmpty {
                 usleep(50)
+            } else {
+                service.drain()
             }
         }
         let time = now()
         if time - intervalStart >= interval {
-            let process = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID)
-            let thread = cpuSeconds(CLOCK_THREAD_CPUTIME_ID)
+            let process = clockSeconds(CLOCK_PROCESS_CPUTIME_ID)
+            let thread = clockSeconds(CLOCK_THREAD_CPUTIME_ID)
             let writer = (process - intervalProcess) - (thread - intervalThread)
             let wall = time - intervalStart
             print(

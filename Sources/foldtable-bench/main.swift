@@ -8,11 +8,14 @@
 import FoldtableCore
 import Foundation
 
-func now() -> Double {
+/// Seconds on `clock` (monotonic time, or a process's or thread's CPU time).
+func clockSeconds(_ clock: clockid_t) -> Double {
     var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
+    clock_gettime(clock, &spec)
     return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
 }
+
+func now() -> Double { clockSeconds(CLOCK_MONOTONIC) }
 
 /// Runs `body` in rounds until `seconds` pass; returns operations per second.
 func measure(seconds: Double, batch: Int, _ body: () -> Void) -> Double {
