@@ -23,7 +23,8 @@ final class RedisServer: @unchecked Sendable {
     /// where a missing server must fail the tests rather than skip them quietly.
     static let shouldRun = executable != nil || ProcessInfo.processInfo.environment["CI"] == "true"
 
-    let port: Int
+    /// The server's port; set once, when the first start binds it.
+    private(set) var port: Int
     let directory: String
     private let appendOnly: Bool
     private let extra: [String]
@@ -39,7 +40,17 @@ final class RedisServer: @unchecked Sendable {
         port = try Self.freePort()
         self.appendOnly = appendOnly
         self.extra = extra
-        try start()
+        // A port free at the probe can still be taken by another process before redis-server
+        // binds it: the first start moves to another port then. Later starts keep the port,
+        // since tests restart a server to see clients come back to the same address.
+        for attempt in 1... {
+            do {
+                try start()
+                return
+            } catch let error as RedisTestError where error.description.contains("Address already in use") && attempt < 5 {
+                port = try Self.freePort()
+            }
+        }
     }
 
     deinit {
@@ -57,6 +68,8 @@ final class RedisServer: @unchecked Sendable {
                 "--appendonly", appendOnly ? "yes" : "no", "--appendfsync", "always", "--daemonize", "no",
                 "--logfile", directory + "/redis.log",
             ] + extra
+        // A fresh log each start, so a failure shows this start's lines.
+        unlink(directory + "/redis.log")
         pid = try Self.spawn(arguments)
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
@@ -129,12 +142,19 @@ final class RedisServer: @unchecked Sendable {
         if let pid { Glibc.kill(pid, SIGCONT) }
     }
 
+    /// Ports this test process has handed out. A port is never handed out twice: tests run in
+    /// parallel, and a server that is stopped and started again keeps its port, so between the
+    /// two another test's probe would find it free and take it ("Address already in use" in a
+    /// CI run).
+    private static let handedOut = Mutex<Set<Int>>([])
+
     /// A port that was free a moment ago, below Linux's ephemeral range (32768 on): a port the
     /// kernel hands out (bind to 0) can be taken by any test's outgoing connection before the
     /// server binds it, which failed a test now and then ("Address already in use").
     static func freePort() throws -> Int {
         for _ in 0..<100 {
             let port = Int.random(in: 20_000..<32_000)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { throw RedisTestError("socket: \(errno)") }
             defer { close(fd) }
