@@ -38,6 +38,14 @@ struct ChangeIdIndex: Sendable {
         count += 1
     }
 
+    /// Takes room for `capacity` ids at once: the buckets they will need and their hashes.
+    mutating func reserve(_ capacity: Int) {
+        hashes.reserveCapacity(capacity)
+        var size = Swift.max(16, buckets.count)
+        while capacity * 4 > size * 3 { size *= 2 }
+        if size > buckets.count { rehash(into: size) }
+    }
+
     /// Forgets ring slot `slot` (indexed), before the ring reuses it.
     mutating func remove(slot: Int) {
         let mask = buckets.count - 1
@@ -67,8 +75,12 @@ struct ChangeIdIndex: Sendable {
 
     /// Doubles the buckets and places every indexed slot again, from its kept hash.
     private mutating func grow() {
+        rehash(into: Swift.max(16, buckets.count * 2))
+    }
+
+    private mutating func rehash(into size: Int) {
         let old = buckets
-        buckets = [Int32](repeating: 0, count: Swift.max(16, old.count * 2))
+        buckets = [Int32](repeating: 0, count: size)
         for entry in old where entry != 0 { place(Int(entry) - 1) }
     }
 }
