@@ -383,6 +383,23 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         #expect(table.rememberedChanges.map(\.seq) == [5, 7, 8, 10, 11])
     }
 
+    /// A kept copy (a checkpoint on its way to the store holds one) is not changed by the table
+    /// taking room for its whole window and wrapping after the copy was made.
+    @Test func aCopyKeepsItsWindowWhileTheTableGoesOnPastTheReservedSize() throws {
+        var limits = TableLimits()
+        limits.idempotencyWindow = 1_500
+        var table = try Table(options: TableOptions(), sections: try sampleTable().sections, seq: 0, limits: limits)
+        for step in 0..<1_000 { _ = try table.apply(.toggle(section: .key("a")), by: ana, changeId: "id\(step)") }
+        let kept = table
+        let keptWindow = kept.rememberedChanges
+        for step in 1_000..<2_000 { _ = try table.apply(.toggle(section: .key("a")), by: ana, changeId: "id\(step)") }
+        #expect(kept.rememberedChanges == keptWindow)
+        #expect(keptWindow.map(\.id) == (0..<1_000).map { "id\($0)" })
+        #expect(table.rememberedChanges.map(\.id) == (500..<2_000).map { "id\($0)" })
+        #expect(kept.rememberedDigest(of: "id400") != nil && kept.rememberedDigest(of: "id1200") == nil)
+        #expect(table.rememberedDigest(of: "id400") == nil && table.rememberedDigest(of: "id1200") != nil)
+    }
+
     @Test func aCheckpointWithoutItsWindowDecodesWithNoneAndASliceRestoresIt() throws {
         var table = try sampleTable()
         for id in ["x", "y", "z"] { _ = try table.apply(.toggle(section: .key("a")), by: ana, changeId: id) }
