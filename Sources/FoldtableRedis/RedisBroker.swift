@@ -136,18 +136,40 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     /// report made before ``set(_:)`` is kept and passed on then (lost, the broker would stay
     /// unavailable until a reconnect: a node that never becomes writable). Reports are passed
     /// on under the lock, so a later report cannot be overtaken by an early one.
-    private final class Link: Sendable {
-        private struct Held: @unchecked Sendable {
+    ///
+    /// The lock is a pthread mutex, not `Synchronization.Mutex`: a report reaches the broker's
+    /// own properties inside it (its `post`, written by `init` on another thread before
+    /// ``set(_:)``), and ThreadSanitizer sees the order a pthread mutex gives but not Mutex's
+    /// (`Tests/sanitizers/tsan.supp`), so it reported that read as a race in a CI run.
+    private final class Link: @unchecked Sendable {
+        // @unchecked: `held` is only touched in `withLock`.
+        private struct Held {
             weak var broker: RedisBroker?
             var set = false
             var readerBeforeSet: RedisClient.State?
             /// The commands client's early report, until the service thread takes it.
             var commandsBeforeSet: RedisClient.State?
         }
-        private let held = Mutex(Held())
+        private var held = Held()
+        private let lock: UnsafeMutablePointer<pthread_mutex_t> = {
+            let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+            pthread_mutex_init(lock, nil)
+            return lock
+        }()
+
+        deinit {
+            pthread_mutex_destroy(lock)
+            lock.deallocate()
+        }
+
+        private func withLock<Result>(_ body: (inout Held) -> Result) -> Result {
+            pthread_mutex_lock(lock)
+            defer { pthread_mutex_unlock(lock) }
+            return body(&held)
+        }
 
         func set(_ broker: RedisBroker) {
-            let replayCommands = held.withLock { state -> Bool in
+            let replayCommands = withLock { state -> Bool in
                 state.broker = broker
                 state.set = true
                 if let early = state.readerBeforeSet { broker.readerChanged(early) }
@@ -160,7 +182,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
         /// Reader's thread.
         func readerChanged(_ state: RedisClient.State) {
-            held.withLock { held in
+            withLock { held in
                 if !held.set { held.readerBeforeSet = state }
                 held.broker?.readerChanged(state)
             }
@@ -168,7 +190,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
         /// Service thread.
         func commandsChanged(_ state: RedisClient.State) {
-            held.withLock { held in
+            withLock { held in
                 guard held.set else {
                     held.commandsBeforeSet = state
                     return
@@ -180,7 +202,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
         /// Service thread: the early report, unless a later one came first.
         private func replayCommandsReport() {
-            held.withLock { held in
+            withLock { held in
                 guard let early = held.commandsBeforeSet else { return }
                 held.commandsBeforeSet = nil
                 held.broker?.commandsChanged(early)
