@@ -32,8 +32,7 @@ struct ChangeIdIndex: Sendable {
     /// `hashValue` is `hash`.
     mutating func insert(slot: Int, hash: Int) {
         if slot == hashes.count { hashes.append(hash) } else { hashes[slot] = hash }
-        // At most three quarters full, so that probes stay short.
-        if (count + 1) * 4 > buckets.count * 3 { grow() }
+        if !Self.holds(count + 1, in: buckets.count) { grow() }
         place(slot)
         count += 1
     }
@@ -42,7 +41,7 @@ struct ChangeIdIndex: Sendable {
     mutating func reserve(_ capacity: Int) {
         hashes.reserveCapacity(capacity)
         var size = Swift.max(16, buckets.count)
-        while capacity * 4 > size * 3 { size *= 2 }
+        while !Self.holds(capacity, in: size) { size *= 2 }
         if size > buckets.count { rehash(into: size) }
     }
 
@@ -71,6 +70,12 @@ struct ChangeIdIndex: Sendable {
         var bucket = hashes[slot] & mask
         while buckets[bucket] != 0 { bucket = (bucket + 1) & mask }
         buckets[bucket] = Int32(truncatingIfNeeded: slot + 1)
+    }
+
+    /// Whether `size` buckets may hold `ids`: at most three quarters full, so that probes stay
+    /// short.
+    private static func holds(_ ids: Int, in size: Int) -> Bool {
+        ids * 4 <= size * 3
     }
 
     /// Doubles the buckets and places every indexed slot again, from its kept hash.

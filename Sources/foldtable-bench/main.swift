@@ -4,7 +4,7 @@
 //
 //   foldtable-bench core [--seconds S]
 //   foldtable-bench fanout --url ws://127.0.0.1:PORT/ws --kind foldtable|mirror ...  (FanoutBench.swift)
-//   foldtable-bench store [--seconds S] [--sessions N]  (StoreBench.swift)
+//   foldtable-bench store [--seconds S] [--sessions N] [--interval S]  (StoreBench.swift)
 import FoldtableCore
 import Foundation
 
@@ -106,7 +106,9 @@ case "fanout":
 case "store":
     exit(runStoreBench(arguments: arguments))
 default:
-    let usage = "usage: foldtable-bench core [--seconds S]\n       foldtable-bench store [--seconds S] [--sessions N]\n\(FanoutOptions.usage)\n"
+    let usage =
+        "usage: foldtable-bench core [--seconds S]\n"
+        + "       foldtable-bench store [--seconds S] [--sessions N] [--interval S]\n\(FanoutOptions.usage)\n"
     FileHandle.standardError.write(usage.data(using: .utf8)!)
     exit(2)
 }
