@@ -131,17 +131,43 @@ public enum TableCheckpoint {
     /// An entry never holds a raw newline byte (JSON strings escape every control character, and
     /// the writer puts no whitespace between tokens), so a log may join entries with newlines.
     public static func encodeEntry(_ event: TableEvent, request: Change?, encodedEvent: [UInt8]?, into out: inout JSONWriter) {
+        if let encodedEvent, entryIsEventBytes(event, request: request) {
+            return encodeEntry(eventBytes: encodedEvent, into: &out)
+        }
         out.raw("{\"event\":")
         if let encodedEvent, event.change.membersGetWholeForm {
             out.raw(encodedEvent)
         } else {
             ServerMessage.encode(event, into: &out, form: .whole)
         }
-        if let request, event.changeId != nil, request != event.change {
+        if let request, storesRequest(request, of: event) {
             out.nextKey("request")
             request.encode(into: &out)
         }
         out.byte(UInt8(ascii: "}"))
+    }
+
+    /// Whether the entry of `event` is the event as members receive it and nothing more (most
+    /// entries): members get the whole event, and no request differs from it. Such an entry is
+    /// written from those bytes alone with ``encodeEntry(eventBytes:into:)``.
+    public static func entryIsEventBytes(_ event: TableEvent, request: Change?) -> Bool {
+        guard event.change.membersGetWholeForm else { return false }
+        guard let request else { return true }
+        return !storesRequest(request, of: event)
+    }
+
+    /// The entry of an event that ``entryIsEventBytes(_:request:)``, from the event's bytes as
+    /// ``ServerMessage/event(_:)`` encoded them.
+    public static func encodeEntry(eventBytes: [UInt8], into out: inout JSONWriter) {
+        out.raw("{\"event\":")
+        out.raw(eventBytes)
+        out.byte(UInt8(ascii: "}"))
+    }
+
+    /// Whether an entry keeps the request beside its event: a retry is compared with what was
+    /// asked, which differs from the event's change when the table resolved it (a title to a key).
+    private static func storesRequest(_ request: Change, of event: TableEvent) -> Bool {
+        event.changeId != nil && request != event.change
     }
 
     /// Decodes ``encodeEntry(_:request:encodedEvent:)``; the request is the event's change when none was stored.

@@ -2,19 +2,37 @@ import FoldtableCore
 
 /// One committed event as a log holds it.
 public struct LoggedEvent: Equatable, Sendable {
-    public var event: TableEvent
+    public var event: TableEvent {
+        didSet { entryIsEncoded = Self.entryIsEncoded(event, request, encoded) }
+    }
     /// The change as its author sent it, when the author gave a change id (the id window must
     /// tell a retry from a different change that reuses the id). `nil` otherwise.
-    public var request: Change?
+    public var request: Change? {
+        didSet { entryIsEncoded = Self.entryIsEncoded(event, request, encoded) }
+    }
     /// The event as members receive it (`ServerMessage.event(_:)`), when it was encoded
     /// already: a log stores these bytes instead of encoding the event a second time. Only a
     /// cache of `event`, so equality ignores it.
-    public var encoded: [UInt8]?
+    public var encoded: [UInt8]? {
+        didSet { entryIsEncoded = Self.entryIsEncoded(event, request, encoded) }
+    }
+    /// Whether a log's entry for this event is `encoded` and nothing more
+    /// (`TableCheckpoint.entryIsEventBytes(_:request:)`). Found where the event is made, so
+    /// that the log's thread writes such an entry without reading the event: handing the event
+    /// to a function copied it first (every string and array in it retained, then released),
+    /// and the event's parts were made on another thread and are cold in this one's cache.
+    public private(set) var entryIsEncoded: Bool
 
     public init(event: TableEvent, request: Change? = nil, encoded: [UInt8]? = nil) {
+        // Found first: the event's last use is then its move into place, not a copy.
+        entryIsEncoded = Self.entryIsEncoded(event, request, encoded)
         self.event = event
         self.request = request
         self.encoded = encoded
+    }
+
+    private static func entryIsEncoded(_ event: TableEvent, _ request: Change?, _ encoded: [UInt8]?) -> Bool {
+        encoded != nil && TableCheckpoint.entryIsEventBytes(event, request: request)
     }
 
     public static func == (lhs: LoggedEvent, rhs: LoggedEvent) -> Bool {

@@ -575,6 +575,30 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         }
     }
 
+    @Test func anEntryIsTheEventsBytesAloneExactlyWhenNothingButThemNeedsKeeping() throws {
+        var table = try sampleTable()
+        let byKey = try apply(&table, .toggle(section: .key("a")), id: "k1")
+        let byTitle = try apply(&table, .toggle(section: .title("Alpha")), id: "t1")
+        let withoutId = try apply(&table, .toggle(section: .title("Alpha")))
+        let imported = try apply(&table, .importRows(section: .key("a"), rows: RowImport(rows: rows("x"), replace: false)), id: "i1")
+        let cases: [(TableEvent, Change?, Bool)] = [
+            (byKey, .toggle(section: .key("a")), true),
+            // The request named the section by title: a retry is compared with it, so it stays.
+            (byTitle, .toggle(section: .title("Alpha")), false),
+            (withoutId, nil, true),
+            // Members get a count, the log keeps the rows.
+            (imported, .importRows(section: .key("a"), rows: RowImport(rows: rows("x"), replace: false)), false),
+        ]
+        for (event, request, alone) in cases {
+            #expect(TableCheckpoint.entryIsEventBytes(event, request: request) == alone, "\(event.change)")
+            if alone {
+                var out = JSONWriter(capacity: 0)
+                TableCheckpoint.encodeEntry(eventBytes: ServerMessage.event(event), into: &out)
+                #expect(out.bytes == TableCheckpoint.encodeEntry(event, request: request))
+            }
+        }
+    }
+
     @Test func aLogEntryNeverHoldsARawNewlineSoALogMayJoinEntriesWithThem() throws {
         var table = try sampleTable()
         let controls = String(decoding: (1...0x1F).map { UInt8($0) }, as: UTF8.self)

@@ -114,6 +114,25 @@ import Testing
         #expect(welcome?["epoch"] == .string("e2"))
     }
 
+    @Test func aLoggedEventKnowsWhetherItsEntryIsItsBytesAloneAndKeepsKnowingAfterChanges() throws {
+        var table = Table()
+        let author = Author(client: "c1", name: "ana")
+        _ = try table.apply(.addSection(NewSection(key: "a", title: "A")), by: author)
+        let request = Change.toggle(section: .title("A"))
+        let event = try #require(try table.apply(request, by: author, changeId: "t1").appliedEvent)
+        var logged = LoggedEvent(event: event, encoded: ServerMessage.event(event))
+        #expect(logged.entryIsEncoded)
+        // The request named the section by title: the entry keeps it.
+        logged.request = request
+        #expect(!logged.entryIsEncoded)
+        logged.request = .toggle(section: .key("a"))
+        #expect(logged.entryIsEncoded)
+        // Without the bytes (the memory store drops them) there is nothing to write alone.
+        logged.encoded = nil
+        #expect(!logged.entryIsEncoded)
+        #expect(!LoggedEvent(event: event).entryIsEncoded)
+    }
+
     @Test func theMemoryLogTellsAnAppenderAfterTheCallInOrderAndItsObserverFirst() throws {
         let queue = ServiceQueue(wake: {})
         let store = MemoryStore(keepEvents: 10, queue: queue)
