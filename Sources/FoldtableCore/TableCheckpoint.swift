@@ -131,9 +131,6 @@ public enum TableCheckpoint {
     /// An entry never holds a raw newline byte (JSON strings escape every control character, and
     /// the writer puts no whitespace between tokens), so a log may join entries with newlines.
     public static func encodeEntry(_ event: TableEvent, request: Change?, encodedEvent: [UInt8]?, into out: inout JSONWriter) {
-        if let encodedEvent, entryIsEventBytes(event, request: request) {
-            return encodeEntry(eventBytes: encodedEvent, into: &out)
-        }
         out.raw("{\"event\":")
         if let encodedEvent, event.change.membersGetWholeForm {
             out.raw(encodedEvent)
