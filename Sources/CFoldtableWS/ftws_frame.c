@@ -19,9 +19,14 @@
  * took ~450 instructions a change. A frame of up to 512 payload bytes is made the next power of
  * two from 64 up (past 64 bytes, never more than twice its payload) and, when released, kept on
  * that size's free list of the releasing thread (no locks: a list is only ever touched by its own
- * thread), up to FTWS_POOL_MAX a size; the lists are freed when their thread ends. A frame may be
- * released on another thread than the one that made it (a message dropped by a test after its
- * server stopped): it simply joins that thread's list.
+ * thread), up to FTWS_POOL_BYTES of frames a size; the lists are freed when their thread ends.
+ * The bound is in bytes, not frames, because the frames in flight grow with the clients: 1,000
+ * authors with 4 changes in flight hold ~8,000 frames between a commit and the writes that
+ * release them, so a bound of 1,024 frames a size sent most of each burst back to malloc (probed:
+ * one malloc and one free a change, on memory the burst before had left cold). 4 MiB a size holds
+ * ~37,000 ack frames or ~7,000 of the largest, and is all a thread's lists can keep.
+ * A frame may be released on another thread than the one that made it (a message dropped by a test
+ * after its server stopped): it simply joins that thread's list.
  */
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -34,9 +39,9 @@
 /* Under AddressSanitizer every frame is malloc'd and freed: a recycled frame would hide a use
  * after release from it (the memory stays valid), which is what the sanitizer runs are for. */
 #ifdef FTWS_POOL_OFF
-#define FTWS_POOL_MAX 0
+#define FTWS_POOL_BYTES 0
 #else
-#define FTWS_POOL_MAX 1024
+#define FTWS_POOL_BYTES ((size_t)4 << 20)
 #endif
 #define FTWS_POOL_CLASSES 5
 static const size_t class_payload[FTWS_POOL_CLASSES] = {0, 64, 128, 256, 512};
@@ -98,7 +103,7 @@ ftws_frame *ftws__frame_create(const uint8_t *data, size_t len, bool binary)
 static void frame_recycle(ftws_frame *f)
 {
     uint8_t c = f->size_class;
-    if (!c || t_pool.count[c] >= FTWS_POOL_MAX) {
+    if (!c || (t_pool.count[c] + 1) * (sizeof(ftws_frame) + LWS_PRE + class_payload[c]) > FTWS_POOL_BYTES) {
         free(f);
         return;
     }

@@ -477,6 +477,8 @@ int ftws_server_run(ftws_server *server)
             rc = -1;
             break;
         }
+        if (s->cb.on_turn)
+            s->cb.on_turn(s->cb.owner);
     }
     lws_sul_cancel(&s->sul_tick);
     lws_sul_cancel(&s->sul_grace);

@@ -26,6 +26,9 @@ public final class Hub: TransportDelegate {
     /// The client whose change the hub is handing to its session, while it does: the session's
     /// `accepted` for it then needs no lookup in `clients`.
     private var receiving: ClientState?
+    /// Sessions whose changes of this turn wait for its end to go to the log
+    /// (``transportTurnEnded()``).
+    private var handOversDue: [TableSession] = []
     private var sessions: [String: TableSession] = [:]
     /// Names of every stored session (resident or not), for `list`.
     private var storedNames: Set<String>
@@ -204,6 +207,8 @@ public final class Hub: TransportDelegate {
         settings.streamTimeoutMs = UInt64(config.streamTimeoutSecs) * 1_000
         settings.checkpointEvents = config.checkpointEvents
         settings.staggersCheckpoints = true
+        // A transport that reports its turns lets a session's changes of one read share an append.
+        settings.handsOverAtOnce = !transport.endsTurns
         settings.chunkRows = config.rowChunkRows
         // Chunks stay well under the refill mark, so one chunk never passes a member's queue cap.
         settings.chunkBytes = min(config.maxBatchBytes, config.streamLowMarkBytes)
@@ -436,6 +441,24 @@ public final class Hub: TransportDelegate {
         client.session?.handle(.leave(connection))
         client.session = nil
         log(.info, "closed", ["client": client.clientId, "code": String(code)])
+    }
+
+    /// `session` holds changes of this turn that go to the log when the turn ends (once a turn).
+    func handOverAtTurnEnd(_ session: TableSession) {
+        handOversDue.append(session)
+    }
+
+    /// Every session that took changes in this turn hands them to the log, one append each: a
+    /// client's changes in flight arrive in one read, and share one append, one commit report
+    /// and one trip through the core instead of one each.
+    public func transportTurnEnded() {
+        guard !handOversDue.isEmpty else { return }
+        var due: [TableSession] = []
+        swap(&due, &handOversDue)
+        for session in due { session.handle(.handOver) }
+        // The storage back for the next turn, unless a hand-over asked for another meanwhile.
+        due.removeAll(keepingCapacity: true)
+        if handOversDue.isEmpty { swap(&due, &handOversDue) }
     }
 
     public func connectionDrained(_ connection: Connection) {

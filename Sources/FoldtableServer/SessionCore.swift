@@ -38,6 +38,13 @@ public struct SessionCore {
         /// them. Staggered once, they stay apart. Off by default so a core's checkpoints fall at
         /// exact multiples (tests); the hub turns it on.
         public var staggersCheckpoints = false
+        /// Whether a member's change goes to the log in an append of its own as soon as it is
+        /// applied. A driver that knows when a burst of messages ends (the transport's turn)
+        /// turns it off and sends ``SessionInput/handOver`` after the burst: the changes a
+        /// client sends together (its changes in flight, in one read) then share one append,
+        /// one commit report and one trip through the core. A caller of the HTTP API is always
+        /// handed over at once: nothing else comes in its burst.
+        public var handsOverAtOnce = true
         /// A row chunk holds at most this many rows and about this many bytes. An expanded
         /// section that fits one chunk is sent with its event, to everyone at once; a larger one
         /// streams, paced per member, and changes touching it wait for the stream.
@@ -278,6 +285,9 @@ public struct SessionCore {
     public var isQuiet: Bool {
         members.isEmpty && inFlight.isEmpty && unpersisted.isEmpty && pending.count == pendingStart && streams.isEmpty && streamQuiet
     }
+    /// Whether changes applied to `head` wait for ``SessionInput/handOver`` to go to the log
+    /// (only with ``Settings/handsOverAtOnce`` off).
+    public var awaitsHandOver: Bool { !unpersisted.isEmpty }
     /// Committed events not yet covered by a checkpoint.
     public var eventsSinceCheckpoint: UInt64 { committed.seq - checkpointSeq }
 
@@ -311,6 +321,7 @@ public struct SessionCore {
             submit(Pending(change: change, id: id, author: member.author, origin: .member(connection)), into: &effects)
         case .apiChange(let change, let id, let author, let request):
             submit(Pending(change: change, id: id, author: author, origin: .api(request)), into: &effects)
+        case .handOver: handOver(into: &effects)
         case .committed(let generation, let seq): commit(generation: generation, through: seq, now: now, into: &effects)
         case .commitFailed(let generation, let error): rollBack(generation: generation, error, into: &effects)
         case .streamDelivered(let section, let seq, let connection): delivered(section, seq: seq, to: connection, into: &effects)
@@ -490,8 +501,11 @@ public struct SessionCore {
         if pendingStart == pending.count && !mustWait(change.change) {
             // Nothing waits ahead of it (almost always): applied from here, not copied into the
             // queue and out again. Its origin is present: every caller just checked.
+            let fromMember: Bool
+            if case .member = change.origin { fromMember = true } else { fromMember = false }
             apply(change, originPresent: true, into: &effects)
-            handOver(into: &effects)
+            // A member's change may wait for the rest of its burst (`handOver`).
+            if settings.handsOverAtOnce || !fromMember { handOver(into: &effects) }
             return
         }
         pending.append(change)

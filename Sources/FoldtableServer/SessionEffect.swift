@@ -14,6 +14,9 @@ public enum SessionInput {
     /// A caller of the HTTP API asks for a change as `author` (`id`: its Idempotency-Key);
     /// answered with ``SessionEffect/answer(request:_:)`` for `request` after the commit.
     case apiChange(Change, id: String?, author: Author, request: UInt64)
+    /// The burst of messages that brought changes ended: the changes applied since the last
+    /// append go to the log, in one append (``SessionCore/Settings/handsOverAtOnce`` off).
+    case handOver
     /// The log made durable every event up to `seq` of the append made in `generation`.
     case committed(generation: UInt64, through: UInt64)
     /// An append of `generation` failed: nothing of it is durable.

@@ -52,6 +52,9 @@ final class TableSession: LogAppender {
     /// (the broker may flap, and an earlier answer was computed from an older position).
     var resumes: UInt64 = 0
     private var appendsMade: [UInt64: MonotonicTime] = [:]
+    /// When the first change that waits for the turn's end to go to the log was applied (the
+    /// start of its append's commit clock); `nil` when none waits.
+    private var handOverSince: MonotonicTime?
     /// This session's appends to the event log not finished yet, oldest first from
     /// `persistsHead`, `persistsCount` of them (the log finishes them in order): what each
     /// finish reports to the core. A queue here instead of a closure per append, which cost an allocation per change.
@@ -150,6 +153,16 @@ final class TableSession: LogAppender {
                 let end = MonotonicTime.now
                 metrics.applyLatency.observe(start.seconds(until: end))
                 applied = end
+                // The change waits for the rest of its read: the hub hands this session's
+                // changes of the turn to the log together when the turn ends.
+                if handOverSince == nil && core.awaitsHandOver {
+                    handOverSince = end
+                    hub.handOverAtTurnEnd(self)
+                }
+            case .handOver:
+                quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
+                applied = handOverSince
+                handOverSince = nil
             default:
                 quiet = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
             }

@@ -49,9 +49,16 @@ public protocol Transport: AnyObject {
     /// client went away or the transport's answer deadline passed (the delegate heard
     /// ``TransportDelegate/httpRequestAbandoned(_:)``); nothing is sent then.
     @discardableResult func respond(to id: UInt64, with response: HTTPResponse) -> Bool
+    /// Whether the transport calls ``TransportDelegate/transportTurnEnded()`` after each turn of
+    /// its loop. Then the hub gathers the changes a session receives in a turn (a client's
+    /// changes in flight arrive in one read) and hands them to the log in one append.
+    var endsTurns: Bool { get }
 }
 
 extension Transport {
+    /// A transport that does not report its turns: every change goes to the log on its own.
+    public var endsTurns: Bool { false }
+
     /// A transport with a clock of its own (a test's, say) cannot derive it from another reading.
     public func milliseconds(at time: MonotonicTime) -> UInt64? { nil }
 
@@ -81,6 +88,9 @@ public protocol TransportDelegate: AnyObject {
     /// Request `id` will get no answer from the delegate after all: its client went away, or no
     /// answer came in time (the client got 503). A later `respond` for it returns false.
     func httpRequestAbandoned(_ id: UInt64)
+    /// One turn of the transport's loop ended: every message of the reads it made was
+    /// delivered (only from a transport whose ``Transport/endsTurns`` is true).
+    func transportTurnEnded()
 }
 
 /// One HTTP request for a path the hub answers, whole: the transport has checked its framing

@@ -113,6 +113,9 @@ public final class LWSTransport: Transport {
         callbacks.on_timer = { owner, token in
             LWSTransport.from(owner).delegate?.timerFired(token)
         }
+        callbacks.on_turn = { owner in
+            Unmanaged<LWSTransport>.fromOpaque(owner!)._withUnsafeGuaranteedRef { $0.delegate?.transportTurnEnded() }
+        }
         var error = [CChar](repeating: 0, count: 512)
         guard let created = ftws_server_create(&info, callbacks, &error, error.count) else {
             let line = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -256,6 +259,9 @@ public final class LWSTransport: Transport {
             ftws_broadcast(frame, raw.baseAddress.map { $0 + Self.handleOffset }, MemoryLayout<Connection>.stride, connections.count)
         }
     }
+
+    /// lws reports the end of every turn of its service loop (`on_turn`).
+    public var endsTurns: Bool { true }
 
     public func send(_ message: OutboundMessage, to connection: Connection) {
         _ = ftws_conn_send(OpaquePointer(connection.handle), frame(for: message))

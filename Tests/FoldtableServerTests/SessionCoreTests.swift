@@ -91,6 +91,66 @@ import Testing
         #expect(core.committed.section("t")?.detail == nil)
     }
 
+    /// A driver that knows when a read's messages end: a member's changes of one read go to the
+    /// log in one append, and are acknowledged together when it commits.
+    func gathering() throws -> SessionCore {
+        var settings = SessionCore.Settings()
+        settings.handsOverAtOnce = false
+        return try core(settings: settings)
+    }
+
+    @Test func aMembersChangesWaitForTheHandOverThenGoToTheLogInOneAppend() throws {
+        var core = try gathering()
+        let first = core.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)
+        let second = core.handle(.change(detail("d"), id: "a2", from: ana), now: 0)
+        let third = core.handle(.change(.toggle(section: .key("t")), id: "b1", from: bo), now: 0)
+        for effects in [first, second, third] { #expect(persisted(effects) == nil) }
+        // Applied to the head at once, so each change was decided after the one before it.
+        #expect(core.head.seq == 3)
+        #expect(core.head.section("t")?.collapsed == true)
+        #expect(core.awaitsHandOver)
+        #expect(!core.isQuiet)
+        let persist = try #require(persisted(core.handle(.handOver, now: 0)))
+        #expect(persist.events.map(\.event.seq) == [1, 2, 3])
+        #expect(!core.awaitsHandOver)
+        // Nothing is told before the commit, and everything once it comes.
+        #expect(acks(core.handle(.handOver, now: 0)).isEmpty)
+        let effects = core.handle(.committed(generation: persist.generation, through: 3), now: 0)
+        #expect(acks(effects).map(\.1) == ["a1", "a2", "b1"])
+        #expect(acks(effects).map(\.2) == [1, 2, 3])
+        #expect(broadcastTypes(effects) == ["event", "event", "event"])
+        #expect(core.committed.seq == 3)
+    }
+
+    @Test func changesWaitingForTheHandOverAreRefusedWithTheAppendBeforeThemWhenItFails() throws {
+        var core = try gathering()
+        _ = core.handle(.change(detail("d"), id: "a1", from: ana), now: 0)
+        let first = try #require(persisted(core.handle(.handOver, now: 0)))
+        // The next read's change waits for its hand-over when the append before it fails.
+        _ = core.handle(.change(.toggle(section: .key("t")), id: "a2", from: ana), now: 0)
+        let effects = core.handle(.commitFailed(generation: first.generation, .unavailable("disk full")), now: 0)
+        #expect(refusals(effects).map(\.2) == ["a1", "a2"])
+        #expect(refusals(effects).allSatisfy { $0.1 == .storageUnavailable })
+        #expect(!core.awaitsHandOver)
+        #expect(persisted(core.handle(.handOver, now: 0)) == nil)
+        #expect(core.head.seq == 0)
+        #expect(core.head.section("t")?.collapsed == true)
+    }
+
+    @Test func aCommitHandsOverWhatWaitsAndAnAPIChangeNeverWaits() throws {
+        var core = try gathering()
+        _ = core.handle(.change(detail("d"), id: "a1", from: ana), now: 0)
+        let first = try #require(persisted(core.handle(.handOver, now: 0)))
+        _ = core.handle(.change(detail("e"), id: "a2", from: ana), now: 0)
+        // The commit of the first append hands the waiting change over with it, in order.
+        let committed = core.handle(.committed(generation: first.generation, through: 1), now: 0)
+        #expect(acks(committed).map(\.1) == ["a1"])
+        #expect(persisted(committed)?.events.map(\.event.seq) == [2])
+        #expect(!core.awaitsHandOver)
+        let api = core.handle(.apiChange(detail("f"), id: nil, author: Author(client: "api", name: "cron"), request: 1), now: 0)
+        #expect(persisted(api)?.events.map(\.event.seq) == [3])
+    }
+
     @Test func aLateReportOfAnAbandonedAppendIsIgnored() throws {
         var core = try core()
         let first = try #require(persisted(core.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)))

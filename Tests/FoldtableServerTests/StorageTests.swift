@@ -133,6 +133,34 @@ import Testing
         #expect(!LoggedEvent(event: event).entryIsEncoded)
     }
 
+    @Test func aClientsChangesFromOneTurnShareOneAppendAndAreAcknowledgedAfterItsCommit() {
+        let h = Harness()
+        h.transport.endsTurns = true
+        h.join(1, session: "x")
+        h.join(2, session: "x")
+        h.transport.clear()
+        let appendsBefore = h.hub.metrics.commitLatency.count
+        // One read's messages: delivered one by one, then the turn ends.
+        for (index, title) in ["A", "B", "C"].enumerated() {
+            let bytes = Array(#"{"type":"addSection","title":"\#(title)","id":"a\#(index)"}"#.utf8)
+            bytes.withUnsafeBytes { h.hub.connectionReceived(Connection(id: 1), message: $0) }
+        }
+        h.transport.settle()
+        #expect(h.transport.messages(1, type: "ack").isEmpty)
+        #expect(h.transport.messages(2, type: "event").isEmpty)
+        h.transport.endTurn()
+        #expect(h.hub.metrics.commitLatency.count == appendsBefore + 1)
+        #expect(h.transport.messages(1, type: "ack").map { $0["seq"] } == [.integer(1), .integer(2), .integer(3)])
+        #expect(h.transport.messages(2, type: "event").map { $0["seq"] } == [.integer(1), .integer(2), .integer(3)])
+        // Nothing waits: the next turn's change goes in an append of its own.
+        h.transport.endTurn()
+        #expect(h.hub.metrics.commitLatency.count == appendsBefore + 1)
+        h.say(2, #"{"type":"addSection","title":"D","id":"b"}"#)
+        h.transport.endTurn()
+        #expect(h.hub.metrics.commitLatency.count == appendsBefore + 2)
+        #expect(h.transport.messages(2, type: "ack").map { $0["seq"] } == [.integer(4)])
+    }
+
     @Test func theMemoryLogTellsAnAppenderAfterTheCallInOrderAndItsObserverFirst() throws {
         let queue = ServiceQueue(wake: {})
         let store = MemoryStore(keepEvents: 10, queue: queue)

@@ -12,6 +12,9 @@ final class TestTransport: Transport {
     var drainRequests: [UInt64: Int] = [:]
     var timers: [UInt64: UInt64] = [:]
     var holdsQueues = false
+    /// Whether the hub hears the end of each turn (``endTurn()``), as from lws; set before the
+    /// session is created (its core reads it then).
+    var endsTurns = false
     /// Connections that read nothing (their queues only grow), whatever `holdsQueues` says.
     var held: Set<UInt64> = []
     var clock: UInt64 = 0
@@ -53,6 +56,12 @@ final class TestTransport: Transport {
     /// Runs every posted completion, and what those post, until nothing is left.
     func settle() {
         while !serviceQueue.isEmpty { serviceQueue.drain() }
+    }
+
+    /// One turn of the loop ended: the hub hands over the changes it gathered in it.
+    func endTurn() {
+        delegate?.transportTurnEnded()
+        settle()
     }
 
     /// The client read everything queued to it.

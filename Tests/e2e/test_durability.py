@@ -16,7 +16,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from foldtabled import BIN, Client, LoggedServer, StartFailed, http_get, integrity_check, read_welcome_table
+from foldtabled import BIN, Client, LoggedServer, StartFailed, frame, http_get, integrity_check, raw_ws, read_welcome_table
 
 SMALL_DEMO = ("--demo-large-rows", "100")
 
@@ -103,6 +103,63 @@ async def list_sessions(ws):
 
 def add_row(section, key, change_id, label=None, value="1"):
     return {"type": "addRow", "section": section, "key": key, "label": label or f"label {key}", "value": value, "id": change_id}
+
+
+# --- Group commit per read ---------------------------------------------------------------------
+
+
+def server_lines(sock, buffer=b""):
+    """Reads one server frame from a raw socket; returns (its JSON messages, the rest read)."""
+    while True:
+        if len(buffer) >= 2:
+            length, offset = buffer[1] & 0x7F, 2
+            if length == 126:
+                length, offset = int.from_bytes(buffer[2:4], "big"), 4
+            elif length == 127:
+                length, offset = int.from_bytes(buffer[2:10], "big"), 10
+            if len(buffer) >= offset + length:
+                payload = buffer[offset:offset + length].decode()
+                return [json.loads(line) for line in payload.split("\n")], buffer[offset + length:]
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection"
+        buffer += chunk
+
+
+def metric(port, name):
+    _, _, body = http_get(port, "/metrics")
+    for line in body.decode().split("\n"):
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_changes_a_client_sends_in_one_write_are_committed_in_one_append_and_each_acknowledged(launch, tmp_path):
+    server = launch("--data-dir", str(tmp_path / "data"))
+    sock, response = raw_ws(server.port)
+    assert " 101 " in response.split("\r\n")[0]
+    sock.sendall(frame(json.dumps({"type": "join", "session": "one-read", "name": "ana"}).encode()))
+    buffer = b""
+    while True:
+        messages, buffer = server_lines(sock, buffer)
+        if any(m["type"] == "welcome" for m in messages):
+            break
+    appends = metric(server.port, "foldtable_commit_seconds_count")
+    applied = metric(server.port, "foldtable_changes_applied_total")
+    # Eight changes in one write (one read on the server): each is decided after the one before.
+    changes = [{"type": "addSection", "title": f"S{n}", "key": f"k{n}", "id": f"c{n}"} for n in range(8)]
+    sock.sendall(b"".join(frame(json.dumps(c).encode()) for c in changes))
+    acks = {}
+    while len(acks) < 8:
+        messages, buffer = server_lines(sock, buffer)
+        for m in messages:
+            assert m["type"] != "error", m
+            if m["type"] == "ack":
+                acks[m["id"]] = m["seq"]
+    assert [acks[f"c{n}"] for n in range(8)] == list(range(1, 9))
+    assert metric(server.port, "foldtable_changes_applied_total") == applied + 8
+    # One append for the read (two if the kernel split the write across reads), not eight.
+    assert metric(server.port, "foldtable_commit_seconds_count") - appends <= 2
+    sock.close()
 
 
 # --- Restarts ---------------------------------------------------------------------------------

@@ -106,6 +106,11 @@ typedef struct ftws_callbacks {
     void (*on_wake)(void *owner);
     /* A timer armed with ftws_timer_arm fired. */
     void (*on_timer)(void *owner, uint64_t token);
+    /* One turn of the service loop ended: every socket, timer and wake that was ready when it
+     * began has been handled (all the messages of one read among them). Optional. What an owner
+     * gathers from several callbacks of a turn (a session's changes from one read) goes on here,
+     * before the loop sleeps again. */
+    void (*on_turn)(void *owner);
 } ftws_callbacks;
 
 typedef struct ftws_config {
