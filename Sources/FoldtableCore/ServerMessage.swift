@@ -62,7 +62,7 @@ public enum ServerMessage {
         guard case .object(let members)? = reader.value("collapsed") else {
             throw ProtocolError(.missingField, "collapsed is missing", field: "collapsed")
         }
-        var effects: [CollapseEffect] = []
+        var effects = CollapseEffects()
         for (key, flag) in members {
             guard case .bool(let collapsed) = flag else {
                 throw ProtocolError(.wrongType, "collapsed.\(key) must be true or false", field: "collapsed")

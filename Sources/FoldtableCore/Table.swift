@@ -123,7 +123,7 @@ public struct Table: Sendable {
         let next = seq + 1
         var origin: RowOrigin?
         let resolved: Change
-        let effects: [CollapseEffect]
+        let effects: CollapseEffects
         if let changeId, !trusted { try Self.checkKey(limits: limits, changeId, field: "id") }
         (resolved, effects) = try perform(change, seq: next, origin: &origin)
         seq = next
@@ -322,7 +322,7 @@ public struct Table: Sendable {
     /// Validates, then mutates. Returns the resolved change and the collapse effects; for
     /// `removeRow` and `moveRow` also sets where the row was (found once, where it is removed).
     private mutating func perform(_ change: Change, seq next: UInt64, origin: inout RowOrigin?) throws(ProtocolError) -> (
-        Change, [CollapseEffect]
+        Change, CollapseEffects
     ) {
         switch change {
         case .toggle(let ref):
@@ -339,7 +339,7 @@ public struct Table: Sendable {
             if !collapsed && options.accordion && sections.count > 1 {
                 throw ProtocolError(.invalidValue, "expand all is not possible in accordion mode", field: "collapsed")
             }
-            var effects: [CollapseEffect] = []
+            var effects = CollapseEffects()
             for position in sections.indices where sections[position].collapsed != collapsed {
                 sections[position].collapsed = collapsed
                 effects.append(CollapseEffect(key: sections[position].key, collapsed: collapsed))
@@ -546,7 +546,7 @@ public struct Table: Sendable {
                 throw ProtocolError(.invalidValue, "titleLines must be between 0 and \(limits.maxTitleLines)", field: "titleLines")
             }
             options.merge(patch)
-            var effects: [CollapseEffect] = []
+            var effects = CollapseEffects()
             // Turning accordion on keeps the first expanded section and collapses the rest.
             if patch.accordion == true, let first = sections.firstIndex(where: { !$0.collapsed }) {
                 effects = collapseOthers(than: first)
@@ -556,14 +556,14 @@ public struct Table: Sendable {
     }
 
     /// Sets one section's state; in accordion mode expanding it collapses every other one.
-    private mutating func setCollapsed(at position: Int, to collapsed: Bool) -> [CollapseEffect] {
+    private mutating func setCollapsed(at position: Int, to collapsed: Bool) -> CollapseEffects {
         if sections[position].collapsed == collapsed { return [] }
         sections[position].collapsed = collapsed
         if collapsed || !options.accordion {
-            return [CollapseEffect(key: sections[position].key, collapsed: collapsed)]
+            return CollapseEffects(CollapseEffect(key: sections[position].key, collapsed: collapsed))
         }
         // Table order, with the expanded section in its place.
-        var effects: [CollapseEffect] = []
+        var effects = CollapseEffects()
         for index in sections.indices {
             if index == position {
                 effects.append(CollapseEffect(key: sections[index].key, collapsed: false))
@@ -575,8 +575,8 @@ public struct Table: Sendable {
         return effects
     }
 
-    private mutating func collapseOthers(than position: Int) -> [CollapseEffect] {
-        var effects: [CollapseEffect] = []
+    private mutating func collapseOthers(than position: Int) -> CollapseEffects {
+        var effects = CollapseEffects()
         for index in sections.indices where index != position && !sections[index].collapsed {
             sections[index].collapsed = true
             effects.append(CollapseEffect(key: sections[index].key, collapsed: true))

@@ -8,18 +8,24 @@ public struct TableEvent: Equatable, Sendable {
     /// The change as resolved by the table.
     public var change: Change
     /// Every section whose collapsed state this change altered, in table order.
-    public var collapsed: [CollapseEffect]
+    public var collapsed: CollapseEffects
     /// For `removeRow` and `moveRow`: where the row was and what it held, so a client that has
     /// not loaded that section's rows can still keep its row counts and show the moved row.
-    public var from: RowOrigin?
+    public var from: RowOrigin? {
+        get { origin?.value }
+        set { origin = newValue.map(RowOriginBox.init) }
+    }
+    /// `from`, boxed: inline it was 88 bytes of every event (and of every entry a session keeps
+    /// for the log) for the two kinds of change that have one.
+    private var origin: RowOriginBox?
 
-    public init(seq: UInt64, author: Author, changeId: String?, change: Change, collapsed: [CollapseEffect], from: RowOrigin? = nil) {
+    public init(seq: UInt64, author: Author, changeId: String?, change: Change, collapsed: CollapseEffects, from: RowOrigin? = nil) {
         self.seq = seq
         self.author = author
         self.changeId = changeId
         self.change = change
         self.collapsed = collapsed
-        self.from = from
+        self.origin = from.map(RowOriginBox.init)
     }
 
     /// The sections this event expanded (their rows must be sent to members).
@@ -60,6 +66,15 @@ public struct RowOrigin: Equatable, Sendable {
         self.index = index
         self.row = row
     }
+}
+
+/// A ``RowOrigin`` held by reference; compared by value.
+private final class RowOriginBox: Equatable, Sendable {
+    let value: RowOrigin
+
+    init(_ value: RowOrigin) { self.value = value }
+
+    static func == (lhs: RowOriginBox, rhs: RowOriginBox) -> Bool { lhs.value == rhs.value }
 }
 
 /// One entry of an event's `collapsed` map.

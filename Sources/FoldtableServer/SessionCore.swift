@@ -149,8 +149,12 @@ public struct SessionCore {
     private var pending: [Pending] = []
     private var pendingStart = 0
 
-    /// The last committed events, encoded, for resume (a ring).
-    private var history: [(seq: UInt64, message: OutboundMessage, expanded: [String])] = []
+    /// The last committed events, encoded, for resume (a ring). Their bytes, not the message
+    /// that was broadcast: that one holds the transport's frame, which then went back to the
+    /// transport's pool only when the event left history, 300 events later: a thousand busy
+    /// sessions' histories held 300,000 frames, and the pool cycled through them cold. A resume
+    /// makes a message of its own from the bytes.
+    private var history: [(seq: UInt64, bytes: [UInt8], expanded: [String])] = []
     private var historyStart = 0
 
     private struct Stream {
@@ -255,7 +259,7 @@ public struct SessionCore {
             checkpointStagger = Self.stagger(name: name, checkpointEvents: settings.checkpointEvents)
         }
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
-            remember(logged.event.seq, OutboundMessage(ServerMessage.event(logged.event)), expanded: logged.event.sectionsNeedingRows)
+            remember(logged.event.seq, ServerMessage.event(logged.event), expanded: logged.event.sectionsNeedingRows)
         }
         remember(history, upTo: table.seq)
     }
@@ -269,7 +273,7 @@ public struct SessionCore {
             run += 1
         }
         for entry in history.suffix(min(run, settings.historyEvents)) {
-            remember(entry.seq, OutboundMessage(entry.message), expanded: entry.expanded)
+            remember(entry.seq, entry.message, expanded: entry.expanded)
         }
     }
 
@@ -379,7 +383,7 @@ public struct SessionCore {
             }
             var expanded: Set<String> = []
             for event in missed {
-                effects.append(.send(event.message, to: connection))
+                effects.append(.send(OutboundMessage(event.bytes), to: connection))
                 expanded.formUnion(event.expanded)
             }
             for section in committed.sections where expanded.contains(section.key) && !section.collapsed {
@@ -716,7 +720,7 @@ public struct SessionCore {
         }
         // Computed once (when the event was applied, if it was here): a getter that builds an array.
         let needingRows = needingRows ?? event.sectionsNeedingRows
-        remember(event.seq, message, expanded: needingRows)
+        remember(event.seq, message.bytes, expanded: needingRows)
         if let author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
         for retry in retries {
             acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
@@ -902,12 +906,12 @@ public struct SessionCore {
 
     // MARK: - History
 
-    private mutating func remember(_ seq: UInt64, _ message: OutboundMessage, expanded: [String]) {
+    private mutating func remember(_ seq: UInt64, _ bytes: [UInt8], expanded: [String]) {
         guard settings.historyEvents > 0 else { return }
         if history.count < settings.historyEvents {
-            history.append((seq, message, expanded))
+            history.append((seq, bytes, expanded))
         } else {
-            history[historyStart] = (seq, message, expanded)
+            history[historyStart] = (seq, bytes, expanded)
             historyStart = (historyStart + 1) % history.count
         }
     }
@@ -923,11 +927,11 @@ public struct SessionCore {
     /// The committed events kept for resume, oldest first: what a snapshot saves with the table
     /// (``HistoryEntry``), so a node opening the session from it resumes members as this one would.
     public var recentHistory: [HistoryEntry] {
-        (history[historyStart...] + history[..<historyStart]).map { HistoryEntry(seq: $0.seq, message: $0.message.bytes, expanded: $0.expanded) }
+        (history[historyStart...] + history[..<historyStart]).map { HistoryEntry(seq: $0.seq, message: $0.bytes, expanded: $0.expanded) }
     }
 
     /// The encoded committed events after `since` in order, or `nil` when history no longer reaches back.
-    private func events(after since: UInt64) -> [(seq: UInt64, message: OutboundMessage, expanded: [String])]? {
+    private func events(after since: UInt64) -> [(seq: UInt64, bytes: [UInt8], expanded: [String])]? {
         guard since <= committed.seq else { return nil }
         let missing = Int(committed.seq - since)
         if missing == 0 { return [] }

@@ -96,6 +96,43 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
     }
 }
 
+/// An event's effects: the first inline, the rest in an array, read like one array.
+@Suite struct CollapseEffectsCollection {
+    let a = CollapseEffect(key: "a", collapsed: true)
+    let b = CollapseEffect(key: "b", collapsed: false)
+    let c = CollapseEffect(key: "c", collapsed: true)
+
+    @Test func holdsNoneOneOrManyInOrderAndEqualsTheSameEffectsHoweverBuilt() {
+        var built = CollapseEffects()
+        #expect(built.isEmpty && built.count == 0 && Array(built) == [])
+        built.append(a)
+        #expect(built.count == 1 && built.first == a && built == CollapseEffects(a))
+        built.append(b)
+        built.append(c)
+        #expect(Array(built) == [a, b, c])
+        #expect(built.map(\.key) == ["a", "b", "c"])
+        #expect(built[2] == c && built.last == c)
+        #expect(built == [a, b, c])
+        #expect(built == CollapseEffects([a, b, c]))
+        #expect(built != [a, c, b])
+        #expect(built != [a, b])
+        #expect(CollapseEffects() == [])
+        #expect(built.description == [a, b, c].description)
+    }
+
+    @Test func aToggleAndAnAccordionExpansionReportTheirEffectsInTableOrder() throws {
+        var table = try sampleTable()
+        let toggle = try apply(&table, .toggle(section: .key("b")))
+        #expect(Array(toggle.collapsed) == [CollapseEffect(key: "b", collapsed: false)])
+        let accordion = try apply(&table, .setOptions(OptionsPatch(accordion: true)))
+        #expect(Array(accordion.collapsed) == [CollapseEffect(key: "b", collapsed: true), CollapseEffect(key: "c", collapsed: true)])
+        let collapseAll = try apply(&table, .setAll(collapsed: true))
+        #expect(Array(collapseAll.collapsed) == [CollapseEffect(key: "a", collapsed: true)])
+        let nothing = try apply(&table, .setAll(collapsed: true))
+        #expect(nothing.collapsed.isEmpty)
+    }
+}
+
 @Suite struct Accordion {
     func accordionTable() throws -> Table {
         var options = TableOptions()
