@@ -490,6 +490,36 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
     }
 }
 
+/// The window's index alone, with hashes chosen to collide.
+@Suite struct ChangeIdIndexProbing {
+    func ringOf(_ ids: [String]) -> [Table.RememberedChange] {
+        ids.enumerated().map { Table.RememberedChange(id: $1, seq: UInt64($0 + 1), digest: 0) }
+    }
+
+    @Test func idsWhoseHashesCollideAreToldApartAndSurviveRemovalsAndGrowth() {
+        let ids = ["a", "b", "c", "d", "e"]
+        let ring = ringOf(ids)
+        // "a" and "c" have the same hash; all five start probing at the same bucket.
+        let hashes = [0x7_0000_0005, 0x1_0000_0005, 0x7_0000_0005, 0x5, 0x15]
+        var index = ChangeIdIndex()
+        for slot in ids.indices { index.insert(slot: slot, hash: hashes[slot]) }
+        for slot in ids.indices { #expect(index.slot(of: ids[slot], hash: hashes[slot], in: ring) == slot, "\(ids[slot])") }
+        #expect(index.slot(of: "z", hash: 0x5, in: ring) == nil)
+        // Forgetting entries at the start of the run moves the others back; all stay findable.
+        index.remove(slot: 0)
+        index.remove(slot: 2)
+        #expect(index.count == 3)
+        for slot in [1, 3, 4] { #expect(index.slot(of: ids[slot], hash: hashes[slot], in: ring) == slot, "\(ids[slot])") }
+        for slot in [0, 2] { #expect(index.slot(of: ids[slot], hash: hashes[slot], in: ring) == nil, "\(ids[slot])") }
+        // And after growing past the first 16 buckets.
+        let more = (0..<40).map { "m\($0)" }
+        let grown = ringOf(ids + more)
+        for (offset, _) in more.enumerated() { index.insert(slot: ids.count + offset, hash: 0x5 + offset * 16) }
+        for slot in [1, 3, 4] { #expect(index.slot(of: ids[slot], hash: hashes[slot], in: grown) == slot, "\(ids[slot])") }
+        for (offset, id) in more.enumerated() { #expect(index.slot(of: id, hash: 0x5 + offset * 16, in: grown) == ids.count + offset) }
+    }
+}
+
 @Suite struct KeyBytes {
     @Test func keysMayHoldLettersDigitsAndUnderscoreDashDotColonOnly() {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:".utf8)
