@@ -24,7 +24,8 @@
  * authors with 4 changes in flight hold ~8,000 frames between a commit and the writes that
  * release them, so a bound of 1,024 frames a size sent most of each burst back to malloc (probed:
  * one malloc and one free a change, on memory the burst before had left cold). 4 MiB a size holds
- * ~37,000 ack frames or ~7,000 of the largest, and is all a thread's lists can keep.
+ * ~37,000 ack frames or ~7,000 of the largest: at most 16 MiB over the four sizes, per thread
+ * that releases frames, kept until that thread ends.
  * A frame may be released on another thread than the one that made it (a message dropped by a test
  * after its server stopped): it simply joins that thread's list.
  */

@@ -473,12 +473,14 @@ int ftws_server_run(ftws_server *server)
     if (atomic_load(&s->stop_requested))
         begin_shutdown(s);
     while (!s->done) {
-        if (lws_service(s->ctx, 0) < 0) {
+        int served = lws_service(s->ctx, 0);
+        /* Even after a failing turn: what the owner gathered in it must not be left waiting. */
+        if (s->cb.on_turn)
+            s->cb.on_turn(s->cb.owner);
+        if (served < 0) {
             rc = -1;
             break;
         }
-        if (s->cb.on_turn)
-            s->cb.on_turn(s->cb.owner);
     }
     lws_sul_cancel(&s->sul_tick);
     lws_sul_cancel(&s->sul_grace);

@@ -9,8 +9,9 @@
 /// The cases with large payloads are `indirect` (boxed): inline, the largest (`addSection`,
 /// `setOptions`) made every change 104 bytes, and with it every event (280) and every entry a
 /// session keeps for the log (400: an append of four made malloc's slow path take a kilobyte,
-/// consolidating its free lists each time). Boxed, a change is as large as a toggle or a move
-/// needs; the boxed cases are the rarer ones, and pay one allocation each.
+/// consolidating its free lists each time). Boxed, a change is as large as a toggle or a
+/// section move needs. Toggles, set-collapsed, expand-all, reveal and removals stay inline; the
+/// boxed cases pay one allocation each, small beside the text they carry and check.
 public enum Change: Equatable, Sendable {
     case toggle(section: SectionRef)
     case setCollapsed(section: SectionRef, collapsed: Bool)

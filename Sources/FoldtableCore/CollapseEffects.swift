@@ -7,7 +7,7 @@
 /// array of ``CollapseEffect`` (a random-access collection, built from an array literal).
 public struct CollapseEffects: RandomAccessCollection, Equatable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
     /// The first effect; `nil` only when there is none (then `rest` is empty too).
-    private var first: CollapseEffect?
+    private var head: CollapseEffect?
     /// The effects after the first: empty (no allocation) for all but accordion and expand-all
     /// changes.
     private var rest: [CollapseEffect] = []
@@ -16,7 +16,7 @@ public struct CollapseEffects: RandomAccessCollection, Equatable, Sendable, Expr
 
     /// One effect, held inline.
     public init(_ effect: CollapseEffect) {
-        first = effect
+        head = effect
     }
 
     public init<Effects: Sequence>(_ effects: Effects) where Effects.Element == CollapseEffect {
@@ -28,15 +28,15 @@ public struct CollapseEffects: RandomAccessCollection, Equatable, Sendable, Expr
     }
 
     public mutating func append(_ effect: CollapseEffect) {
-        if first == nil { first = effect } else { rest.append(effect) }
+        if head == nil { head = effect } else { rest.append(effect) }
     }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { first == nil ? 0 : 1 + rest.count }
+    public var endIndex: Int { head == nil ? 0 : 1 + rest.count }
 
     public subscript(position: Int) -> CollapseEffect {
         precondition(position >= 0 && position < endIndex, "collapse effect index out of range")
-        return position == 0 ? first! : rest[position - 1]
+        return position == 0 ? head! : rest[position - 1]
     }
 
     public var description: String { Array(self).description }

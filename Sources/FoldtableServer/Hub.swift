@@ -452,13 +452,16 @@ public final class Hub: TransportDelegate {
     /// client's changes in flight arrive in one read, and share one append, one commit report
     /// and one trip through the core instead of one each.
     public func transportTurnEnded() {
-        guard !handOversDue.isEmpty else { return }
         var due: [TableSession] = []
+        // Until none is due: a session asking during a hand-over is not left for the next turn,
+        // which may be a sleep away.
+        while !handOversDue.isEmpty {
+            swap(&due, &handOversDue)
+            for session in due { session.handle(.handOver) }
+            due.removeAll(keepingCapacity: true)
+        }
+        // The storage back for the next turn.
         swap(&due, &handOversDue)
-        for session in due { session.handle(.handOver) }
-        // The storage back for the next turn, unless a hand-over asked for another meanwhile.
-        due.removeAll(keepingCapacity: true)
-        if handOversDue.isEmpty { swap(&due, &handOversDue) }
     }
 
     public func connectionDrained(_ connection: Connection) {
@@ -668,6 +671,9 @@ public final class Hub: TransportDelegate {
         guard cluster == nil else {
             return completion(.failure(ProtocolError(.invalidValue, "a session shared with other nodes cannot be deleted yet")))
         }
+        // Changes of this turn that wait for its end go to the log first, as they arrived:
+        // committed, then deleted with the session, rather than refused behind the delete.
+        if session.core.awaitsHandOver { session.handle(.handOver) }
         store.delete(session.name) { [self] result in
             switch result {
             case .failure(let error):

@@ -6,7 +6,8 @@ import FoldtableCore
 /// effects. That is what lets a log sit between deciding a change and its effects:
 ///
 /// - `head` is the sequencer. A change is validated and applied to it at once, so the next
-///   change sees it, and its event goes to the log (`persist`).
+///   change sees it, and its event goes to the log (`persist`): at once, or with the other
+///   changes of its read at `handOver` (``Settings/handsOverAtOnce``).
 /// - `committed` is what members see. An event is applied to it, broadcast, remembered for resume
 ///   and acknowledged only when the log reports it durable (`committed`). Welcomes, resumes and
 ///   row streams all come from `committed`, so nobody ever sees a change the log could still lose.
@@ -152,9 +153,20 @@ public struct SessionCore {
     /// The last committed events, encoded, for resume (a ring). Their bytes, not the message
     /// that was broadcast: that one holds the transport's frame, which then went back to the
     /// transport's pool only when the event left history, 300 events later: a thousand busy
-    /// sessions' histories held 300,000 frames, and the pool cycled through them cold. A resume
-    /// makes a message of its own from the bytes.
-    private var history: [(seq: UInt64, bytes: [UInt8], expanded: [String])] = []
+    /// sessions' histories held 300,000 frames, and the pool cycled through them cold. The
+    /// first resume that needs an event makes a message of it, and later resumes share it.
+    private var history: [Remembered] = []
+
+    /// One event kept for resume.
+    private struct Remembered {
+        var seq: UInt64
+        var bytes: [UInt8]
+        /// The event's ``TableEvent/sectionsNeedingRows``.
+        var expanded: [String]
+        /// The message resumes send, once one needed it: a storm of reconnects then sends each
+        /// missed event as one shared frame, not a copy per member.
+        var message: OutboundMessage?
+    }
     private var historyStart = 0
 
     private struct Stream {
@@ -383,7 +395,7 @@ public struct SessionCore {
             }
             var expanded: Set<String> = []
             for event in missed {
-                effects.append(.send(OutboundMessage(event.bytes), to: connection))
+                effects.append(.send(event.message, to: connection))
                 expanded.formUnion(event.expanded)
             }
             for section in committed.sections where expanded.contains(section.key) && !section.collapsed {
@@ -751,8 +763,9 @@ public struct SessionCore {
         section.rows.count <= settings.chunkRows && RowStream.estimatedBytes(section.rows[...]) <= settings.chunkBytes
     }
 
-    /// An append failed: every change not yet durable is lost. `head` returns to `committed`
-    /// and each author hears so; changes still waiting are tried again on the next append.
+    /// An append failed: every change not yet durable is lost, those still waiting for their
+    /// hand-over too (they were decided on the lost head). `head` returns to `committed` and each
+    /// author hears so; changes queued and not yet applied (`pending`) are tried again.
     private mutating func rollBack(generation: UInt64, _ error: StoreError, into effects: inout [SessionEffect]) {
         guard generation == self.generation else { return }
         self.generation += 1
@@ -908,10 +921,11 @@ public struct SessionCore {
 
     private mutating func remember(_ seq: UInt64, _ bytes: [UInt8], expanded: [String]) {
         guard settings.historyEvents > 0 else { return }
+        let remembered = Remembered(seq: seq, bytes: bytes, expanded: expanded)
         if history.count < settings.historyEvents {
-            history.append((seq, bytes, expanded))
+            history.append(remembered)
         } else {
-            history[historyStart] = (seq, bytes, expanded)
+            history[historyStart] = remembered
             historyStart = (historyStart + 1) % history.count
         }
     }
@@ -930,14 +944,22 @@ public struct SessionCore {
         (history[historyStart...] + history[..<historyStart]).map { HistoryEntry(seq: $0.seq, message: $0.bytes, expanded: $0.expanded) }
     }
 
-    /// The encoded committed events after `since` in order, or `nil` when history no longer reaches back.
-    private func events(after since: UInt64) -> [(seq: UInt64, bytes: [UInt8], expanded: [String])]? {
+    /// The committed events after `since` in order, as messages to send, or `nil` when history
+    /// no longer reaches back. Makes the message of each event that has none yet, and keeps it.
+    private mutating func events(after since: UInt64) -> [(message: OutboundMessage, expanded: [String])]? {
         guard since <= committed.seq else { return nil }
         let missing = Int(committed.seq - since)
         if missing == 0 { return [] }
         guard missing <= history.count else { return nil }
-        let ordered = history[historyStart...] + history[..<historyStart]
-        return Array(ordered.suffix(missing))
+        var events: [(message: OutboundMessage, expanded: [String])] = []
+        events.reserveCapacity(missing)
+        for offset in (history.count - missing)..<history.count {
+            let index = (historyStart + offset) % history.count
+            let message = history[index].message ?? OutboundMessage(history[index].bytes)
+            history[index].message = message
+            events.append((message, history[index].expanded))
+        }
+        return events
     }
 }
 

@@ -52,8 +52,11 @@ final class TableSession: LogAppender {
     /// (the broker may flap, and an earlier answer was computed from an older position).
     var resumes: UInt64 = 0
     private var appendsMade: [UInt64: MonotonicTime] = [:]
-    /// When the first change that waits for the turn's end to go to the log was applied (the
-    /// start of its append's commit clock); `nil` when none waits.
+    /// When the turn's first change that waits for the turn's end to go to the log was applied:
+    /// where the commit clock of the turn's append starts. Cleared when the turn's hand-over
+    /// runs, so it also marks that the hub will send one. (A commit that hands the changes over
+    /// earlier leaves it set: a later change of the same turn is then timed from it, at most a
+    /// turn early.)
     private var handOverSince: MonotonicTime?
     /// This session's appends to the event log not finished yet, oldest first from
     /// `persistsHead`, `persistsCount` of them (the log finishes them in order): what each
@@ -139,8 +142,9 @@ final class TableSession: LogAppender {
             // A local session: one access to the core (`handle` and the `isQuiet` after it),
             // nothing of the stream's bookkeeping.
             let quiet: Bool
-            // When the change was applied: also when its append is handed to the log (the
-            // effects are performed right after), so the commit clock needs no reading of its own.
+            // When the change was applied: the start of the commit clock of the append it causes
+            // (performed right after, or at the turn's end with `handOverSince`), so that
+            // clock needs no reading of its own.
             var applied: MonotonicTime?
             switch input {
             case .join, .leave, .rename:
@@ -257,8 +261,8 @@ final class TableSession: LogAppender {
     }
 
     /// `hub` and `transport`: this session's, held by the caller for its loop; `ackBuffer`
-    /// the session's, taken out for it; `applied`: when the change that caused `effect` was
-    /// applied, if one did (a moment ago: it starts the commit clock of the append it causes).
+    /// the session's, taken out for it; `applied`: when the (first) change that caused `effect`
+    /// was applied, if one did (this turn: it starts the commit clock of the append it causes).
     private func perform(_ effect: SessionEffect, hub: Hub, transport: Transport, ackBuffer: inout JSONWriter, applied: MonotonicTime?) {
         switch effect {
         case .send(let message, let connection):

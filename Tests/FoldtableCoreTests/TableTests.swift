@@ -117,7 +117,6 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
         #expect(built != [a, c, b])
         #expect(built != [a, b])
         #expect(CollapseEffects() == [])
-        #expect(built.description == [a, b, c].description)
     }
 
     @Test func aToggleAndAnAccordionExpansionReportTheirEffectsInTableOrder() throws {

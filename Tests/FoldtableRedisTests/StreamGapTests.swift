@@ -55,7 +55,16 @@ struct StreamGaps {
         settle([b]) { b.events(1).count == 23 }
         let redis = RedisClient(RedisClient.Options(url: server.url))
         defer { redis.close() }
-        let stream = try wait { redis.xrange(RedisBroker.streamKey("plan"), completion: $0) }.get()
+        // b's snapshots trim the stream from its own Redis connection, after b applied their
+        // events: under load the trimming can reach Redis after b's last event reached the
+        // test, so the test waits for it (before a follows, or a would find no gap).
+        var stream = try wait { redis.xrange(RedisBroker.streamKey("plan"), completion: $0) }.get()
+        var polls = 0
+        while (stream.first.flatMap { RedisBroker.number($0) } ?? 0) <= 4 && polls < 400 {
+            usleep(25_000)
+            polls += 1
+            stream = try wait { redis.xrange(RedisBroker.streamKey("plan"), completion: $0) }.get()
+        }
         // Every entry is numbered, one more than the one before; a's position (entry 3) is gone.
         let numbers = stream.map { RedisBroker.number($0) }
         #expect(numbers == (UInt64(24 - stream.count)...23).map { $0 })

@@ -149,6 +149,49 @@ import Testing
         #expect(!core.awaitsHandOver)
         let api = core.handle(.apiChange(detail("f"), id: nil, author: Author(client: "api", name: "cron"), request: 1), now: 0)
         #expect(persisted(api)?.events.map(\.event.seq) == [3])
+        // A member's change waiting when an API change comes goes in the API change's append.
+        _ = core.handle(.change(detail("g"), id: "a3", from: ana), now: 0)
+        let carried = core.handle(.apiChange(detail("h"), id: nil, author: Author(client: "api", name: "cron"), request: 2), now: 0)
+        #expect(persisted(carried)?.events.map(\.event.seq) == [4, 5])
+        #expect(!core.awaitsHandOver)
+    }
+
+    @Test func aChangeWaitingWhenItsAuthorLeavesIsStillCommittedAndOthersSeeIt() throws {
+        var core = try gathering()
+        _ = core.handle(.change(detail("d"), id: "a1", from: ana), now: 0)
+        let left = core.handle(.leave(ana), now: 0)
+        let persist = try #require(persisted(left) ?? persisted(core.handle(.handOver, now: 0)))
+        #expect(persist.events.map(\.event.seq) == [1])
+        let effects = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        // Nobody to acknowledge: the author left. The member still here sees the event.
+        #expect(acks(effects).isEmpty)
+        guard case .broadcast(_, let to)? = effects.first(where: { if case .broadcast = $0 { return true } else { return false } }) else {
+            Issue.record("no broadcast")
+            return
+        }
+        #expect(to.map(\.id) == [bo.id])
+        #expect(core.committed.section("t")?.detail == "d")
+    }
+
+    @Test func resumesOfTheSameMissedEventsShareOneMessageForEach() throws {
+        var core = try core()
+        for index in 1...3 {
+            let persist = try #require(persisted(core.handle(.change(detail("d\(index)"), id: "i\(index)", from: ana), now: 0)))
+            _ = core.handle(.committed(generation: persist.generation, through: UInt64(index)), now: 0)
+        }
+        func resumed(_ id: UInt64) -> [OutboundMessage] {
+            let effects = core.handle(.join(Connection(id: id), JoinRequest(session: "x", name: "n\(id)", since: 1, epoch: "e1"), role: nil), now: 0)
+            return effects.compactMap { effect -> OutboundMessage? in
+                guard case .send(let message, _) = effect, let value = try? JSONParser.parse(message.bytes), value["type"] == .string("event")
+                else { return nil }
+                return message
+            }
+        }
+        let first = resumed(7)
+        let second = resumed(8)
+        #expect(first.count == 2)
+        #expect(first.map { ObjectIdentifier($0) } == second.map { ObjectIdentifier($0) })
+        #expect(first.map { (try? JSONParser.parse($0.bytes))?["seq"] } == [.integer(2), .integer(3)])
     }
 
     @Test func aLateReportOfAnAbandonedAppendIsIgnored() throws {

@@ -161,6 +161,30 @@ import Testing
         #expect(h.transport.messages(2, type: "ack").map { $0["seq"] } == [.integer(4)])
     }
 
+    @Test func aChangeInTheSameTurnAsADeleteIsCommittedBeforeTheSessionIsDeleted() {
+        let h = Harness()
+        h.transport.endsTurns = true
+        h.join(1, session: "x")
+        h.transport.clear()
+        for text in [#"{"type":"addSection","title":"A","id":"a"}"#, #"{"type":"deleteSession","id":"d"}"#] {
+            let bytes = Array(text.utf8)
+            bytes.withUnsafeBytes { h.hub.connectionReceived(Connection(id: 1), message: $0) }
+        }
+        h.transport.settle()
+        h.transport.endTurn()
+        #expect(h.transport.messages(1, type: "error").isEmpty)
+        #expect(h.transport.messages(1, type: "ack").map { $0["id"] } == [.string("a")])
+        #expect(h.transport.closed[1]?.code == CloseCode.sessionDeleted)
+    }
+
+    @Test func anEntryForTheLogStaysSmallEnoughThatAnAppendOfFourTakesLessThanAKibibyte() {
+        // glibc serves a kibibyte or more from its slow path, which first consolidates every
+        // small free chunk; a busy event loop frees tens of thousands between two such requests.
+        #expect(MemoryLayout<Change>.stride <= 32)
+        #expect(MemoryLayout<TableEvent>.stride <= 128)
+        #expect(4 * MemoryLayout<LoggedEvent>.stride + 32 < 1_024)
+    }
+
     @Test func theMemoryLogTellsAnAppenderAfterTheCallInOrderAndItsObserverFirst() throws {
         let queue = ServiceQueue(wake: {})
         let store = MemoryStore(keepEvents: 10, queue: queue)
