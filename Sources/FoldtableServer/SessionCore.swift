@@ -517,11 +517,11 @@ public struct SessionCore {
         if pendingStart == pending.count && !mustWait(change.change) {
             // Nothing waits ahead of it (almost always): applied from here, not copied into the
             // queue and out again. Its origin is present: every caller just checked.
-            let fromMember: Bool
-            if case .member = change.origin { fromMember = true } else { fromMember = false }
+            // A member's change may wait for the rest of its burst (`handOver`); an API one never.
+            var waits = !settings.handsOverAtOnce
+            if case .api = change.origin { waits = false }
             apply(change, originPresent: true, into: &effects)
-            // A member's change may wait for the rest of its burst (`handOver`).
-            if settings.handsOverAtOnce || !fromMember { handOver(into: &effects) }
+            if !waits { handOver(into: &effects) }
             return
         }
         pending.append(change)

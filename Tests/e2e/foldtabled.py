@@ -120,6 +120,27 @@ def frame(payload, opcode=1, fin=True, mask=True):
     return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
+def read_frame(sock, buf):
+    """(opcode, payload, rest) from buf plus socket reads; opcode None on EOF/reset."""
+    while True:
+        if len(buf) >= 2:
+            n, pos = buf[1] & 0x7F, 2
+            if n == 126 and len(buf) >= 4:
+                n, pos = int.from_bytes(buf[2:4], "big"), 4
+            elif n == 127 and len(buf) >= 10:
+                n, pos = int.from_bytes(buf[2:10], "big"), 10
+            if n < 126 or pos > 2:
+                if len(buf) >= pos + n:
+                    return buf[0] & 0x0F, buf[pos:pos + n], buf[pos + n:]
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+        if not chunk:
+            return None, b"", b""
+        buf += chunk
+
+
 def read_close_code(sock, timeout=5):
     """Reads server frames until a close frame; returns its code (None if the socket just ends)."""
     sock.settimeout(timeout)

@@ -16,7 +16,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from foldtabled import BIN, Client, LoggedServer, StartFailed, frame, http_get, integrity_check, raw_ws, read_welcome_table
+from foldtabled import BIN, Client, LoggedServer, StartFailed, frame, http_get, integrity_check, raw_ws, read_frame, read_welcome_table
 
 SMALL_DEMO = ("--demo-large-rows", "100")
 
@@ -110,19 +110,9 @@ def add_row(section, key, change_id, label=None, value="1"):
 
 def server_lines(sock, buffer=b""):
     """Reads one server frame from a raw socket; returns (its JSON messages, the rest read)."""
-    while True:
-        if len(buffer) >= 2:
-            length, offset = buffer[1] & 0x7F, 2
-            if length == 126:
-                length, offset = int.from_bytes(buffer[2:4], "big"), 4
-            elif length == 127:
-                length, offset = int.from_bytes(buffer[2:10], "big"), 10
-            if len(buffer) >= offset + length:
-                payload = buffer[offset:offset + length].decode()
-                return [json.loads(line) for line in payload.split("\n")], buffer[offset + length:]
-        chunk = sock.recv(65536)
-        assert chunk, "the server closed the connection"
-        buffer += chunk
+    opcode, payload, rest = read_frame(sock, buffer)
+    assert opcode is not None, "the server closed the connection"
+    return [json.loads(line) for line in payload.decode().split("\n")], rest
 
 
 def metric(port, name):

@@ -15,6 +15,8 @@ from websockets.asyncio.client import connect as aconnect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from foldtabled import read_frame
+
 # ---- raw WebSocket helpers (for what a well-behaved client library refuses to send) ----------
 
 TEXT, BINARY, CONT, CLOSE, PING, PONG = 0x1, 0x2, 0x0, 0x8, 0x9, 0xA
@@ -65,27 +67,6 @@ def frame(opcode, payload=b"", fin=True, masked=True, rsv=0, length=None):
         return head + payload
     key = os.urandom(4)
     return head + key + mask(payload, key)
-
-
-def read_frame(sock, buf):
-    """(opcode, payload, rest) from buf plus socket reads; opcode None on EOF/reset."""
-    while True:
-        if len(buf) >= 2:
-            n, pos = buf[1] & 0x7F, 2
-            if n == 126 and len(buf) >= 4:
-                n, pos = int.from_bytes(buf[2:4], "big"), 4
-            elif n == 127 and len(buf) >= 10:
-                n, pos = int.from_bytes(buf[2:10], "big"), 10
-            if n < 126 or pos > 2:
-                if len(buf) >= pos + n:
-                    return buf[0] & 0x0F, buf[pos:pos + n], buf[pos + n:]
-        try:
-            chunk = sock.recv(65536)
-        except (ConnectionResetError, BrokenPipeError):
-            chunk = b""
-        if not chunk:
-            return None, b"", b""
-        buf += chunk
 
 
 def close_code(sock, timeout=5):
