@@ -103,6 +103,7 @@ struct ftws_conn {
 
     lws_usec_t last_progress_us;   /* last successful write, or when the queue became busy */
     lws_usec_t last_valid_us;      /* open or last pong: mirrors lws's validity timer */
+    uint64_t delayed_ack_turn;     /* the turn that last turned TCP_QUICKACK off (ftws_ws.c) */
 
     char peer[64];
     char forwarded[256];           /* X-Forwarded-For of the upgrade request, "" if none */
@@ -231,6 +232,7 @@ struct ftws_server {
     atomic_int stop_grace_ms;
     atomic_int wake_pending;
 
+    uint64_t turn;                 /* lws_service turns so far, from 1 (service thread) */
     bool stopping, grace_expired, done;
     bool destroying;               /* inside ftws_server_destroy: no more calls into the owner */
     lws_sorted_usec_list_t sul_tick, sul_grace, sul_giveup;

@@ -345,6 +345,7 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
     }
     s->cfg = *cfg;
     s->cb = callbacks;
+    s->turn = 1; /* a connection's delayed_ack_turn of 0 means "never" */
     s->tls = tls;
     atomic_init(&s->stop_requested, 0);
     atomic_init(&s->stop_grace_ms, 0);
@@ -474,6 +475,7 @@ int ftws_server_run(ftws_server *server)
         begin_shutdown(s);
     while (!s->done) {
         int served = lws_service(s->ctx, 0);
+        s->turn++;
         /* Even after a failing turn: what the owner gathered in it must not be left waiting. */
         if (s->cb.on_turn)
             s->cb.on_turn(s->cb.owner);

@@ -127,6 +127,47 @@ def wait_for(predicate, timeout=5.0):
 # ---- echo and framing ------------------------------------------------------------------------
 
 
+def unacked_segments(sock):
+    """tcpi_unacked of the client's socket: segments sent that the server has not yet ACKed."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return int.from_bytes(info[24:28], "little")  # after 8 one-byte fields and 4 u32 (rto, ato, mss)
+
+
+def test_a_read_with_no_reply_has_its_tcp_ack_held_for_the_next_reply(echo_server):
+    # The server turns TCP_QUICKACK off once per turn a connection reads (ftws_ws.c), so a
+    # change acknowledged after its commit carries the TCP ACK instead of costing a segment.
+    # Linux quick-acks after its delayed-ACK timer fired, so: let it fire after a first fragment
+    # (no reply), send a second (quick-acked, and the server turns quick ACKs off on reading it),
+    # then a pong, which gets no reply: its ACK must be held, not sent at once.
+    sock = raw_ws(echo_server.port)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(frame(TEXT, b"a", fin=False))
+    for attempt in range(3):
+        time.sleep(0.3)  # the delayed-ACK timer (40 ms to 200 ms) has fired
+        sock.sendall(frame(CONT, b"b", fin=False))
+        deadline = time.monotonic() + 2
+        while unacked_segments(sock) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert unacked_segments(sock) == 0
+        time.sleep(0.005)  # the server has read the fragment and turned quick ACKs off
+        sent = time.monotonic()
+        sock.sendall(frame(PONG))
+        time.sleep(0.005)
+        held = unacked_segments(sock)
+        if time.monotonic() - sent < 0.03:  # well inside the 40 ms timer, so the answer counts
+            break
+    assert held == 1, "the server acknowledged a read at once instead of holding the ACK"
+    deadline = time.monotonic() + 2
+    while unacked_segments(sock) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert unacked_segments(sock) == 0, "the held ACK never went out"
+    sock.sendall(frame(CONT, b"c"))
+    buf = b""
+    opcode, payload, buf = read_frame(sock, buf)
+    assert (opcode, payload) == (TEXT, b"abc")
+    sock.close()
+
+
 def test_a_text_message_is_echoed(echo_server):
     with connect(echo_server.ws_url) as ws:
         ws.send("hello, table")
