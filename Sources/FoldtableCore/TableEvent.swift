@@ -19,15 +19,6 @@ public struct TableEvent: Equatable, Sendable {
     /// for the log) for the two kinds of change that have one.
     private var origin: RowOriginBox?
 
-    public init(seq: UInt64, author: Author, changeId: String?, change: Change, collapsed: CollapseEffects, from: RowOrigin? = nil) {
-        self.seq = seq
-        self.author = author
-        self.changeId = changeId
-        self.change = change
-        self.collapsed = collapsed
-        self.origin = from.map(RowOriginBox.init)
-    }
-
     /// The sections this event expanded (their rows must be sent to members).
     public var expandedSections: [String] {
         collapsed.compactMap { $0.collapsed ? nil : $0.key }
@@ -49,6 +40,16 @@ public struct TableEvent: Equatable, Sendable {
     public var reloadedSections: [String] {
         if case .importRows(.key(let key), _) = change { return [key] }
         return []
+    }
+}
+
+// In an extension, so that the struct keeps its memberwise initializer: delegating to it builds
+// the value whole. Assigning the properties one by one built it in a stack slot the optimizer
+// could not promote, then returned a full copy of it (its strings and arrays retained) and
+// destroyed the slot: once per applied change.
+extension TableEvent {
+    public init(seq: UInt64, author: Author, changeId: String?, change: Change, collapsed: CollapseEffects, from: RowOrigin? = nil) {
+        self.init(seq: seq, author: author, changeId: changeId, change: change, collapsed: collapsed, origin: from.map(RowOriginBox.init))
     }
 }
 
