@@ -22,7 +22,7 @@ public final class Hub: TransportDelegate {
     /// Wall-clock seconds since 1970, for token expiry.
     let clock: () -> UInt64
 
-    private var clients: [UInt64: ClientState] = [:]
+    private var clients = ConnectionMap<ClientState>()
     /// The client whose change the hub is handing to its session, while it does: the session's
     /// `accepted` for it then needs no lookup in `clients`.
     private var receiving: ClientState?

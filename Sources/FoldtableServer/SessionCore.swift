@@ -99,7 +99,7 @@ public struct SessionCore {
         /// Empty for most members most of the time, so it costs nothing per idle member.
         var held: Set<String> = []
     }
-    private var members: [UInt64: Member] = [:]
+    private var members = ConnectionMap<Member>()
     /// Member connections in join order: the broadcast list, changed on join and leave only.
     private(set) var connections: [Connection] = []
 
@@ -344,7 +344,7 @@ public struct SessionCore {
         case .timer(let timer): fire(timer, now: now, into: &effects)
         case .find(let query, let limit, let id, let connection):
             // Committed rows only, like everything members see.
-            guard members[connection.id] != nil else { break }
+            guard members.contains(connection.id) else { break }
             let (matches, truncated) = RowSearch(query).run(in: committed, limit: limit)
             effects.append(.send(OutboundMessage(ServerMessage.found(id: id, query: query, matches: matches, truncated: truncated)), to: connection))
         case .sequenced(let requests): receive(requests, into: &effects)
@@ -376,7 +376,7 @@ public struct SessionCore {
     // MARK: - Membership
 
     private mutating func join(_ connection: Connection, _ request: JoinRequest, role: String?, now: UInt64, into effects: inout [SessionEffect]) {
-        guard members[connection.id] == nil else { return }
+        guard !members.contains(connection.id) else { return }
         let author = Author(client: clientID(of: connection), name: request.name)
         members[connection.id] = Member(connection: connection, author: author, role: role)
         connections.append(connection)
@@ -454,7 +454,7 @@ public struct SessionCore {
     }
 
     private mutating func rename(_ connection: Connection, to name: String, into effects: inout [SessionEffect]) {
-        guard members[connection.id] != nil else { return }
+        guard members.contains(connection.id) else { return }
         members[connection.id]?.author.name = name
         presenceRenamed.append(connection.id)
         presenceChanged(into: &effects)
@@ -530,7 +530,7 @@ public struct SessionCore {
 
     /// `origin` if it can still be answered: API callers always, members while they are here.
     private func present(_ origin: Origin) -> Origin? {
-        if case .member(let connection) = origin, members[connection.id] == nil { return nil }
+        if case .member(let connection) = origin, !members.contains(connection.id) { return nil }
         return origin
     }
 
@@ -975,7 +975,7 @@ extension SessionCore {
     /// (a `since` nobody reached): then it goes on, as a fresh welcome.
     private mutating func waitForStream(_ connection: Connection, _ request: JoinRequest, role: String?) -> Bool {
         guard case .stream = sequencing, let since = request.since, request.epoch == epoch, since > committed.seq,
-            members[connection.id] == nil, !joinsWaiting.contains(where: { $0.connection == connection })
+            !members.contains(connection.id), !joinsWaiting.contains(where: { $0.connection == connection })
         else { return false }
         joinsWaiting.append(WaitingJoin(connection: connection, request: request, role: role, reads: 2))
         return true
