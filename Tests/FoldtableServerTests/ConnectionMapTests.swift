@@ -4,18 +4,6 @@ import Testing
 
 /// The hub's and sessions' map from connection ids: it must behave as a `Dictionary` would.
 struct ConnectionMapTests {
-    /// SplitMix64: a seeded generator, so that a failure replays.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     private static func expectSame(_ map: ConnectionMap<Int>, _ reference: [UInt64: Int], keys: ClosedRange<UInt64>) {
         #expect(map.count == reference.count)
         #expect(map.isEmpty == reference.isEmpty)
@@ -25,14 +13,21 @@ struct ConnectionMapTests {
 
     @Test(arguments: [1 as UInt64, 2, 3])
     func aMapMatchesADictionaryThroughRandomInsertsRemovalsAndInPlaceChanges(seed: UInt64) {
-        var generator = SeededGenerator(state: seed)
+        // xorshift64, seeded: a failure replays.
+        var state = seed &* 0x9E37_79B9_7F4A_7C15
+        func next(_ bound: UInt64) -> UInt64 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return state % bound
+        }
         var map = ConnectionMap<Int>()
         var reference: [UInt64: Int] = [:]
         // Few keys, many operations: runs of neighbours probe, collide and are shifted back.
         let keys: ClosedRange<UInt64> = 0...300
         for step in 0..<20_000 {
-            let key = UInt64.random(in: keys, using: &generator)
-            switch Int.random(in: 0..<5, using: &generator) {
+            let key = next(UInt64(keys.count))
+            switch next(5) {
             case 0, 1:
                 map[key] = step
                 reference[key] = step
