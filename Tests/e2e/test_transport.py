@@ -130,7 +130,7 @@ def wait_for(predicate, timeout=5.0):
 def unacked_segments(sock):
     """tcpi_unacked of the client's socket: segments sent that the server has not yet ACKed."""
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
-    return int.from_bytes(info[24:28], "little")  # after 8 one-byte fields and 4 u32 (rto, ato, mss)
+    return int.from_bytes(info[24:28], "little")  # after 8 bytes of fields, then rto, ato, snd_mss, rcv_mss
 
 
 def test_a_read_with_no_reply_has_its_tcp_ack_held_for_the_next_reply(echo_server):
