@@ -15,8 +15,6 @@ struct ConnectionMap<Value> {
     private var slots: [Value?] = []
     /// How many keys the map holds.
     private(set) var count = 0
-    /// 64 minus log2 of the capacity: the hash's top bits pick the home slot.
-    private var shift: UInt64 = 64
 
     init() {}
 
@@ -28,6 +26,9 @@ struct ConnectionMap<Value> {
     }
 
     private var mask: Int { keys.count &- 1 }
+
+    /// 64 minus log2 of the capacity: the hash's top bits pick the home slot.
+    private var shift: UInt64 { UInt64(64 &- keys.count.trailingZeroBitCount) }
 
     @inline(__always)
     private func home(_ stored: UInt64) -> Int {
@@ -136,7 +137,6 @@ struct ConnectionMap<Value> {
         var oldSlots = [Value?](repeating: nil, count: capacity)
         swap(&oldKeys, &keys)
         swap(&oldSlots, &slots)
-        shift = UInt64(64 - capacity.trailingZeroBitCount)
         for index in oldKeys.indices where oldKeys[index] != 0 {
             var slot = home(oldKeys[index])
             while keys[slot] != 0 { slot = (slot &+ 1) & mask }
