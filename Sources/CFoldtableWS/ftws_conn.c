@@ -78,7 +78,7 @@ ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi)
     c->server = s;
     c->wsi = wsi;
     c->id = ++s->next_conn_id;
-    c->last_valid_us = c->last_progress_us = lws_now_usecs();
+    c->last_progress_us = lws_now_usecs();
     c->deflate = s->cfg.permessage_deflate && ftws__deflate_setup(wsi);
     ftws__peer_ip(wsi, c->peer, sizeof(c->peer));
     int fwd = lws_hdr_total_length(wsi, WSI_TOKEN_X_FORWARDED_FOR);
@@ -90,6 +90,7 @@ ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi)
         s->conns->prev = c;
     s->conns = c;
     s->conn_count++;
+    ftws__keepalive_arm(c, c->last_progress_us);
     return c;
 }
 
@@ -98,6 +99,7 @@ ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi)
 void ftws__conn_unlink(ftws_conn *c)
 {
     ftws_server *s = c->server;
+    ftws__keepalive_disarm(c);
     if (c->prev)
         c->prev->next = c->next;
     else

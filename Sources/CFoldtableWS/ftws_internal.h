@@ -12,6 +12,7 @@
  *   ftws_route.c    HTTP requests for paths the owner claims: body, hand-off, deferred answer
  *   ftws_http.c     static files (with validators), the refusal of bad upgrades, HTTP helpers
  *   ftws_queue.c    a connection's outbound side: send, broadcast, WRITEABLE
+ *   ftws_keepalive.c  pings for silent connections, hangup of those that stay silent
  *   ftws_conn.c     a connection's state: its frame ring, close decisions, accessors
  *   ftws_timer.c    owner timers
  *   ftws_deflate.c  the permessage-deflate extension table, wire-byte counting
@@ -102,7 +103,14 @@ struct ftws_conn {
     int intent_code;               /* code we meant, when we had to drop the socket instead */
 
     lws_usec_t last_progress_us;   /* last successful write, or when the queue became busy */
-    lws_usec_t last_valid_us;      /* open or last pong: mirrors lws's validity timer */
+    /* Keepalive (ftws_keepalive.c): a slot of the server's timing wheel, while armed. */
+    lws_usec_t last_rx_us;         /* open, or the last data or pong received */
+    lws_usec_t ka_due_us;          /* when the wheel looks at it next */
+    ftws_conn *ka_prev, *ka_next;  /* its wheel slot's list */
+    uint32_t ka_slot;
+    bool ka_armed;
+    bool ping_sent;                /* pinged, and nothing received since */
+    bool ping_pending;             /* write a ping at the next WRITEABLE */
     uint64_t delayed_ack_turn;     /* the turn that last turned TCP_QUICKACK off (ftws_ws.c) */
 
     char peer[64];
@@ -127,6 +135,23 @@ void ftws__conn_kill(ftws_conn *c, int intent_code);
 size_t ftws__copy_reason(char *dst, const char *reason);
 /* lws_get_peer_simple, with IPv4-mapped IPv6 addresses shown as plain IPv4. */
 void ftws__peer_ip(struct lws *wsi, char *buf, size_t len);
+
+/* ---- keepalive (ftws_keepalive.c) ---------------------------------------------------------- */
+
+/* A timing wheel of 256 slots of 250 ms: one turn is 64 s, so pings land within a quarter
+ * second of their time and the wheel wakes the service thread four times a second. */
+#define FTWS_KA_SLOTS 256
+#define FTWS_KA_SLOT_US (250 * 1000)
+
+void ftws__keepalive_start(ftws_server *s);                /* from ftws_server_run */
+void ftws__keepalive_arm(ftws_conn *c, lws_usec_t now);    /* a new connection */
+void ftws__keepalive_disarm(ftws_conn *c);                 /* out of the wheel, if in it */
+/* Something arrived from the peer: its silence starts again. */
+static inline void ftws__keepalive_heard(ftws_conn *c, lws_usec_t now)
+{
+    c->last_rx_us = now;
+    c->ping_sent = false;
+}
 
 /* ---- permessage-deflate (ftws_deflate.c) ----------------------------------------------------- */
 
@@ -235,7 +260,9 @@ struct ftws_server {
     uint64_t turn;                 /* lws_service turns so far, from 1 (service thread) */
     bool stopping, grace_expired, done;
     bool destroying;               /* inside ftws_server_destroy: no more calls into the owner */
-    lws_sorted_usec_list_t sul_tick, sul_grace, sul_giveup;
+    lws_sorted_usec_list_t sul_tick, sul_grace, sul_giveup, sul_keepalive;
+    ftws_conn *ka_slots[FTWS_KA_SLOTS]; /* the keepalive wheel (ftws_keepalive.c) */
+    uint64_t ka_next_slot;         /* the next slot to visit, counted from lws_now_usecs's 0 */
 
     ftws_timer *timers[FTWS_TIMER_BUCKETS];
 };

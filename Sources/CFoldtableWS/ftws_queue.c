@@ -114,6 +114,23 @@ int ftws__conn_writeable(ftws_conn *c)
     ftws_frame_release(c->in_flight);
     c->in_flight = NULL;
 
+    if (c->ping_pending) {
+        /* The keepalive's ping (ftws_keepalive.c) takes this WRITEABLE; the queue the next.
+         * One byte of payload: lws 4.1.6 reports no empty pong (LWS_CALLBACK_RECEIVE_PONG is
+         * skipped for a zero length), and the pong is what keeps a silent peer connected.
+         * lws copies whatever the kernel does not take, so the stack may hold it. */
+        c->ping_pending = false;
+        if (!c->closing) {
+            uint8_t ping[LWS_PRE + 1];
+            ping[LWS_PRE] = 'k';
+            if (lws_write(wsi, ping + LWS_PRE, 1, LWS_WRITE_PING) < 0)
+                return -1;
+            if (q->count || c->close_pending || c->drain_requested)
+                ftws__conn_request_writable(c);
+            return 0;
+        }
+    }
+
     if (q->count == 0) {
         if (c->close_pending) {
             /* lws only delivers WRITEABLE with nothing of ours still buffered, so the close

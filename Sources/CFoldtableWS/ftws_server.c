@@ -186,7 +186,7 @@ static int ftws_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 
     case LWS_CALLBACK_RECEIVE_PONG:
         if (c)
-            c->last_valid_us = lws_now_usecs();
+            ftws__keepalive_heard(c, lws_now_usecs());
         return 0;
 
     case LWS_CALLBACK_SERVER_WRITEABLE:
@@ -388,10 +388,10 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
      * (lws casts it to int and adds LWS_PRE: keep well below INT_MAX.) */
     s->protocols[0].tx_packet_size = (size_t)1 << 30;
 
-    /* Keepalive: lws pings after secs_since_valid_ping without a pong and hangs up after
-     * secs_since_valid_hangup. Zeros switch it off (lws's default would be 300/310). */
-    s->retry.secs_since_valid_ping = (uint16_t)(cfg->ping_interval_secs > 0 ? cfg->ping_interval_secs : 0);
-    s->retry.secs_since_valid_hangup = (uint16_t)(cfg->ping_interval_secs > 0 ? cfg->hangup_secs : 0);
+    /* lws's own keepalive stays off (zeros here; with no policy at all lws would ping every
+     * 300 s): ftws_keepalive.c says why it pings and hangs up itself. */
+    s->retry.secs_since_valid_ping = 0;
+    s->retry.secs_since_valid_hangup = 0;
 
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof(info)); /* 4.1.6 has no lws_context_info_defaults() */
@@ -470,6 +470,7 @@ int ftws_server_run(ftws_server *server)
     ftws_server *s = server;
     int rc = 0;
     lws_sul_schedule(s->ctx, 0, &s->sul_tick, tick_fired, LWS_US_PER_SEC);
+    ftws__keepalive_start(s);
     /* A stop requested before run began: its cancel may have been consumed already. */
     if (atomic_load(&s->stop_requested))
         begin_shutdown(s);
@@ -487,6 +488,7 @@ int ftws_server_run(ftws_server *server)
     lws_sul_cancel(&s->sul_tick);
     lws_sul_cancel(&s->sul_grace);
     lws_sul_cancel(&s->sul_giveup);
+    lws_sul_cancel(&s->sul_keepalive);
     return rc;
 }
 
@@ -525,6 +527,7 @@ void ftws_server_destroy(ftws_server *server)
     lws_sul_cancel(&server->sul_tick);
     lws_sul_cancel(&server->sul_grace);
     lws_sul_cancel(&server->sul_giveup);
+    lws_sul_cancel(&server->sul_keepalive);
     server->stopping = true;
     if (server->ctx)
         lws_context_destroy(server->ctx);

@@ -93,6 +93,7 @@ int ftws__ws_receive(ftws_server *s, ftws_conn *c, struct lws *wsi, const uint8_
     size_t cap = s->cfg.max_message_bytes;
 
     delay_next_ack(s, c, wsi);
+    ftws__keepalive_heard(c, lws_now_usecs());
     if (first) {
         c->rx_len = 0;
         c->rx_binary = lws_frame_is_binary(wsi);
@@ -167,7 +168,7 @@ static bool peer_alive(struct lws *wsi)
  * frame. lws 4.1.6 fails some protocol violations (control frame with a 16/64-bit length,
  * i.e. a ping over 125 bytes; a 64-bit length with the top bit set) by returning -1 from its
  * parser without setting a close reason, so it would just drop TCP. When none of the other
- * causes of a reason-less close applies (peer gone, validity hangup, our own kill), this is
+ * causes of a reason-less close applies (peer gone, our own kill or keepalive hangup), this is
  * such a violation: give it the 1002 the RFC asks for. */
 void ftws__ws_drop_protocol(ftws_server *s, ftws_conn *c, struct lws *wsi)
 {
@@ -176,10 +177,6 @@ void ftws__ws_drop_protocol(ftws_server *s, ftws_conn *c, struct lws *wsi)
     c->closing = true; /* lws is closing it, whoever decided: refuse further sends */
     if (c->close_code || c->intent_code || c->peer_closed || lws_get_close_length(wsi))
         return;
-    if (s->retry.secs_since_valid_hangup &&
-        lws_now_usecs() - c->last_valid_us >=
-            (lws_usec_t)s->retry.secs_since_valid_hangup * LWS_US_PER_SEC - 250 * LWS_US_PER_MS)
-        return; /* lws's keepalive hung up a silent peer */
     if (!peer_alive(wsi))
         return;
     static const char reason[] = "protocol error";

@@ -72,6 +72,12 @@ struct FanoutOptions {
     var expandBytes = 0
     var expandMessages = 0
     var expandTimeout = 60.0
+    /// --idle: seconds every client stays joined and silent (answering pings) before the
+    /// changes start: what members who only watch cost the server.
+    var idleSeconds = 0.0
+    /// --join-over: seconds over which the clients' connects are spread evenly (0: all at once,
+    /// `connectBatch` at a time), as members of a real session arrive.
+    var joinOverSeconds = 0.0
 
     var subprotocol: String? { kind == .mirror ? "lws-mirror-protocol" : nil }
 
@@ -83,7 +89,8 @@ struct FanoutOptions {
                  [--sessions N (fan-out: 1, one author each; acks: one per client)]
                  [--every-client-authors (foldtable: acks per second)]
                  [--expand SECTION (foldtable) | --expand-bytes B --expand-messages M (peers)]
-                 [--expand-timeout S (60)]
+                 [--expand-timeout S (60)] [--idle S (0: after the joins, S seconds of silence)]
+                 [--join-over S (0: connects spread evenly over S seconds)]
         """
 
     static func parse(_ arguments: [String]) -> FanoutOptions {
@@ -134,6 +141,8 @@ struct FanoutOptions {
             case "--expand-bytes": options.expandBytes = number(value())
             case "--expand-messages": options.expandMessages = number(value())
             case "--expand-timeout": options.expandTimeout = seconds(value())
+            case "--idle": options.idleSeconds = seconds(value())
+            case "--join-over": options.joinOverSeconds = seconds(value())
             default: fail("unknown argument \(arguments[index])\n\(usage)")
             }
             index += 1
@@ -306,6 +315,7 @@ struct FanoutLoad {
     var opened = 0
     var closedCount = 0
     var protocolErrors = 0
+    var pingsAnswered = 0
     var lastActivity: UInt64 = 0
 
     // Setup progress.
@@ -744,12 +754,31 @@ struct FanoutLoad {
         return true
     }
 
+    /// Every client joined and silent for `--idle` seconds, answering the server's pings: the
+    /// server's CPU in that time is what watching members cost it (keepalive, timers, polling).
+    private mutating func runIdle() {
+        let cpuStart = serverCPUSeconds()
+        let pingsStart = pingsAnswered
+        let seconds = options.idleSeconds
+        pollUntil(timeout: seconds) { _ in false }
+        var line = "fanout \(options.kind.rawValue): idle: clients=\(clients) seconds=\(fixed(seconds, 1))"
+        if let start = cpuStart, let end = serverCPUSeconds() {
+            line += " server_cpu_s=\(fixed(end - start, 2)) server_cpu=\(fixed(100 * (end - start) / seconds, 1))%"
+        }
+        line += " pings=\(pingsAnswered - pingsStart) open=\(opened)"
+        emit(line)
+        if closedCount > 0 { fail("\(closedCount) clients were closed while idle") }
+    }
+
     /// Connects and (foldtable) joins every client, at most `connectBatch` handshakes at a time.
     private mutating func connectAll() {
         var next = 0
-        let deadline = monotonicNanos() + 60_000_000_000
+        let start = monotonicNanos()
+        let spread = UInt64(options.joinOverSeconds * 1e9)
+        let deadline = start + 60_000_000_000 + spread
         while opened < clients || (options.kind == .foldtable && welcomed < clients) {
-            while handshaking < options.connectBatch && next < clients {
+            let now = monotonicNanos()
+            while handshaking < options.connectBatch && next < clients && now - start >= spread * UInt64(next) / UInt64(clients) {
                 startConnect(next)
                 handshaking += 1
                 next += 1
@@ -831,6 +860,7 @@ struct FanoutLoad {
             line += " per_member_kib=\(fixed(Double(joined.now - before.now) / Double(clients), 1))"
             emit(line)
         }
+        if options.idleSeconds > 0 { runIdle() }
         if expanding { return runExpansion() }
         sendSetup()
         let setupExpected = options.everyClientAuthors || options.kind == .foldtable ? 3 * clients : clients

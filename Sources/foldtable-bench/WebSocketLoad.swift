@@ -281,6 +281,7 @@ extension FanoutLoad {
             flush(index)
             markClosed(index, code: code)
         case 0x9:
+            pingsAnswered += 1
             queueFrame(index, opcode: 0xA, payload: payload, count: count)
         case 0xA:
             break

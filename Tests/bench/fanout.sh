@@ -16,20 +16,22 @@
 #      then toggles one at a time to all of them
 #   5  expanding the demo's 50,000-row section with 100 and with 1,000 clients joined; a peer
 #      relays the same bytes in as many messages as foldtabled sent one client
+#   6  10,000 clients arriving evenly over 25 s, then 25 s of silence (answering pings): what
+#      watching members cost a server (foldtabled pings each once per 25 s; the peers never)
 # A summary with the targets follows the raw lines.
 #
 # Builds nothing: run `swift build -c release` first. Servers run on CPU 0, the load generator
 # on CPU 1 (taskset). Only 127.0.0.1 is used. Every server and generator run is bounded by
 # `timeout`; each run gets a fresh server, so its peak RSS is that run's.
 #
-# Settings (environment): FANOUT_SCENARIOS ("1 2 3 4 5"), FANOUT_SECONDS (10), FANOUT_WARMUP (1),
+# Settings (environment): FANOUT_SCENARIOS ("1 2 3 4 5 6"), FANOUT_SECONDS (10), FANOUT_WARMUP (1),
 # FANOUT_SERVER_CPU (0), FANOUT_LOAD_CPU (1), FANOUT_BUILD (.build/release),
 # FANOUT_PEERS ("mirror ws websockets"), FANOUT_VENV (.build/bench-venv).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 build=${FANOUT_BUILD:-.build/release}
-scenarios=${FANOUT_SCENARIOS:-1 2 3 4 5}
+scenarios=${FANOUT_SCENARIOS:-1 2 3 4 5 6}
 seconds=${FANOUT_SECONDS:-10}
 warmup=${FANOUT_WARMUP:-1}
 server_cpu=${FANOUT_SERVER_CPU:-0}
@@ -218,6 +220,10 @@ for scenario in $scenarios; do
                     run "s5-$clients" "$server" --clients "$clients" --expand-bytes "$bytes" --expand-messages "$messages"
                 done
             done ;;
+        6)
+            for server in "${servers[@]}"; do
+                run s6 "$server" --clients 10000 --join-over 25 --idle 25 --in-flight 1 --seconds 1 --warmup 0.5 -- --demo-large-rows 1000
+            done ;;
         *) echo "fanout: no scenario $scenario" >&2; exit 2 ;;
     esac
 done
@@ -270,6 +276,14 @@ for scenario in $scenarios; do
             awk -v t="$(value "s5-100 foldtabled-memory" all_s= all_s)" 'BEGIN {
                 printf "s5 foldtabled: 100 clients hold all 50,000 rows after %s s (target < 1 s: %s)\n", t, (t != "" && t + 0 < 1 ? "met" : "NOT met")
             }' ;;
+        6)
+            echo "| s6: 10,000 members arriving over 25 s, then 25 s idle | server CPU s while they arrive | idle: server CPU s | idle: server CPU | pings answered |"
+            echo "|---|---|---|---|---|"
+            for server in "${servers[@]}"; do
+                tag="s6 $server"
+                printf '| %s | %s | %s | %s | %s |\n' "$server" "$(value "$tag" joins: server_cpu_s)" "$(value "$tag" idle: server_cpu_s)" \
+                    "$(value "$tag" idle: server_cpu)" "$(value "$tag" idle: pings)"
+            done ;;
     esac
 done
 exit "$status"

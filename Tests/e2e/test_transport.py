@@ -388,6 +388,39 @@ def test_a_client_that_never_answers_pings_is_hung_up(ping_server):
     assert wait_for(lambda: re.search(r"^close \d+ 1006$", ping_server.stderr(), re.M))
 
 
+def test_a_client_that_keeps_sending_is_never_pinged(ping_server):
+    # Pings are for silent connections ("idle seconds before a ping"): traffic is proof enough
+    # that the peer is there. lws 4.1.6's own keepalive pinged every connection once per
+    # interval, busy or not, and re-armed a timer in a list of all of them for each ping.
+    sock = raw_ws(ping_server.port)
+    sock.settimeout(3)
+    buf = b""
+    start = time.monotonic()
+    while time.monotonic() - start < 3.5:  # past 3 ping intervals and the hangup time
+        sock.sendall(frame(TEXT, b"busy"))
+        opcode, payload, buf = read_frame(sock, buf)
+        assert (opcode, payload) == (TEXT, b"busy")
+        time.sleep(0.3)
+    sock.close()
+
+
+def test_a_silent_client_is_pinged_once_per_interval_while_it_answers(ping_server):
+    sock = raw_ws(ping_server.port)
+    sock.settimeout(3)
+    buf = b""
+    pings = []
+    start = time.monotonic()
+    while time.monotonic() - start < 4.5:
+        opcode, payload, buf = read_frame(sock, buf)
+        assert opcode == PING
+        pings.append(time.monotonic() - start)
+        sock.sendall(frame(PONG, payload))  # a pong echoes the ping's payload
+    # Interval 1 s, counted from the last pong, in a wheel of quarter-second slots.
+    gaps = [later - earlier for earlier, later in zip(pings, pings[1:])]
+    assert len(pings) >= 3 and all(0.9 < gap < 1.6 for gap in gaps), pings
+    sock.close()
+
+
 # ---- HTTP --------------------------------------------------------------------------------------
 
 
