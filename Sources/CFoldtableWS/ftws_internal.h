@@ -138,10 +138,11 @@ void ftws__peer_ip(struct lws *wsi, char *buf, size_t len);
 
 /* ---- keepalive (ftws_keepalive.c) ---------------------------------------------------------- */
 
-/* A timing wheel of 256 slots of 250 ms: one turn is 64 s, so pings land within a quarter
- * second of their time and the wheel wakes the service thread four times a second. */
-#define FTWS_KA_SLOTS 256
-#define FTWS_KA_SLOT_US (250 * 1000)
+/* A timing wheel of 64 slots of 1 s: one turn is 64 s (longer intervals wait out whole turns
+ * in their slot), pings land within a second of their time, and the wheel wakes the service
+ * thread once a second. */
+#define FTWS_KA_SLOTS 64
+#define FTWS_KA_SLOT_US (1000 * 1000)
 
 void ftws__keepalive_start(ftws_server *s);                /* from ftws_server_run */
 void ftws__keepalive_arm(ftws_conn *c, lws_usec_t now);    /* a new connection */

@@ -381,10 +381,11 @@ def test_a_client_that_never_answers_pings_is_hung_up(ping_server):
     sock.settimeout(3)
     opcode, _, buf = read_frame(sock, b"")
     assert opcode == PING
-    assert time.monotonic() - start < 2.0  # ping interval 1 s
+    # Ping interval 1 s, hangup 2 s, each up to a second late (the keepalive wheel's slot).
+    assert time.monotonic() - start < 2.5
     while opcode is not None and opcode != CLOSE:
         opcode, _, buf = read_frame(sock, buf)
-    assert time.monotonic() - start < 3.5  # hangup 2 s after the last valid pong (none)
+    assert time.monotonic() - start < 3.5
     assert wait_for(lambda: re.search(r"^close \d+ 1006$", ping_server.stderr(), re.M))
 
 
@@ -410,14 +411,14 @@ def test_a_silent_client_is_pinged_once_per_interval_while_it_answers(ping_serve
     buf = b""
     pings = []
     start = time.monotonic()
-    while time.monotonic() - start < 4.5:
+    while time.monotonic() - start < 6.5:
         opcode, payload, buf = read_frame(sock, buf)
         assert opcode == PING
         pings.append(time.monotonic() - start)
         sock.sendall(frame(PONG, payload))  # a pong echoes the ping's payload
-    # Interval 1 s, counted from the last pong, in a wheel of quarter-second slots.
+    # Interval 1 s, counted from the last pong, up to a second late (the wheel's slot).
     gaps = [later - earlier for earlier, later in zip(pings, pings[1:])]
-    assert len(pings) >= 3 and all(0.9 < gap < 1.6 for gap in gaps), pings
+    assert len(pings) >= 3 and all(0.9 < gap < 2.3 for gap in gaps), pings
     sock.close()
 
 
