@@ -405,6 +405,23 @@ def test_a_client_that_keeps_sending_is_never_pinged(ping_server):
     sock.close()
 
 
+def test_a_protocol_violation_on_a_connection_older_than_the_hangup_time_still_closes_1002(ping_server):
+    # The 1002 for a violation lws fails without a reason (ftws__ws_drop_protocol) used to be
+    # withheld once the connection was older than the hangup time since its last pong: lws's
+    # keepalive pinged with an empty payload, whose pong lws never reported, so every connection
+    # past that age looked like one lws's keepalive had hung up.
+    sock = raw_ws(ping_server.port)
+    sock.settimeout(3)
+    buf = b""
+    start = time.monotonic()
+    while time.monotonic() - start < 3.0:  # past the hangup time (2 s), answering every ping
+        opcode, payload, buf = read_frame(sock, buf)
+        assert opcode == PING
+        sock.sendall(frame(PONG, payload))
+    sock.sendall(frame(PING, b"p" * 126))
+    assert close_code(sock) == 1002
+
+
 def test_a_silent_client_is_pinged_once_per_interval_while_it_answers(ping_server):
     sock = raw_ws(ping_server.port)
     sock.settimeout(3)
