@@ -111,7 +111,7 @@ struct ftws_conn {
     bool ka_armed;
     bool ping_sent;                /* pinged, and nothing received since */
     bool ping_pending;             /* write a ping at the next WRITEABLE */
-    uint64_t delayed_ack_turn;     /* the turn that last turned TCP_QUICKACK off (ftws_ws.c) */
+    uint64_t read_turn;            /* the last turn it read in (ftws_ws.c: held ACK, keepalive) */
 
     char peer[64];
     char forwarded[256];           /* X-Forwarded-For of the upgrade request, "" if none */

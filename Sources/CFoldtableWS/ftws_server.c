@@ -345,7 +345,7 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
     }
     s->cfg = *cfg;
     s->cb = callbacks;
-    s->turn = 1; /* a connection's delayed_ack_turn of 0 means "never" */
+    s->turn = 1; /* a connection's read_turn of 0 means "never" */
     s->tls = tls;
     atomic_init(&s->stop_requested, 0);
     atomic_init(&s->stop_grace_ms, 0);

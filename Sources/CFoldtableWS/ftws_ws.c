@@ -64,13 +64,22 @@ static int close_from_callback(ftws_conn *c, int code, const char *reason)
  * ACK segments it saves). Bulk input is unaffected: the kernel still acknowledges every second
  * full segment. Clients are expected to set TCP_NODELAY, as browsers and WebSocket libraries do;
  * one running Nagle would wait for a held ACK only when it sends twice without a reply between. */
-static void delay_next_ack(ftws_server *s, ftws_conn *c, struct lws *wsi)
+static void delay_next_ack(struct lws *wsi)
 {
-    if (c->delayed_ack_turn == s->turn)
-        return;
-    c->delayed_ack_turn = s->turn;
     int off = 0;
     (void)setsockopt(lws_get_socket_fd(wsi), IPPROTO_TCP, TCP_QUICKACK, &off, sizeof off);
+}
+
+/* What a read means beyond its bytes, once per turn for a connection that read (a client's
+ * changes in flight arrive as several frames in one read): the next ACK is held, and the
+ * keepalive hears the peer (one clock read, not one per frame). */
+static void heard_this_turn(ftws_server *s, ftws_conn *c, struct lws *wsi)
+{
+    if (c->read_turn == s->turn)
+        return;
+    c->read_turn = s->turn;
+    delay_next_ack(wsi);
+    ftws__keepalive_heard(c, lws_now_usecs());
 }
 
 /* One chunk of a message. lws validated UTF-8 (LWS_SERVER_OPTION_VALIDATE_UTF8, state carried
@@ -92,8 +101,7 @@ int ftws__ws_receive(ftws_server *s, ftws_conn *c, struct lws *wsi, const uint8_
     size_t remaining = c->deflate ? 0 : lws_remaining_packet_payload(wsi);
     size_t cap = s->cfg.max_message_bytes;
 
-    delay_next_ack(s, c, wsi);
-    ftws__keepalive_heard(c, lws_now_usecs());
+    heard_this_turn(s, c, wsi);
     if (first) {
         c->rx_len = 0;
         c->rx_binary = lws_frame_is_binary(wsi);
