@@ -8,14 +8,21 @@
 # Two placements: the whole server (event loop and the store's writer thread) on one core, and
 # the event loop alone on that core with the writer thread beside the load generator.
 #
-# A last run measures SQLite once it is in its steady state: after ACKS_SUSTAINED_WARMUP seconds
-# every session has checkpointed its table (every --checkpoint-events) and the journal deletes
-# as many old rows as it writes new ones, which a 5-second window starting at the first change
-# never sees.
+# The target's own configuration (a session per client, whole server on one core, memory and
+# SQLite `full`) runs ACKS_ROUNDS times, memory and SQLite alternated, and a summary line gives
+# each one's median and range: on a shared VM one 5-second window swings by 10-20% from one
+# minute to the next, more than most changes move it, and alternating puts a slow minute on
+# both. The other configurations run once.
+#
+# The steady state is measured the same way (ACKS_SUSTAINED_ROUNDS rounds, memory and SQLite
+# alternated): after ACKS_SUSTAINED_WARMUP seconds every session has checkpointed its table
+# (every --checkpoint-events) and the journal deletes as many old rows as it writes new ones,
+# which a 5-second window starting at the first change never sees.
 #
 # Builds nothing: run `swift build -c release` first. Only 127.0.0.1 is used; every run is
 # bounded by `timeout`. Settings (environment): ACKS_CLIENTS (1000), ACKS_IN_FLIGHT (4),
-# ACKS_SECONDS (5), ACKS_SUSTAINED_WARMUP (25), ACKS_BUILD (.build/release).
+# ACKS_SECONDS (5), ACKS_ROUNDS (3), ACKS_SUSTAINED_WARMUP (25), ACKS_SUSTAINED_ROUNDS (3),
+# ACKS_TARGET (100000, acknowledged changes/s with the store on), ACKS_BUILD (.build/release).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,6 +31,9 @@ clients=${ACKS_CLIENTS:-1000}
 in_flight=${ACKS_IN_FLIGHT:-4}
 seconds=${ACKS_SECONDS:-5}
 sustained_warmup=${ACKS_SUSTAINED_WARMUP:-25}
+rounds=${ACKS_ROUNDS:-3}
+sustained_rounds=${ACKS_SUSTAINED_ROUNDS:-3}
+target=${ACKS_TARGET:-100000}
 for binary in "$build/foldtabled" "$build/foldtable-bench"; do
     [[ -x $binary ]] || { echo "acks: $binary missing: run 'swift build -c release' first" >&2; exit 2; }
 done
@@ -68,17 +78,52 @@ run() {
         --every-client-authors --sessions "$sessions" --clients "$clients" --in-flight "$in_flight" --seconds "$seconds" --warmup "$warmup" \
         --server-pid "$pid" | head -1)
     echo "acks $label placement=$placement: ${result#acks foldtable: }"
+    # For `summarize`: the configuration and its acknowledged changes per second.
+    local rate=${result#*acks/s=}
+    echo "$label $sessions $placement $warmup ${rate%% *}" >>"$work/rates"
     kill "$server" 2>/dev/null || true
     wait "$server" 2>/dev/null || true
     server=
 }
 
-for sessions in "$clients" 100; do
-    run memory "$sessions" together --memory
-    run sqlite-full "$sessions" together --data-dir "$work/data"
-    run sqlite-full "$sessions" writer-apart --data-dir "$work/data"
-    run sqlite-normal "$sessions" together --data-dir "$work/data" --synchronous normal
+# summarize LABEL SESSIONS PLACEMENT WARMUP: "median (min-max, n runs)" of that configuration.
+summarize() {
+    awk -v label="$1" -v sessions="$2" -v placement="$3" -v warmup="$4" \
+        '$1 == label && $2 == sessions && $3 == placement && $4 == warmup { print $5 }' "$work/rates" |
+        sort -n | awk '{ v[NR] = $1 } END {
+            if (NR == 0) { print "none"; exit }
+            m = NR % 2 ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2)
+            printf "%d (%d-%d, %d runs)\n", m, v[1], v[NR], NR }'
+}
+
+# verdict LABEL SESSIONS PLACEMENT WARMUP: whether that configuration's median reaches the target.
+verdict() {
+    local median
+    median=$(summarize "$@")
+    [[ ${median%% *} =~ ^[0-9]+$ ]] && ((${median%% *} >= target)) && echo met || echo "not met"
+}
+
+: >"$work/rates"
+for _ in $(seq "$rounds"); do
+    run memory "$clients" together --memory
+    run sqlite-full "$clients" together --data-dir "$work/data"
 done
+run sqlite-full "$clients" writer-apart --data-dir "$work/data"
+run sqlite-normal "$clients" together --data-dir "$work/data" --synchronous normal
+run memory 100 together --memory
+run sqlite-full 100 together --data-dir "$work/data"
+run sqlite-full 100 writer-apart --data-dir "$work/data"
+run sqlite-normal 100 together --data-dir "$work/data" --synchronous normal
 
 warmup=$sustained_warmup
-run sqlite-full-sustained "$clients" together --data-dir "$work/data"
+for _ in $(seq "$sustained_rounds"); do
+    run memory-sustained "$clients" together --memory
+    run sqlite-full-sustained "$clients" together --data-dir "$work/data"
+done
+
+echo "acks summary: sessions=$clients placement=together ${seconds}s after 1s: memory $(summarize memory "$clients" together 1)," \
+    "SQLite full $(summarize sqlite-full "$clients" together 1); target $target with the store on: $(verdict sqlite-full "$clients" together 1)"
+echo "acks summary: sessions=$clients placement=together ${seconds}s after ${sustained_warmup}s (steady state):" \
+    "memory $(summarize memory-sustained "$clients" together "$sustained_warmup")," \
+    "SQLite full $(summarize sqlite-full-sustained "$clients" together "$sustained_warmup");" \
+    "target $target with the store on: $(verdict sqlite-full-sustained "$clients" together "$sustained_warmup")"
