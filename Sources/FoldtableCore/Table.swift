@@ -18,17 +18,29 @@ public struct Table: Sendable {
     /// change as requested), for idempotent retries; bounded by `limits.idempotencyWindow`,
     /// oldest forgotten first. The digest lets an id reused for a different change be refused
     /// instead of falsely acknowledged, in 16 bytes instead of the whole request and event
-    /// (10,000 ids per table). Empty while `changeIdsIndexed` is false (see ``dropChangeIdIndex()``).
+    /// (10,000 ids per table). Empty on a table whose window is another's (`changeIdsShared`) or
+    /// that keeps none (`changeIdsKept`).
     private var changeIdIndex = ChangeIdIndex()
     /// UTF-8 bytes of every title, detail, footer, label and value in the table.
     public private(set) var textBytes = 0
-    /// The window in the order the ids were applied (a ring once full): what is forgotten next,
-    /// and on its own the whole window, seqs and digests too, for a table that keeps no index.
+    /// The window in the order the ids were applied (a ring once full): what is forgotten next.
     private var changeIdOrder: [RememberedChange] = []
     private var changeIdOldest = 0
-    /// Whether `changeIdIndex` indexes the window. A replica that never looks ids up (a local
-    /// session's committed table) keeps only `changeIdOrder`: no hashing per change.
-    private var changeIdsIndexed = true
+    /// False on a replica that keeps no window of its own (``stopKeepingChangeIds()``): a local
+    /// session's committed table, whose window is read from its head's (``withChangeIds(of:)``).
+    private var changeIdsKept = true
+    /// On a head followed by such a replica (``changeIdsCommitted(through:)``): the seq through
+    /// which its changes are committed, and the ids its ring has forgotten that the committed
+    /// window still holds (oldest first; older than every id in the ring). Changes in flight
+    /// push committed ids out of the ring; the committed window keeps the newest
+    /// `idempotencyWindow` committed ones, so those wait here until as many newer ones commit.
+    private var changeIdsCommittedThrough: UInt64?
+    private var changeIdsSpilled: [RememberedChange] = []
+    /// On a table made by ``withChangeIds(of:)``: `changeIdOrder` and `changeIdsSpilled` are the
+    /// head's (shared, not copied), of which this table's window is the newest
+    /// `idempotencyWindow` ids at or before its own `seq`. Made a window of its own (and indexed)
+    /// before this table applies anything.
+    private var changeIdsShared = false
 
     /// An empty table.
     public init(options: TableOptions = TableOptions(), limits: TableLimits = TableLimits()) {
@@ -81,7 +93,7 @@ public struct Table: Sendable {
     /// Applies `change` made by `author`; returns the event with the next sequence number, or the
     /// original event when `changeId` was applied before.
     public mutating func apply(_ change: Change, by author: Author, changeId: String? = nil) throws(ProtocolError) -> ApplyOutcome {
-        indexChangeIds()
+        ownChangeIds()
         return try apply(change, by: author, changeId: changeId, requestDigest: nil)
     }
 
@@ -92,7 +104,7 @@ public struct Table: Sendable {
         ApplyOutcome, digest: UInt64?
     ) {
         guard let changeId else { return (try apply(change, by: author, changeId: nil, requestDigest: nil), nil) }
-        indexChangeIds()
+        ownChangeIds()
         let digest = Self.digest(change)
         return (try apply(change, by: author, changeId: changeId, requestDigest: digest), digest)
     }
@@ -110,7 +122,7 @@ public struct Table: Sendable {
         if let changeId {
             digest = requestDigest ?? Self.digest(change)
             if !trusted {
-                if changeIdsIndexed { hash = changeId.hashValue }
+                if changeIdsKept { hash = changeId.hashValue }
                 if let earlier = lookUp(changeId, hash: hash) {
                     guard earlier.digest == digest else {
                         throw ProtocolError(
@@ -167,6 +179,7 @@ public struct Table: Sendable {
         guard event.seq == seq + 1 else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not follow \(seq)", field: "seq")
         }
+        ownChangeIds()
         let digest = event.changeId == nil ? nil : requestDigest ?? Self.digest(request ?? event.change)
         if !verify && applyCollapseOnly(event, digest: digest) { return }
         let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest, trusted: !verify)
@@ -206,32 +219,74 @@ public struct Table: Sendable {
         lookUp(changeId)?.digest
     }
 
-    /// The seq and digest the window holds for `changeId`: from the index, or, on a table that
-    /// keeps none (a replica's, only looked at when verifying), by reading the window through.
+    /// The seq and digest the window holds for `changeId`: from the index, or, on a table whose
+    /// window is another's (only read when saved), by reading the window through.
     /// `hash`: `changeId.hashValue` when the caller has it.
     private func lookUp(_ changeId: String, hash: Int? = nil) -> (seq: UInt64, digest: UInt64)? {
-        guard changeIdsIndexed else { return changeIdOrder.first { $0.id == changeId }.map { ($0.seq, $0.digest) } }
+        guard changeIdsKept else { return nil }
+        guard !changeIdsShared else { return rememberedChanges.last { $0.id == changeId }.map { ($0.seq, $0.digest) } }
         guard let slot = changeIdIndex.slot(of: changeId, hash: hash ?? changeId.hashValue, in: changeIdOrder) else { return nil }
         return (changeIdOrder[slot].seq, changeIdOrder[slot].digest)
     }
 
-    /// Stops indexing the change-id window: what a replica that never looks ids up does (a
-    /// local session's committed table, which follows the head's events unverified and is
-    /// only saved in checkpoints): it then keeps the window as a list, with no hashing per
-    /// change. The first change applied with a lookup (the table became a head again) rebuilds
-    /// the index, so nothing but the cost changes.
-    public mutating func dropChangeIdIndex() {
-        changeIdsIndexed = false
+    /// Keeps no change-id window from now on: what a local session's committed table does. It
+    /// follows the head's events unverified, and its window is the head's ids up to its own seq,
+    /// read from the head when it is saved (``withChangeIds(of:)``): one ring per session instead
+    /// of two (320 KB of 32-byte entries each at 10,000 ids), and no write of it per change. The
+    /// head must be told how far it is committed (``changeIdsCommitted(through:)``).
+    public mutating func stopKeepingChangeIds() {
+        changeIdsKept = false
+        changeIdsShared = false
+        changeIdsCommittedThrough = nil
         changeIdIndex = ChangeIdIndex()
+        changeIdOrder = []
+        changeIdOldest = 0
+        changeIdsSpilled = []
     }
 
-    /// Rebuilds the index dropped by ``dropChangeIdIndex()``.
-    private mutating func indexChangeIds() {
-        guard !changeIdsIndexed else { return }
-        changeIdsIndexed = true
-        changeIdIndex = ChangeIdIndex()
-        if changeIdOrder.count > Self.windowReservedFrom { changeIdIndex.reserve(limits.idempotencyWindow) }
-        for (slot, remembered) in changeIdOrder.enumerated() { changeIdIndex.insert(slot: slot, hash: remembered.id.hashValue) }
+    /// This table (a replica that keeps no window, ``stopKeepingChangeIds()``) with its window
+    /// read from `head`, the table it follows: the newest `idempotencyWindow` ids `head` applied
+    /// at or before this table's seq. The head's ring is shared, not copied; the result makes a
+    /// window of its own only if it applies a change (a rollback makes it the head again).
+    /// `head` must have been told this table's seq with ``changeIdsCommitted(through:)``.
+    public func withChangeIds(of head: Table) -> Table {
+        var table = self
+        table.changeIdsKept = true
+        table.changeIdsShared = true
+        table.changeIdsCommittedThrough = nil
+        table.changeIdIndex = ChangeIdIndex()
+        table.changeIdOrder = head.changeIdOrder
+        table.changeIdOldest = head.changeIdOldest
+        table.changeIdsSpilled = head.changeIdsSpilled
+        return table
+    }
+
+    /// Tells a head that its changes through `seq` are committed, by a replica that keeps no
+    /// window of its own (``stopKeepingChangeIds()``): the ids the committed window still needs
+    /// are kept when changes in flight push them out of the ring, and let go once
+    /// `idempotencyWindow` newer ones are committed.
+    public mutating func changeIdsCommitted(through seq: UInt64) {
+        ownChangeIds()
+        guard changeIdsKept else { return }
+        changeIdsCommittedThrough = seq
+        guard !changeIdsSpilled.isEmpty else { return }
+        // Committed ids in the ring: all but its newest ones past `seq` (the changes in flight).
+        let count = changeIdOrder.count
+        var inFlight = 0
+        while inFlight < count && changeIdOrder[(changeIdOldest + count - 1 - inFlight) % count].seq > seq { inFlight += 1 }
+        let committedInRing = count - inFlight
+        var committedSpilled = 0
+        while committedSpilled < changeIdsSpilled.count && changeIdsSpilled[committedSpilled].seq <= seq { committedSpilled += 1 }
+        // The oldest committed ids go while the newest `idempotencyWindow` committed ones are newer.
+        let surplus = committedInRing + committedSpilled - limits.idempotencyWindow
+        if surplus > 0 { changeIdsSpilled.removeFirst(min(surplus, committedSpilled)) }
+    }
+
+    /// Gives a table whose window is another's (``withChangeIds(of:)``) a window of its own,
+    /// indexed: before it applies anything.
+    private mutating func ownChangeIds() {
+        guard changeIdsShared else { return }
+        restoreRemembered(rememberedChanges)
     }
 
     /// One remembered change id: the seq it was applied at, and a digest of what was asked.
@@ -251,13 +306,21 @@ public struct Table: Sendable {
     /// The change-id window, oldest first: what a store saves so that a retry after a restart is
     /// acknowledged with its original seq instead of being applied twice.
     public var rememberedChanges: [RememberedChange] {
-        Array(changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest])
+        guard changeIdsShared else { return Array(changeIdOrder[changeIdOldest...] + changeIdOrder[..<changeIdOldest]) }
+        let (from, to) = sharedWindow()
+        return (from..<to).map { sharedChange(at: $0) }
     }
 
     /// The remembered changes applied after `seq`, oldest first: what a store that saves the
     /// window in slices adds at a checkpoint (the ids since its previous one). Read from the
     /// newest back, so it costs what it returns, not the window.
     public func rememberedChanges(after seq: UInt64) -> [RememberedChange] {
+        if changeIdsShared {
+            let (from, to) = sharedWindow()
+            var first = to
+            while first > from && sharedChange(at: first - 1).seq > seq { first -= 1 }
+            return (first..<to).map { sharedChange(at: $0) }
+        }
         let count = changeIdOrder.count
         var taken = 0
         while taken < count && changeIdOrder[(changeIdOldest + count - 1 - taken) % count].seq > seq { taken += 1 }
@@ -269,7 +332,26 @@ public struct Table: Sendable {
 
     /// The seq of the oldest change the window remembers (`nil` when it remembers none).
     public var oldestRememberedSeq: UInt64? {
-        changeIdOrder.isEmpty ? nil : changeIdOrder[changeIdOldest].seq
+        if changeIdsShared {
+            let (from, to) = sharedWindow()
+            return from < to ? sharedChange(at: from).seq : nil
+        }
+        return changeIdOrder.isEmpty ? nil : changeIdOrder[changeIdOldest].seq
+    }
+
+    /// A shared window's ids (``withChangeIds(of:)``), the head's spilled ones then its ring's
+    /// oldest first, numbered from 0.
+    private func sharedChange(at index: Int) -> RememberedChange {
+        if index < changeIdsSpilled.count { return changeIdsSpilled[index] }
+        return changeIdOrder[(changeIdOldest + index - changeIdsSpilled.count) % changeIdOrder.count]
+    }
+
+    /// Where this table's window lies among ``sharedChange(at:)``'s numbers: the newest
+    /// `idempotencyWindow` ids at or before `seq` (those past it are the head's changes in flight).
+    private func sharedWindow() -> (from: Int, to: Int) {
+        var to = changeIdsSpilled.count + changeIdOrder.count
+        while to > 0 && sharedChange(at: to - 1).seq > seq { to -= 1 }
+        return (max(0, to - limits.idempotencyWindow), to)
     }
 
     /// Restores the change-id window saved with ``rememberedChanges`` (oldest first). Entries past
@@ -278,7 +360,9 @@ public struct Table: Sendable {
         changeIdIndex = ChangeIdIndex()
         changeIdOrder = []
         changeIdOldest = 0
-        changeIdsIndexed = true
+        changeIdsSpilled = []
+        changeIdsKept = true
+        changeIdsShared = false
         for change in changes { remember(change.id, seq: change.seq, digest: change.digest) }
     }
 
@@ -295,8 +379,10 @@ public struct Table: Sendable {
     /// The window's size past which its ring and index take room for the whole window.
     static let windowReservedFrom = 1_024
 
-    /// `hash`: `changeId.hashValue` when the caller has it already.
+    /// `hash`: `changeId.hashValue` when the caller has it already. Never on a shared window
+    /// (``ownChangeIds()`` comes first).
     private mutating func remember(_ changeId: String, seq: UInt64, digest: UInt64, hash: Int? = nil) {
+        guard changeIdsKept else { return }
         let remembered = RememberedChange(id: changeId, seq: seq, digest: digest)
         let slot: Int
         if changeIdOrder.count < limits.idempotencyWindow {
@@ -307,16 +393,18 @@ public struct Table: Sendable {
                 // each large buffer came from malloc's slow path: 7% of a loaded event loop
                 // while 1,000 sessions' windows filled. Quiet sessions never reach this.
                 changeIdOrder.reserveCapacity(limits.idempotencyWindow)
-                if changeIdsIndexed { changeIdIndex.reserve(limits.idempotencyWindow) }
+                changeIdIndex.reserve(limits.idempotencyWindow)
             }
             changeIdOrder.append(remembered)
         } else {
             slot = changeIdOldest
-            if changeIdsIndexed { changeIdIndex.remove(slot: slot) }
+            changeIdIndex.remove(slot: slot)
+            // A committed replica reading its window from here may still need the id forgotten.
+            if changeIdsCommittedThrough != nil { changeIdsSpilled.append(changeIdOrder[slot]) }
             changeIdOrder[slot] = remembered
             changeIdOldest = (changeIdOldest + 1) % changeIdOrder.count
         }
-        if changeIdsIndexed { changeIdIndex.insert(slot: slot, hash: hash ?? changeId.hashValue) }
+        changeIdIndex.insert(slot: slot, hash: hash ?? changeId.hashValue)
     }
 
     /// Validates, then mutates. Returns the resolved change and the collapse effects; for

@@ -306,7 +306,7 @@ public final class Hub: TransportDelegate {
             // The stream holds everything; a snapshot only makes the next open read less.
             if session.core.eventsSinceCheckpoint > 0 {
                 broker.saveSnapshot(
-                    session: session.name, epoch: session.epoch, table: session.core.committed, position: session.core.appliedPosition,
+                    session: session.name, epoch: session.epoch, table: session.core.committedWithChangeIds, position: session.core.appliedPosition,
                     history: session.core.recentHistory, keep: config.historyEvents)
             }
             broker.unfollow(session: session.name)
@@ -316,7 +316,7 @@ public final class Hub: TransportDelegate {
             return
         }
         if session.core.eventsSinceCheckpoint > 0 {
-            store.saveCheckpoint(session.name, table: session.core.committed) { [self, name = session.name] result in
+            store.saveCheckpoint(session.name, table: session.core.committedWithChangeIds) { [self, name = session.name] result in
                 if case .failure(let error) = result { log(.warning, "checkpoint_failed", ["session": name, "reason": error.description]) }
             }
         }
@@ -939,7 +939,7 @@ extension Hub {
     /// Should the stream still hold that entry (so nothing was trimmed past it: the numbers
     /// themselves went wrong), following goes on unchecked rather than resuming again forever.
     fileprivate func resume(_ session: TableSession, _ cluster: Cluster, afterGap: Bool = false) {
-        let fresh = BrokeredSession(epoch: makeEpoch(), table: session.core.committed, position: "", requests: [])
+        let fresh = BrokeredSession(epoch: makeEpoch(), table: session.core.committedWithChangeIds, position: "", requests: [])
         session.resumes += 1
         let attempt = session.resumes
         cluster.broker.resume(session: session.name, after: session.deliveredPosition, epoch: session.epoch, create: fresh) {

@@ -83,8 +83,15 @@ public struct SessionCore {
     /// The table with every change applied, committed or not: what new changes are checked against.
     /// Unused by a stream-ordered session (empty there): the stream is its sequencer.
     public private(set) var head: Table
-    /// The table as the log has made it durable: what members see.
+    /// The table as the log has made it durable: what members see. A local session's keeps no
+    /// change-id window (the head's holds the ids): what is saved is ``committedWithChangeIds``.
     public private(set) var committed: Table
+    /// ``committed`` with its change-id window, the newest ids at or before its seq (a local
+    /// session's read from the head, without copying it): what a checkpoint or a session
+    /// written out saves, so that a retry after a reload is acknowledged, not applied again.
+    public var committedWithChangeIds: Table {
+        sequencing == .local ? committed.withChangeIds(of: head) : committed
+    }
 
     private struct Member {
         let connection: Connection
@@ -262,10 +269,14 @@ public struct SessionCore {
         // A stream-ordered session applies to `committed` only; an empty head holds no copy.
         self.head = sequencing == .local ? table : Table(options: table.options, limits: table.limits)
         self.committed = table
-        // A local session looks change ids up in `head` only: the committed table keeps its id
-        // window as a list (for checkpoints, and to become the head again on a rollback), with
-        // no hashing per change. A stream-ordered session's committed table is its sequencer.
-        if sequencing == .local { committed.dropChangeIdIndex() }
+        // A local session looks change ids up in `head` only, and its committed table keeps no
+        // id window of its own: it is read from the head's when saved (`committedWithChangeIds`)
+        // or when a rollback makes it the head again. One ring per session, not two. A
+        // stream-ordered session's committed table is its sequencer and keeps its own.
+        if sequencing == .local {
+            committed.stopKeepingChangeIds()
+            head.changeIdsCommitted(through: table.seq)
+        }
         self.checkpointSeq = checkpointSeq ?? table.seq
         if settings.staggersCheckpoints, sequencing == .local {
             checkpointStagger = Self.stagger(name: name, checkpointEvents: settings.checkpointEvents)
@@ -662,6 +673,7 @@ public struct SessionCore {
         if batch == batches.count { batches.removeAll(keepingCapacity: true) } else { batches.removeFirst(batch) }
         swap(&entries, &inFlight)
         swap(&batches, &persisting)
+        if done > 0 && sequencing == .local { head.changeIdsCommitted(through: committed.seq) }
         checkpointIfDue(into: &effects)
         drainPending(into: &effects)
     }
@@ -687,7 +699,7 @@ public struct SessionCore {
         if case .stream = sequencing {
             effects.append(.snapshot(committed, position: appliedPosition, history: recentHistory))
         } else {
-            effects.append(.checkpoint(committed))
+            effects.append(.checkpoint(committedWithChangeIds))
         }
     }
 
@@ -787,7 +799,9 @@ public struct SessionCore {
         persisting.removeAll()
         persistingNext = 0
         expandingInFlight.removeAll()
-        head = committed
+        // The committed table with its ids: those of the lost changes are forgotten with them.
+        head = committedWithChangeIds
+        head.changeIdsCommitted(through: committed.seq)
         drainPending(into: &effects)
     }
 

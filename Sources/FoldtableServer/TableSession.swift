@@ -393,7 +393,7 @@ final class TableSession: LogAppender {
     /// changes, so nothing they saw is lost; the epoch stays.
     private func rebaseLog() {
         guard hub.isResident(self) else { return }
-        hub.store.create(StoredSession(name: name, epoch: core.epoch, checkpoint: core.committed)) { [hub, name] result in
+        hub.store.create(StoredSession(name: name, epoch: core.epoch, checkpoint: core.committedWithChangeIds)) { [hub, name] result in
             if case .failure(let error) = result {
                 hub.log(.warning, "log_rebase_failed", ["session": name, "reason": error.description])
             }

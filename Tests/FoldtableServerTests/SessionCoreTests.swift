@@ -539,6 +539,56 @@ import Testing
         #expect(core.eventsSinceCheckpoint == 1)
     }
 
+    /// A local session keeps one id window, the head's: the committed table has none of its own,
+    /// and what a checkpoint saves is read from the head up to the committed seq.
+    @Test func aCheckpointSavesTheCommittedChangeIdsAndNotThoseStillInFlight() throws {
+        var settings = SessionCore.Settings()
+        settings.checkpointEvents = 3
+        var core = try core(settings: settings)
+        var generation: UInt64 = 0
+        for index in 1...4 {
+            generation = try #require(persisted(core.handle(.change(detail("d\(index)"), id: "i\(index)", from: ana), now: 0))).generation
+        }
+        var saved: [Table] = []
+        for case .checkpoint(let table) in core.handle(.committed(generation: generation, through: 3), now: 0) { saved.append(table) }
+        let checkpoint = try #require(saved.first)
+        #expect(checkpoint.seq == 3)
+        #expect(checkpoint.rememberedChanges.map(\.id) == ["i1", "i2", "i3"])
+        #expect(checkpoint.rememberedChanges(after: 1).map(\.seq) == [2, 3])
+        #expect(checkpoint.oldestRememberedSeq == 1)
+        #expect(core.committed.rememberedChanges.isEmpty)
+        #expect(core.head.rememberedChanges.map(\.id) == ["i1", "i2", "i3", "i4"])
+    }
+
+    /// Changes in flight push committed ids out of the head's window; a failed commit must still
+    /// give the new head the committed window whole (a retry of those ids is acknowledged with
+    /// its seq), and forget the lost changes' ids (a retry of one is a new change).
+    @Test func aFailedCommitGivesTheHeadTheCommittedIdWindowEvenWhenChangesInFlightHadPushedItOut() throws {
+        var limits = TableLimits()
+        limits.idempotencyWindow = 2
+        let section = Section(key: "t", title: "T", collapsed: true)
+        var core = SessionCore(
+            name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [section], seq: 0, limits: limits),
+            settings: SessionCore.Settings())
+        _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
+        var generation: UInt64 = 0
+        for id in ["a1", "a2"] {
+            generation = try #require(persisted(core.handle(.change(detail(id), id: id, from: ana), now: 0))).generation
+        }
+        _ = core.handle(.committed(generation: generation, through: 2), now: 0)
+        for id in ["b1", "b2", "b3"] { _ = core.handle(.change(detail(id), id: id, from: ana), now: 0) }
+        #expect(core.head.rememberedChanges.map(\.id) == ["b2", "b3"])
+        #expect(core.committedWithChangeIds.rememberedChanges.map(\.id) == ["a1", "a2"])
+        _ = core.handle(.commitFailed(generation: generation, .unavailable("disk full")), now: 0)
+        #expect(core.head.seq == 2)
+        #expect(core.head.rememberedChanges.map(\.id) == ["a1", "a2"])
+        let retried = core.handle(.change(detail("a1"), id: "a1", from: ana), now: 0)
+        #expect(persisted(retried) == nil)
+        #expect(acks(retried).map(\.2) == [1])
+        let lost = try #require(persisted(core.handle(.change(detail("b3"), id: "b3", from: ana), now: 0)))
+        #expect(lost.events.map(\.event.seq) == [3])
+    }
+
     @Test func aStaggeredSessionTakesItsFirstCheckpointEarlyByWhatItsNameFixesThenEveryConfiguredNumber() throws {
         var settings = SessionCore.Settings()
         settings.checkpointEvents = 10
