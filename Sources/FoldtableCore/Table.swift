@@ -29,12 +29,12 @@ public struct Table: Sendable {
     /// False on a replica that keeps no window of its own (``stopKeepingChangeIds()``): a local
     /// session's committed table, whose window is read from its head's (``withChangeIds(of:)``).
     private var changeIdsKept = true
-    /// On a head followed by such a replica (``changeIdsCommitted(through:)``): the seq through
-    /// which its changes are committed, and the ids its ring has forgotten that the committed
-    /// window still holds (oldest first; older than every id in the ring). Changes in flight
-    /// push committed ids out of the ring; the committed window keeps the newest
-    /// `idempotencyWindow` committed ones, so those wait here until as many newer ones commit.
-    private var changeIdsCommittedThrough: UInt64?
+    /// On a head followed by such a replica (``changeIdsCommitted(through:)``): whether it is,
+    /// and the ids its ring has forgotten that the committed window still holds (oldest first;
+    /// older than every id in the ring). Changes in flight push committed ids out of the ring;
+    /// the committed window keeps the newest `idempotencyWindow` committed ones, so those wait
+    /// here until as many newer ones commit.
+    private var changeIdsFollowed = false
     private var changeIdsSpilled: [RememberedChange] = []
     /// On a table made by ``withChangeIds(of:)``: `changeIdOrder` and `changeIdsSpilled` are the
     /// head's (shared, not copied), of which this table's window is the newest
@@ -237,7 +237,7 @@ public struct Table: Sendable {
     public mutating func stopKeepingChangeIds() {
         changeIdsKept = false
         changeIdsShared = false
-        changeIdsCommittedThrough = nil
+        changeIdsFollowed = false
         changeIdIndex = ChangeIdIndex()
         changeIdOrder = []
         changeIdOldest = 0
@@ -253,7 +253,7 @@ public struct Table: Sendable {
         var table = self
         table.changeIdsKept = true
         table.changeIdsShared = true
-        table.changeIdsCommittedThrough = nil
+        table.changeIdsFollowed = false
         table.changeIdIndex = ChangeIdIndex()
         table.changeIdOrder = head.changeIdOrder
         table.changeIdOldest = head.changeIdOldest
@@ -268,7 +268,7 @@ public struct Table: Sendable {
     public mutating func changeIdsCommitted(through seq: UInt64) {
         ownChangeIds()
         guard changeIdsKept else { return }
-        changeIdsCommittedThrough = seq
+        changeIdsFollowed = true
         guard !changeIdsSpilled.isEmpty else { return }
         // Committed ids in the ring: all but its newest ones past `seq` (the changes in flight).
         let count = changeIdOrder.count
@@ -400,7 +400,7 @@ public struct Table: Sendable {
             slot = changeIdOldest
             changeIdIndex.remove(slot: slot)
             // A committed replica reading its window from here may still need the id forgotten.
-            if changeIdsCommittedThrough != nil { changeIdsSpilled.append(changeIdOrder[slot]) }
+            if changeIdsFollowed { changeIdsSpilled.append(changeIdOrder[slot]) }
             changeIdOrder[slot] = remembered
             changeIdOldest = (changeIdOldest + 1) % changeIdOrder.count
         }
