@@ -62,6 +62,26 @@ func benchCore(seconds: Double) {
             }
         }
     }
+    // A busy server: the same toggles with fresh ids, round-robin over 256 tables whose windows
+    // are full (10,000 ids each, ~110 MB together): each change's id lookup and the oldest id's
+    // removal meet memory no cache holds, as on a server acknowledging 1,000 busy sessions.
+    var busy = (0..<256).map { _ in DemoTable.make() }
+    for index in busy.indices {
+        for _ in 0..<busy[index].limits.idempotencyWindow {
+            _ = try! busy[index].apply(.toggle(section: .key(keys[0])), by: author, changeId: "k\(busy[index].seq)")
+        }
+    }
+    var next = 0
+    let togglesInFullWindows = measure(seconds: seconds, batch: 10_000) {
+        for _ in 0..<10_000 {
+            let id = "k\(busy[next].seq)"
+            if case .applied(let event) = try! busy[next].apply(.toggle(section: .key(keys[0])), by: author, changeId: id) {
+                sink &+= event.collapsed.count
+            }
+            next = (next + 1) % busy.count
+        }
+    }
+    busy = []
     let event = TableEvent(
         seq: 123_456, author: author, changeId: "k3f9-17", change: .toggle(section: .key("mac")),
         collapsed: [CollapseEffect(key: "mac", collapsed: true)])
@@ -85,6 +105,7 @@ func benchCore(seconds: Double) {
     }
     print("core: toggles applied/s          \(formatted(toggles))   (target >= 1,000,000)")
     print("core: toggles with change id/s   \(formatted(togglesWithIds))")
+    print("core: toggles with change id, 256 full windows/s  \(formatted(togglesInFullWindows))")
     print("core: events encoded/s           \(formatted(encoded))   (target >= 300,000)")
     print("peer: JSONSerialization events/s \(formatted(foundation))   (same event, Foundation)")
     print("core: client messages decoded/s  \(formatted(decoded))")

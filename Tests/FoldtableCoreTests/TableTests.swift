@@ -502,7 +502,8 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
     @Test func idsWhoseHashesCollideAreToldApartAndSurviveRemovalsAndGrowth() {
         let ids = ["a", "b", "c", "d", "e"]
         let ring = ringOf(ids)
-        // "a" and "c" have the same hash; all five start probing at the same bucket.
+        // "a" and "c" have the same hash, and "b" the same low 32 bits (all a bucket keeps of
+        // it): three ids the ring's strings alone tell apart. All five start at the same bucket.
         let hashes = [0x7_0000_0005, 0x1_0000_0005, 0x7_0000_0005, 0x5, 0x15]
         var index = ChangeIdIndex()
         for slot in ids.indices { index.insert(slot: slot, hash: hashes[slot]) }
