@@ -63,7 +63,7 @@ func benchCore(seconds: Double) {
         }
     }
     // A busy server: the same toggles with fresh ids, round-robin over 256 tables whose windows
-    // are full (10,000 ids each, ~110 MB together): each change's id lookup and the oldest id's
+    // are full (10,000 ids each, ~125 MB together): each change's id lookup and the oldest id's
     // removal meet memory no cache holds, as on a server acknowledging 1,000 busy sessions.
     var busy = (0..<256).map { _ in DemoTable.make() }
     for index in busy.indices {
