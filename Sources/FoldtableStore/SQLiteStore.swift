@@ -45,6 +45,9 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// Short: the service must answer (with an error) rather than stall behind a stuck process.
     static let busyTimeoutMs = 1_000
 
+    /// Bytes a page of a database this store creates (see `init`).
+    static let pageSize = 16_384
+
     /// Opens or creates `<directory>/foldtable.db` and starts the writer thread.
     ///
     /// Fails fast, with one line naming the path, when the directory is missing (and cannot be
@@ -81,6 +84,13 @@ public final class SQLiteStore: SessionStore, EventLog {
         }
         do throws(SQLiteError) {
             try database.exec("PRAGMA busy_timeout = \(Self.busyTimeoutMs)")
+            // 16 KiB pages for a new database (an existing one keeps its own: a WAL database's
+            // page size is fixed once created). SQLite writes a WAL frame, and the checkpoint
+            // reads and writes a page, one syscall per page: with 4 KiB pages, 0.34 syscalls
+            // per acknowledged change under 1,000 busy sessions, with 16 KiB 0.075, and the
+            // writer took ~10% less time an event (`foldtable-bench store`). 64 KiB pages were
+            // slower: every commit rewrites its partly filled pages whole.
+            try database.exec("PRAGMA page_size = \(Self.pageSize)")
             let mode = try database.scalarText("PRAGMA journal_mode = WAL")
             guard mode?.lowercased() == "wal" else {
                 throw SQLiteError(code: SQLITE_ERROR, message: "journal mode stays \(mode ?? "unknown"), not WAL")

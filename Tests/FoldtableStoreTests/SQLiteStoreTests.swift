@@ -45,6 +45,38 @@ struct SQLiteStoreTests {
         #expect(try wait { store.append(session: "plan", events: try script.events(1), completion: $0) }.get() == 8)
     }
 
+    @Test func aNewDatabaseHas16KiBPagesAndAnExistingOneKeepsItsOwnAndIsStillServed() throws {
+        let fresh = temporaryDirectory()
+        defer { removeDirectory(fresh) }
+        try openStore(fresh, service: service).close()
+        let created = try SQLiteDatabase(path: fresh + "/foldtable.db")
+        #expect(try created.scalarInt("PRAGMA page_size") == 16_384)
+        #expect(try created.scalarText("PRAGMA journal_mode") == "wal")
+        created.close()
+
+        // A database an earlier build made, with SQLite's default 4 KiB pages.
+        let older = temporaryDirectory()
+        defer { removeDirectory(older) }
+        let made = try SQLiteDatabase(path: older + "/foldtable.db")
+        try made.exec("PRAGMA page_size = 4096")
+        try made.exec("PRAGMA journal_mode = WAL")
+        made.close()
+        var script = Script()
+        do {
+            let store = try openStore(older, service: service)
+            try wait { store.create(StoredSession(name: "plan", epoch: "0000beef", checkpoint: script.table), completion: $0) }.get()
+            let events = try script.events(3)
+            #expect(try wait { store.append(session: "plan", events: events, completion: $0) }.get() == 3)
+            store.close()
+        }
+        let reopened = try openStore(older, service: service)
+        defer { reopened.close() }
+        #expect(try wait { reopened.read(session: "plan", after: 0, completion: $0) }.get()?.count == 3)
+        let kept = try SQLiteDatabase(path: older + "/foldtable.db")
+        #expect(try kept.scalarInt("PRAGMA page_size") == 4_096)
+        kept.close()
+    }
+
     @Test func refusesADatabaseFromANewerSchema() throws {
         let directory = temporaryDirectory()
         defer { removeDirectory(directory) }
