@@ -48,6 +48,9 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// Bytes a page of a database this store creates (see `init`).
     static let pageSize = 16_384
 
+    /// WAL bytes after which a commit copies the WAL back into the database (see `init`).
+    static let walCheckpointBytes = 40 << 20
+
     /// Opens or creates `<directory>/foldtable.db` and starts the writer thread.
     ///
     /// Fails fast, with one line naming the path, when the directory is missing (and cannot be
@@ -86,10 +89,10 @@ public final class SQLiteStore: SessionStore, EventLog {
             try database.exec("PRAGMA busy_timeout = \(Self.busyTimeoutMs)")
             // 16 KiB pages for a new database (an existing one keeps its own: a WAL database's
             // page size is fixed once created). SQLite writes a WAL frame, and the checkpoint
-            // reads and writes a page, one syscall per page: with 4 KiB pages, 0.34 syscalls
-            // per acknowledged change under 1,000 busy sessions, with 16 KiB 0.075, and the
-            // writer took ~10% less time an event (`foldtable-bench store`). 64 KiB pages were
-            // slower: every commit rewrites its partly filled pages whole.
+            // reads and writes a page, a syscall a page: under 1,000 busy sessions, 0.20 writes
+            // per acknowledged change with 4 KiB pages, 0.055 with 16 KiB, for 6% more bytes
+            // (partly filled pages are written whole), and the writer took 18% less time an
+            // event (`foldtable-bench store`, 1.46 -> 1.19 µs). 64 KiB pages were slower.
             try database.exec("PRAGMA page_size = \(Self.pageSize)")
             let mode = try database.scalarText("PRAGMA journal_mode = WAL")
             guard mode?.lowercased() == "wal" else {
@@ -99,10 +102,12 @@ public final class SQLiteStore: SessionStore, EventLog {
             // 32 MiB of page cache (the default is 2 MiB): the sessions' rows and the log's newest
             // pages stay in memory instead of being read back with a syscall on every append.
             try database.exec("PRAGMA cache_size = -32768")
-            // Copy the WAL back into the database every 10,000 pages (about 40 MiB) instead of
-            // SQLite's 1,000: sessions' newest log pages are rewritten by every append, and a
-            // checkpoint copies each page once however often it changed since the last one.
-            try database.exec("PRAGMA wal_autocheckpoint = 10000")
+            // Copy the WAL back into the database every 40 MiB (10,000 pages of 4 KiB) instead of
+            // SQLite's 1,000 pages: sessions' newest log pages are rewritten by every append, and
+            // a checkpoint copies each page once however often it changed since the last one.
+            // Counted in pages, so divided by the database's own page size.
+            let pageSize = max(512, Int(try database.scalarInt("PRAGMA page_size") ?? 4_096))
+            try database.exec("PRAGMA wal_autocheckpoint = \(Self.walCheckpointBytes / pageSize)")
             // Freed pages go to the free list as they are, SQLite's own default: Debian builds
             // SQLite with SECURE_DELETE, which zeroes every freed page and so writes it to the WAL
             // once more. The journal frees as many rows as it takes, so that was 18% of the
