@@ -271,15 +271,21 @@ public struct Table: Sendable {
         changeIdsFollowed = true
         guard !changeIdsSpilled.isEmpty else { return }
         // Committed ids in the ring: all but its newest ones past `seq` (the changes in flight).
-        let count = changeIdOrder.count
-        var inFlight = 0
-        while inFlight < count && changeIdOrder[(changeIdOldest + count - 1 - inFlight) % count].seq > seq { inFlight += 1 }
-        let committedInRing = count - inFlight
+        let committedInRing = changeIdOrder.count - ringEntries(after: seq)
         var committedSpilled = 0
         while committedSpilled < changeIdsSpilled.count && changeIdsSpilled[committedSpilled].seq <= seq { committedSpilled += 1 }
         // The oldest committed ids go while the newest `idempotencyWindow` committed ones are newer.
         let surplus = committedInRing + committedSpilled - limits.idempotencyWindow
         if surplus > 0 { changeIdsSpilled.removeFirst(min(surplus, committedSpilled)) }
+    }
+
+    /// How many of the ring's newest entries were applied after `seq`: counted from the newest
+    /// back, so it costs what it counts.
+    private func ringEntries(after seq: UInt64) -> Int {
+        let count = changeIdOrder.count
+        var taken = 0
+        while taken < count && changeIdOrder[(changeIdOldest + count - 1 - taken) % count].seq > seq { taken += 1 }
+        return taken
     }
 
     /// Gives a table whose window is another's (``withChangeIds(of:)``) a window of its own,
@@ -322,8 +328,7 @@ public struct Table: Sendable {
             return (first..<to).map { sharedChange(at: $0) }
         }
         let count = changeIdOrder.count
-        var taken = 0
-        while taken < count && changeIdOrder[(changeIdOldest + count - 1 - taken) % count].seq > seq { taken += 1 }
+        let taken = ringEntries(after: seq)
         var changes: [RememberedChange] = []
         changes.reserveCapacity(taken)
         for offset in (count - taken)..<count { changes.append(changeIdOrder[(changeIdOldest + offset) % count]) }
