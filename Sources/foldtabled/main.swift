@@ -50,6 +50,8 @@ do {
 }
 let startProblems = ConfigCheck.problems(parsedConfig, storage: false)
 if !startProblems.isEmpty { ConfigCheck.refuse(ServerConfig.Invalid(startProblems)) }
+// First, while nothing is open: asking for huge pages may mean running this binary again.
+let hugePages = HugePages.apply(parsedConfig)
 
 let verifier: TokenVerifier?
 do {
@@ -119,7 +121,7 @@ Log(level: config.logLevel)(
     [
         "port": String(transport.port), "storage": cluster != nil ? "redis" : config.memoryOnly ? "memory" : config.dataDirectory,
         "node": cluster?.node ?? "", "web_root": config.webRoot,
-        "tokens": verifier == nil ? "off" : "on", "open_files": String(fileLimit),
+        "tokens": verifier == nil ? "off" : "on", "open_files": String(fileLimit), "huge_pages": hugePages.rawValue,
     ])
 
 if fileLimit < UInt64(config.maxConnections) + 64 {

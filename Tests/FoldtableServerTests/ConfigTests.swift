@@ -285,7 +285,7 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
             var config = ServerConfig()
             let other =
                 switch key.placeholder {
-                case "": "true"
+                case "": key.value(in: config) == "true" ? "false" : "true"
                 case "N": "\(Self.someNumber(key))"
                 case "MODE": "normal"
                 case "LEVEL": "debug"

@@ -17,7 +17,8 @@
 # The steady state is measured the same way (ACKS_SUSTAINED_ROUNDS rounds, memory and SQLite
 # alternated): after ACKS_SUSTAINED_WARMUP seconds every session has checkpointed its table
 # (every --checkpoint-events) and the journal deletes as many old rows as it writes new ones,
-# which a 5-second window starting at the first change never sees.
+# which a 5-second window starting at the first change never sees. SQLite runs a third time in
+# each such round with --huge-pages, so every run records what huge pages bring.
 #
 # Builds nothing: run `swift build -c release` first. Only 127.0.0.1 is used; every run is
 # bounded by `timeout`. Settings (environment): ACKS_CLIENTS (1000), ACKS_IN_FLIGHT (4),
@@ -119,11 +120,14 @@ warmup=$sustained_warmup
 for _ in $(seq "$sustained_rounds"); do
     run memory-sustained "$clients" together --memory
     run sqlite-full-sustained "$clients" together --data-dir "$work/data"
+    # The same with transparent huge pages (--huge-pages): what they bring, in the same minutes.
+    run sqlite-full-huge-pages-sustained "$clients" together --data-dir "$work/data" --huge-pages
 done
 
 echo "acks summary: sessions=$clients placement=together ${seconds}s after 1s: memory $(summarize memory "$clients" together 1)," \
     "SQLite full $(summarize sqlite-full "$clients" together 1); target $target with the store on: $(verdict sqlite-full "$clients" together 1)"
 echo "acks summary: sessions=$clients placement=together ${seconds}s after ${sustained_warmup}s (steady state):" \
     "memory $(summarize memory-sustained "$clients" together "$sustained_warmup")," \
-    "SQLite full $(summarize sqlite-full-sustained "$clients" together "$sustained_warmup");" \
+    "SQLite full $(summarize sqlite-full-sustained "$clients" together "$sustained_warmup")," \
+    "SQLite full with --huge-pages $(summarize sqlite-full-huge-pages-sustained "$clients" together "$sustained_warmup");" \
     "target $target with the store on: $(verdict sqlite-full-sustained "$clients" together "$sustained_warmup")"

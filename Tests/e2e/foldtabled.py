@@ -18,7 +18,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 class Server:
     """A running foldtabled on a free port (port 0, read back from its first line)."""
 
-    def __init__(self, *args, web_root=None):
+    def __init__(self, *args, web_root=None, env=None):
         web_root = web_root or os.path.join(REPO, "web")
         if "--memory" not in args and not any(str(a).startswith("--data-dir") for a in args):
             # The store is the default: every server gets a fresh data directory of its own.
@@ -26,7 +26,7 @@ class Server:
             args = (*args, "--data-dir", self.data_dir)
         self.proc = subprocess.Popen(
             [BIN, "--port", "0", "--web-root", web_root, *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().strip()
         assert line.startswith("listening on http"), f"unexpected start line {line!r}: {self.proc.stderr.read()}"
         self.url = line.split()[-1]
