@@ -11,7 +11,7 @@ enum HugePages {
     enum State: String {
         /// malloc asks for huge pages.
         case on
-        /// `--huge-pages=false`, or `GLIBC_TUNABLES` sets the tunable to 0.
+        /// Not asked for (the default), or `GLIBC_TUNABLES` sets the tunable to 0.
         case off
         /// The kernel gives none (THP `never`, or no THP at all), or running again failed.
         case unavailable
