@@ -7,6 +7,10 @@
 /// in a virtual machine a TLB miss walks two page tables. glibc reads its tunables once, when
 /// the process starts, so `foldtabled` sets this variable and runs itself again (see
 /// ``ServerConfig/hugePages``). Pure, so the rules are tested without starting processes.
+///
+/// The variable is read by the dynamic loader, which erases this tunable for a process started
+/// with more privileges than its parent (setuid, or file capabilities such as
+/// `cap_net_bind_service`): such a process must not run itself again to ask for it.
 public enum MallocTunables {
     /// The environment variable glibc's dynamic loader reads its tunables from.
     public static let variable = "GLIBC_TUNABLES"
@@ -34,12 +38,21 @@ public enum MallocTunables {
         return tunables.hasSuffix(":") ? tunables + item : tunables + ":" + item
     }
 
-    /// Whether the kernel gives huge pages to memory that asks for them, from the text of
-    /// `/sys/kernel/mm/transparent_hugepage/enabled` (the mode in force is bracketed, as in
-    /// `always [madvise] never`): not when it is `never`, or the text says no mode.
-    public static func kernelGivesHugePages(enabledFile text: String) -> Bool {
-        guard let open = text.firstIndex(of: "["), let close = text[open...].firstIndex(of: "]") else { return false }
-        let mode = text[text.index(after: open)..<close]
-        return mode == "always" || mode == "madvise"
+    /// The kernel's transparent huge page mode.
+    public enum KernelMode: String, Sendable {
+        /// Every large enough anonymous mapping gets huge pages, asked for or not.
+        case always
+        /// Only memory that asks (`madvise(MADV_HUGEPAGE)`): the one mode in which glibc's
+        /// tunable does anything (its malloc skips the call in the others).
+        case madvise
+        /// None.
+        case never
+    }
+
+    /// The mode in force from the text of `/sys/kernel/mm/transparent_hugepage/enabled`, where
+    /// it is bracketed (`always [madvise] never`); `nil` when the text names none.
+    public static func kernelMode(enabledFile text: String) -> KernelMode? {
+        guard let open = text.firstIndex(of: "["), let close = text[open...].firstIndex(of: "]") else { return nil }
+        return KernelMode(rawValue: String(text[text.index(after: open)..<close]))
     }
 }

@@ -153,8 +153,11 @@ public struct ServerConfig: Sendable, Equatable {
     /// store's steady-state acknowledged changes were 3% higher (median of 20 alternated pairs,
     /// 12 of them favouring huge pages: inside this VM's noise; README, Benchmarks), while
     /// resident memory under that load grew by 45% (a huge page stays whole while any of it is
-    /// in use). A gain that uncertain does not pay for memory that certain by default. No effect
-    /// when the kernel's THP mode is `never`, or when `GLIBC_TUNABLES` already names the tunable.
+    /// in use). A gain that uncertain does not pay for memory that certain by default. Only the
+    /// kernel's THP mode `madvise` (Debian's) needs asking: under `always` every process gets
+    /// huge pages anyway, under `never` none. No effect either when `GLIBC_TUNABLES` already
+    /// names the tunable, or for a process started with privileges (setuid, file capabilities),
+    /// for which the loader erases it.
     public var hugePages = false
     /// Sessions kept at once. Default 10,000: bounds memory against clients inventing names.
     public var maxSessions = 10_000
@@ -328,6 +331,7 @@ public struct ServerConfig: Sendable, Equatable {
     /// silently leave its default in place. Whoever adds such a variable adds it here.
     public static let otherEnvironmentVariables: [(name: String, readBy: String)] = [
         ("FOLDTABLE_CONFIG", "foldtabled: the config file, when no --config is given"),
+        ("FOLDTABLE_HUGE_PAGES_RAN_AGAIN", "foldtabled: set while it runs itself again for --huge-pages, so that it does so once"),
         ("FOLDTABLE_TOKEN", "the terminal client foldtable: its token"),
         ("FOLDTABLE_LWS_LOG", "the terminal client foldtable: libwebsockets' log level"),
         ("FOLDTABLE_BIN", "the test suites: the foldtabled binary"),

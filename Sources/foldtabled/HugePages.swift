@@ -13,31 +13,61 @@ enum HugePages {
         case on
         /// Not asked for (the default), or `GLIBC_TUNABLES` sets the tunable to 0.
         case off
-        /// The kernel gives none (THP `never`, or no THP at all), or running again failed.
+        /// The kernel's THP mode is `always`: huge pages whatever this setting says.
+        case kernel
+        /// Asked for, but not to be had: THP `never` or absent, a privileged process (the loader
+        /// erases the tunable), or running again failed.
         case unavailable
     }
 
-    private static let kernelMode = "/sys/kernel/mm/transparent_hugepage/enabled"
+    private static let kernelModeFile = "/sys/kernel/mm/transparent_hugepage/enabled"
+    /// Set for the new image only: a second start that still lacks the tunable (something
+    /// between the two erased it) serves without instead of running itself again forever.
+    private static let ranAgain = "FOLDTABLE_HUGE_PAGES_RAN_AGAIN"
 
-    /// Runs the server again with huge pages asked for, when `config` wants them and they are
-    /// neither asked for already nor unavailable; returns (without running again) otherwise.
-    /// Call before anything is opened or started: whatever was would be lost to the new image.
+    /// Runs the server again with huge pages asked for, when `config` wants them, the kernel
+    /// gives them only on request, and they are not asked for already; returns (without
+    /// running again) otherwise. Call before anything is opened or started: whatever was would
+    /// be lost to the new image.
     static func apply(_ config: ServerConfig) -> State {
+        let ranBefore = getenv(ranAgain) != nil
+        unsetenv(ranAgain)
+        let mode = (try? String(contentsOfFile: kernelModeFile, encoding: .utf8)).flatMap(MallocTunables.kernelMode(enabledFile:))
+        if mode == .always { return .kernel }
         guard config.hugePages else { return .off }
-        guard let mode = try? String(contentsOfFile: kernelMode, encoding: .utf8), MallocTunables.kernelGivesHugePages(enabledFile: mode)
-        else { return .unavailable }
+        guard mode == .madvise, !startedWithPrivileges() else { return .unavailable }
         let current = getenv(MallocTunables.variable).map { String(cString: $0) }
         guard let wanted = MallocTunables.addingHugePages(to: current) else {
             return MallocTunables.hugePagesValue(in: current) == "0" ? .off : .on
         }
+        guard !ranBefore else { return .unavailable }
         setenv(MallocTunables.variable, wanted, 1)
+        setenv(ranAgain, "1", 1)
         // /proc/self/exe, not argv[0]: argv[0] may be a bare name found through PATH, or a
         // path relative to a directory since left.
         execv("/proc/self/exe", CommandLine.unsafeArgv)
         // Still here: running again failed (no /proc in a sandbox, say). Serve without.
         let reason = String(cString: strerror(errno))
+        unsetenv(ranAgain)
         if let current { setenv(MallocTunables.variable, current, 1) } else { unsetenv(MallocTunables.variable) }
         Log(level: config.logLevel)(.warning, "huge_pages_unavailable", ["reason": reason])
         return .unavailable
+    }
+
+    /// Whether the kernel started this process in secure mode (`AT_SECURE` in its auxiliary
+    /// vector: setuid, setgid or file capabilities), read from /proc/self/auxv because Swift's
+    /// Glibc module does not export `getauxval`. Unreadable counts as not: the marker above
+    /// still stops a second run.
+    private static func startedWithPrivileges() -> Bool {
+        guard let auxv = FileManager.default.contents(atPath: "/proc/self/auxv") else { return false }
+        let atSecure: UInt64 = 23
+        // (type, value) pairs of 64-bit words, ending with type 0.
+        return auxv.withUnsafeBytes { bytes in
+            for offset in stride(from: 0, to: bytes.count - 15, by: 16)
+            where bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self) == atSecure {
+                return bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self) != 0
+            }
+            return false
+        }
     }
 }

@@ -28,10 +28,11 @@ import Testing
     }
 
     @Test func readsTheKernelsModeFromItsBracketedChoice() {
-        #expect(MallocTunables.kernelGivesHugePages(enabledFile: "always [madvise] never\n"))
-        #expect(MallocTunables.kernelGivesHugePages(enabledFile: "[always] madvise never\n"))
-        #expect(!MallocTunables.kernelGivesHugePages(enabledFile: "always madvise [never]\n"))
-        #expect(!MallocTunables.kernelGivesHugePages(enabledFile: ""))
-        #expect(!MallocTunables.kernelGivesHugePages(enabledFile: "always madvise never"))
+        #expect(MallocTunables.kernelMode(enabledFile: "always [madvise] never\n") == .madvise)
+        #expect(MallocTunables.kernelMode(enabledFile: "[always] madvise never\n") == .always)
+        #expect(MallocTunables.kernelMode(enabledFile: "always madvise [never]\n") == .never)
+        #expect(MallocTunables.kernelMode(enabledFile: "") == nil)
+        #expect(MallocTunables.kernelMode(enabledFile: "always madvise never") == nil)
+        #expect(MallocTunables.kernelMode(enabledFile: "always [sometimes] never") == nil)
     }
 }

@@ -2,18 +2,39 @@
 GLIBC_TUNABLES set (glibc reads it only at start): the same process, arguments and output."""
 import asyncio
 import os
+import shutil
+import subprocess
+import tempfile
 
-from foldtabled import Client, Server
+import pytest
+
+from foldtabled import BIN, Client, Server
 
 KERNEL_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
-def kernel_gives_huge_pages():
+def kernel_mode():
+    """always, madvise, never, or None when the kernel has no THP."""
     try:
-        mode = open(KERNEL_MODE).read()
+        text = open(KERNEL_MODE).read()
     except OSError:
-        return False
-    return "[always]" in mode or "[madvise]" in mode
+        return None
+    for mode in ("always", "madvise", "never"):
+        if f"[{mode}]" in text:
+            return mode
+    return None
+
+
+def kernel_gives_huge_pages():
+    """Whether glibc's tunable makes a difference here: only in madvise mode."""
+    return kernel_mode() == "madvise"
+
+
+def expected_state(when_asked):
+    """The start line's huge_pages= for a server that wants them (its state then `when_asked`)."""
+    if kernel_mode() == "always":
+        return "kernel"
+    return when_asked if kernel_gives_huge_pages() else "unavailable"
 
 
 def tunables_of(pid):
@@ -64,7 +85,7 @@ def test_the_server_runs_itself_again_with_huge_pages_asked_for_and_still_serves
         asyncio.run(asyncio.wait_for(scenario(), 30))
     finally:
         state = start_line_field(server, "huge_pages")
-    assert state == ("on" if kernel_gives_huge_pages() else "unavailable")
+    assert state == expected_state("on")
 
 
 def test_an_operators_other_tunables_are_kept():
@@ -87,7 +108,7 @@ def test_an_operators_own_hugetlb_setting_wins():
         assert tunables_of(server.proc.pid) == "glibc.malloc.hugetlb=0"
     finally:
         state = start_line_field(server, "huge_pages")
-    assert state == ("off" if kernel_gives_huge_pages() else "unavailable")
+    assert state == expected_state("off")
 
 
 def test_by_default_and_with_huge_pages_false_malloc_is_left_as_it_is():
@@ -96,7 +117,7 @@ def test_by_default_and_with_huge_pages_false_malloc_is_left_as_it_is():
         assert tunables_of(server.proc.pid) is None
     finally:
         state = start_line_field(server, "huge_pages")
-    assert state == "off"
+    assert state == ("kernel" if kernel_mode() == "always" else "off")
     env = without_tunables()
     env["FOLDTABLE_HUGE_PAGES"] = "false"
     server = Server("--memory", "--huge-pages", "--huge-pages=false", "--log-level", "info", env=env)
@@ -104,4 +125,33 @@ def test_by_default_and_with_huge_pages_false_malloc_is_left_as_it_is():
         assert tunables_of(server.proc.pid) is None
     finally:
         state = start_line_field(server, "huge_pages")
-    assert state == "off"
+    assert state == ("kernel" if kernel_mode() == "always" else "off")
+
+
+def test_a_process_started_with_privileges_serves_without_running_itself_again(tmp_path):
+    # File capabilities start the binary in secure mode for a user who lacks them: the loader
+    # then erases the tunable, so running again to ask for it would go on forever.
+    if os.geteuid() != 0 or not shutil.which("setcap") or not shutil.which("setpriv"):
+        pytest.skip("needs root, setcap and setpriv")
+    if not kernel_gives_huge_pages():
+        pytest.skip("the kernel's THP mode is not madvise: nothing would run again")
+    folder = tempfile.mkdtemp()
+    os.chmod(folder, 0o755)
+    binary = os.path.join(folder, "foldtabled")
+    shutil.copy(BIN, binary)
+    os.chmod(binary, 0o755)
+    subprocess.run(["setcap", "cap_net_bind_service+ep", binary], check=True)
+    # Bounded (SIGKILL 2 s after SIGTERM, which the server blocks until it serves): a server that
+    # kept running itself again would never print its URL.
+    server = subprocess.Popen(
+        ["timeout", "-k", "2", "20", "setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", binary,
+         "--memory", "--port", "0", "--web-root", "", "--huge-pages", "--log-level", "info"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=without_tunables())
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("listening on http"), server.stderr.read()
+    finally:
+        server.terminate()
+        server.wait(10)
+    start = [l for l in server.stderr.read().splitlines() if " event=start " in l]
+    assert len(start) == 1 and "huge_pages=unavailable" in start[0]
