@@ -10,7 +10,7 @@
 ///
 /// The variable is read by the dynamic loader, which erases this tunable for a process started
 /// with more privileges than its parent (setuid, or file capabilities such as
-/// `cap_net_bind_service`): such a process must not run itself again to ask for it.
+/// `cap_net_bind_service`): asking again cannot work there, so `foldtabled` asks once.
 public enum MallocTunables {
     /// The environment variable glibc's dynamic loader reads its tunables from.
     public static let variable = "GLIBC_TUNABLES"

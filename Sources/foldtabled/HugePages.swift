@@ -15,14 +15,16 @@ enum HugePages {
         case off
         /// The kernel's THP mode is `always`: huge pages whatever this setting says.
         case kernel
-        /// Asked for, but not to be had: THP `never` or absent, a privileged process (the loader
-        /// erases the tunable), or running again failed.
+        /// Asked for, but not to be had: THP `never` or absent, the tunable gone after running
+        /// again (a privileged process: the loader erases it), or running again failed.
         case unavailable
     }
 
     private static let kernelModeFile = "/sys/kernel/mm/transparent_hugepage/enabled"
-    /// Set for the new image only: a second start that still lacks the tunable (something
-    /// between the two erased it) serves without instead of running itself again forever.
+    /// Set for the new image only: a second start that still lacks the tunable serves without
+    /// instead of running itself again forever. The loader erases the tunable for a process
+    /// started with privileges (setuid, or file capabilities such as `cap_net_bind_service`
+    /// run by a user without them), so such a server runs again once, then says `unavailable`.
     private static let ranAgain = "FOLDTABLE_HUGE_PAGES_RAN_AGAIN"
 
     /// Runs the server again with huge pages asked for, when `config` wants them, the kernel
@@ -35,7 +37,7 @@ enum HugePages {
         let mode = (try? String(contentsOfFile: kernelModeFile, encoding: .utf8)).flatMap(MallocTunables.kernelMode(enabledFile:))
         if mode == .always { return .kernel }
         guard config.hugePages else { return .off }
-        guard mode == .madvise, !startedWithPrivileges() else { return .unavailable }
+        guard mode == .madvise else { return .unavailable }
         let current = getenv(MallocTunables.variable).map { String(cString: $0) }
         guard let wanted = MallocTunables.addingHugePages(to: current) else {
             return MallocTunables.hugePagesValue(in: current) == "0" ? .off : .on
@@ -52,22 +54,5 @@ enum HugePages {
         if let current { setenv(MallocTunables.variable, current, 1) } else { unsetenv(MallocTunables.variable) }
         Log(level: config.logLevel)(.warning, "huge_pages_unavailable", ["reason": reason])
         return .unavailable
-    }
-
-    /// Whether the kernel started this process in secure mode (`AT_SECURE` in its auxiliary
-    /// vector: setuid, setgid or file capabilities), read from /proc/self/auxv because Swift's
-    /// Glibc module does not export `getauxval`. Unreadable counts as not: the marker above
-    /// still stops a second run.
-    private static func startedWithPrivileges() -> Bool {
-        guard let auxv = FileManager.default.contents(atPath: "/proc/self/auxv") else { return false }
-        let atSecure: UInt64 = 23
-        // (type, value) pairs of 64-bit words, ending with type 0.
-        return auxv.withUnsafeBytes { bytes in
-            for offset in stride(from: 0, to: bytes.count - 15, by: 16)
-            where bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self) == atSecure {
-                return bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self) != 0
-            }
-            return false
-        }
     }
 }
