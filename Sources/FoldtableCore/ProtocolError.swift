@@ -38,6 +38,10 @@ public struct ProtocolError: Error, Equatable, Sendable {
         /// fields), its encoding (not UTF-8) or its header (an unknown, repeated or missing column).
         /// Problems with what a readable file says use the codes above (`too_long`, ...).
         case invalidCSV = "invalid_csv"
+        /// Whether the change was applied cannot be told (it was sent without an id, and the
+        /// session was reloaded from shared storage before its answer): read the table before
+        /// retrying. Never sent for a change with an id the server still remembers.
+        case outcomeUnknown = "outcome_unknown"
     }
 
     public var code: Code

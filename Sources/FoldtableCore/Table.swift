@@ -219,6 +219,31 @@ public struct Table: Sendable {
         lookUp(changeId)?.digest
     }
 
+    /// The seq `changeId` was applied at and the digest of what was asked, if the window holds it:
+    /// how a node that never read a request of its own (a snapshot covers it) learns its outcome.
+    public func remembered(_ changeId: String) -> (seq: UInt64, digest: UInt64)? {
+        lookUp(changeId)
+    }
+
+    /// Whether the window still holds every id applied after `seq`: none has been pushed out since.
+    /// Then an id it does not hold was not applied after `seq`.
+    public func remembersEveryId(after seq: UInt64) -> Bool {
+        guard changeIdsKept else { return false }
+        guard let oldest = oldestRememberedSeq else { return true }
+        // A full window pushes its oldest id out for each new one: the oldest kept must be no
+        // later than the first seq after `seq`, or ids between may be gone.
+        return rememberedCount < limits.idempotencyWindow || oldest <= seq &+ 1
+    }
+
+    /// How many change ids the window holds.
+    private var rememberedCount: Int {
+        if changeIdsShared {
+            let (from, to) = sharedWindow()
+            return to - from
+        }
+        return changeIdOrder.count
+    }
+
     /// The seq and digest the window holds for `changeId`: from the index, or, on a table whose
     /// window is another's (only read when saved), by reading the window through.
     /// `hash`: `changeId.hashValue` when the caller has it.

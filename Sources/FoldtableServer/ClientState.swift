@@ -13,6 +13,11 @@ final class ClientState {
     var joinTimer: UInt64?
     /// True between `join` and the session being ready (loading from the store).
     var joining = false
+    /// Messages that came while `joining`, in order: handled once the welcome is sent (or the
+    /// join refused), so a change sent right after `join` meets a joined member whether the
+    /// session was resident or had to be loaded. Bounded by ``Hub/heldWhileJoiningMax``.
+    var heldWhileJoining: [[UInt8]] = []
+    var heldWhileJoiningBytes = 0
     /// What the member's token grants (`nil` in open mode).
     var grant: AccessGrant?
     /// What the member may do: the token's role. In open mode nobody is identified, so there is

@@ -472,6 +472,51 @@ public final class Hub: TransportDelegate {
     public func connectionReceived(_ connection: Connection, message: UnsafeRawBufferPointer) {
         guard let client = clients[connection.id] else { return }
         metrics.messagesIn += 1
+        if client.joining { return holdWhileJoining(client, message) }
+        handle(client, message)
+    }
+
+    /// At most this many messages, and ``heldWhileJoiningMaxBytes`` bytes, wait for a join to
+    /// finish (a session loading from the store or from Redis): what a client sends at once
+    /// after `join` fits, and nothing before the welcome grows without bound (Hocuspocus holds
+    /// 1,000 messages or 5 MiB before authentication).
+    static let heldWhileJoiningMax = 1_000
+    static let heldWhileJoiningMaxBytes = 5 << 20
+
+    /// Keeps a message that came during the join for ``releaseHeld(_:)``; past the bounds it is
+    /// refused (`limit_reached`, nothing of it applied) and the socket stays open.
+    private func holdWhileJoining(_ client: ClientState, _ message: UnsafeRawBufferPointer) {
+        guard client.heldWhileJoining.count < Self.heldWhileJoiningMax,
+            client.heldWhileJoiningBytes + message.count <= Self.heldWhileJoiningMaxBytes
+        else {
+            let id = ClientMessage.decode(message, limits: messageLimits).1
+            return refuse(
+                client.connection, ProtocolError(.limitReached, "too many messages before the welcome; wait for it and send again"), id: id)
+        }
+        client.heldWhileJoining.append(Array(message))
+        client.heldWhileJoiningBytes += message.count
+    }
+
+    /// The join is done (welcomed or refused): what came meanwhile is handled now, in order.
+    private func releaseHeld(_ client: ClientState) {
+        guard !client.heldWhileJoining.isEmpty else { return }
+        let held = client.heldWhileJoining
+        client.heldWhileJoining = []
+        client.heldWhileJoiningBytes = 0
+        for (index, message) in held.enumerated() {
+            guard client.isOpen, clients[client.connection.id] === client else { return }
+            // A held `join` that starts another load: the rest waits for that one in turn.
+            if client.joining {
+                client.heldWhileJoining = Array(held[index...])
+                client.heldWhileJoiningBytes = client.heldWhileJoining.reduce(0) { $0 + $1.count }
+                return
+            }
+            message.withUnsafeBytes { handle(client, $0) }
+        }
+    }
+
+    private func handle(_ client: ClientState, _ message: UnsafeRawBufferPointer) {
+        let connection = client.connection
         let (result, id) = ClientMessage.decode(message, limits: messageLimits)
         // Consumed: a change moves from the decoded message into the session's input instead of
         // being copied (retaining each string) and both destroyed.
@@ -614,6 +659,7 @@ public final class Hub: TransportDelegate {
             case .failure(let error):
                 failJoin(client, error)
             }
+            releaseHeld(client)
         }
     }
 

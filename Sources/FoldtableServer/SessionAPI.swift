@@ -548,6 +548,8 @@ final class SessionAPI {
         case .forbidden: return 403
         case .rateLimited: return 429
         case .storageUnavailable: return 503
+        // Not a 503: a client that retries on 503 without an Idempotency-Key could apply it twice.
+        case .outcomeUnknown: return 500
         default: return 400
         }
     }

@@ -224,8 +224,20 @@ public struct SessionCore {
     private struct Awaiting {
         var origin: Origin
         var id: String?
+        /// ``Table/digest(_:)`` of the change, with an id: tells it from another change with the
+        /// same id when its outcome is read from the change-id window (0 without an id).
+        var digest: UInt64
+        /// The committed seq when it was appended: if the order applied it, it is after this.
+        var after: UInt64
         /// Where the append put it, once its reply came.
         var position: String?
+    }
+
+    /// What became of a request of this node's that no read will deliver.
+    private enum Outcome {
+        case applied(seq: UInt64)
+        case notApplied(ProtocolError)
+        case unknown
     }
 
     /// Whether changes may be appended: false while the broker is unavailable (read-only).
@@ -1035,13 +1047,7 @@ extension SessionCore {
         busySections.removeAll()
         sequencedPending.removeAll()
         sequencedStart = 0
-        if epoch != self.epoch {
-            for number in awaiting.keys.sorted() {
-                guard let waiting = awaiting.removeValue(forKey: number) else { continue }
-                refuse(waiting.origin, Self.notAppended, id: waiting.id, into: &effects)
-            }
-            uncertain.removeAll()
-        }
+        let newEpoch = epoch != self.epoch
         let from = committed.seq
         let previous = self.epoch
         self.epoch = epoch
@@ -1057,6 +1063,15 @@ extension SessionCore {
             members[connection.id]?.streams = []
             members[connection.id]?.held = []
             welcome(connection, author: member.author, presence: presence, recovered: nil, role: member.role, now: now, into: &effects)
+        }
+        // Requests the table now covers will never be read: the snapshot's position is at or
+        // past theirs (in a new epoch, none of the old stream will be). Their outcome is in the
+        // table's change-id window; answered after the welcome that shows it.
+        let covered = awaiting.filter { newEpoch || $0.value.position.map { !StreamPosition.precedes(position, $0) } ?? false }
+        for number in covered.keys.sorted() {
+            guard let waiting = awaiting.removeValue(forKey: number) else { continue }
+            uncertain[number] = nil
+            settle(waiting, unread: Self.notAppended, into: &effects)
         }
         effects.append(
             .log(
@@ -1085,7 +1100,8 @@ extension SessionCore {
             return
         }
         requestsMade += 1
-        awaiting[requestsMade] = Awaiting(origin: change.origin, id: change.id)
+        awaiting[requestsMade] = Awaiting(
+            origin: change.origin, id: change.id, digest: change.id == nil ? 0 : Table.digest(change.change), after: committed.seq)
         let origin = RequestOrigin(node: node, number: requestsMade)
         effects.append(.append(SequencedRequest(change: change.change, id: change.id, author: change.author, origin: origin)))
     }
@@ -1113,6 +1129,13 @@ extension SessionCore {
         ProtocolError(.storageUnavailable, "the change was stored but could not be read back, so no node applied it; retry later")
     }
 
+    private static var outcomeUnknown: ProtocolError {
+        ProtocolError(
+            .outcomeUnknown,
+            "the session was reloaded from shared storage and whether this change was applied cannot be told (send changes with an id): read the table before retrying"
+        )
+    }
+
     private static var notAppended: ProtocolError {
         ProtocolError(.storageUnavailable, "the change could not be stored; it was not applied, retry later")
     }
@@ -1127,11 +1150,13 @@ extension SessionCore {
         if sequencedStart == sequencedPending.count {
             // Everything read is applied: a request appended at or before `through` and still
             // waiting was dropped by every reader (its entry did not decode).
+            // (Or a reload's snapshot covered it: ``settle(_:unread:into:)`` reads the window.)
             let dropped = awaiting.filter { $0.value.position.map { !StreamPosition.precedes(through, $0) } ?? false }.keys.sorted()
             for number in dropped {
                 guard let waiting = awaiting.removeValue(forKey: number) else { continue }
-                refuse(waiting.origin, Self.notReadBack, id: waiting.id, into: &effects)
-                effects.append(.log(.warning, "request_dropped", { [("position", waiting.position ?? "")] }))
+                if settle(waiting, unread: Self.notReadBack, into: &effects) {
+                    effects.append(.log(.warning, "request_dropped", { [("position", waiting.position ?? "")] }))
+                }
             }
         }
         guard !uncertain.isEmpty else { return }
@@ -1143,8 +1168,41 @@ extension SessionCore {
             }
             uncertain[number] = nil
             guard let waiting = awaiting.removeValue(forKey: number) else { continue }
-            refuse(waiting.origin, Self.notAppended, id: waiting.id, into: &effects)
+            settle(waiting, unread: Self.notAppended, into: &effects)
         }
+    }
+
+    /// Answers a request of this node's that no read will deliver: the committed table's
+    /// change-id window says whether the order applied it (acknowledged with its seq), and, when
+    /// it holds every id since the request was made, that it did not (`unread`, or `id_reused`
+    /// when another change holds the id). Never "not applied" for a change that was: without an
+    /// id, or with ids pushed out of the window since, the outcome is unknown and said so.
+    /// Returns whether it was answered as not applied.
+    @discardableResult
+    private mutating func settle(_ waiting: Awaiting, unread: ProtocolError, into effects: inout [SessionEffect]) -> Bool {
+        switch outcome(of: waiting, unread: unread) {
+        case .applied(let seq):
+            acknowledge(waiting.origin, id: waiting.id, seq: seq, into: &effects)
+            return false
+        case .notApplied(let error):
+            refuse(waiting.origin, error, id: waiting.id, into: &effects)
+            return true
+        case .unknown:
+            refuse(waiting.origin, Self.outcomeUnknown, id: waiting.id, into: &effects)
+            return false
+        }
+    }
+
+    private func outcome(of waiting: Awaiting, unread: ProtocolError) -> Outcome {
+        guard let id = waiting.id else { return .unknown }
+        // Held with the same digest: applied (as this request, or as an earlier one it retries).
+        if let remembered = committed.remembered(id) {
+            guard remembered.digest == waiting.digest else {
+                return .notApplied(ProtocolError(.idReused, "the change id \"\(id.prefix(64))\" was used for a different change", field: "id"))
+            }
+            return .applied(seq: remembered.seq)
+        }
+        return committed.remembersEveryId(after: waiting.after) ? .notApplied(unread) : .unknown
     }
 
     private mutating func receive(_ requests: [SequencedRequest], into effects: inout [SessionEffect]) {

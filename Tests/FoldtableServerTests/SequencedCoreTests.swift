@@ -315,6 +315,66 @@ import Testing
         #expect(welcomes(effects).first?["recovered"] == .bool(false))
     }
 
+    @Test func aReloadWhoseSnapshotCoversAWaitingRequestAcknowledgesItWithItsSeq() throws {
+        var a = try core(node: "a", member: ana, name: "ana")
+        var b = try core(node: "b", member: bo, name: "bo")
+        let mine = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)
+        var stream = appended(b.handle(.change(.toggle(section: .key("s")), id: "b1", from: bo), now: 0))
+        stream.append(mine)
+        stream += appended(b.handle(.change(.toggle(section: .key("s")), id: "b2", from: bo), now: 0))
+        stream = positioned(stream)
+        _ = a.handle(.appended(number: mine.origin.number, position: "2-0"), now: 0)
+        _ = b.handle(.sequenced(stream), now: 0)
+        // Node a fell behind; b's snapshot at 3-0 holds a's change, which a will never read.
+        var effects = a.handle(.reload(epoch: "e1", table: b.committed, position: "3-0"), now: 0)
+        #expect(refusals(effects).isEmpty)
+        #expect(acks(effects).map { "\($0.1)@\($0.2)" } == ["a1@2"])
+        #expect(!a.waitsForCatchUp)
+        effects = a.handle(.caughtUp(through: "3-0"), now: 0)
+        #expect(refusals(effects).isEmpty && acks(effects).isEmpty)
+    }
+
+    @Test func aRequestWhoseAppendReplyCameAfterAReloadCoveringItIsAcknowledgedAtCatchUp() throws {
+        var a = try core(node: "a", member: ana, name: "ana")
+        var b = try core(node: "b", member: bo, name: "bo")
+        let mine = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)
+        let stream = positioned([mine] + appended(b.handle(.change(.toggle(section: .key("s")), id: "b1", from: bo), now: 0)))
+        _ = b.handle(.sequenced(stream), now: 0)
+        var effects = a.handle(.reload(epoch: "e1", table: b.committed, position: "2-0"), now: 0)
+        #expect(refusals(effects).isEmpty && acks(effects).isEmpty)
+        effects = a.handle(.appended(number: mine.origin.number, position: "1-0"), now: 0)
+        effects += a.handle(.caughtUp(through: "2-0"), now: 0)
+        #expect(refusals(effects).isEmpty)
+        #expect(acks(effects).map { "\($0.1)@\($0.2)" } == ["a1@1"])
+    }
+
+    @Test func aWaitingRequestTheOrderRefusedIsRefusedWhenAReloadCoversIt() throws {
+        var a = try core(node: "a", member: ana, name: "ana")
+        var b = try core(node: "b", member: bo, name: "bo")
+        let mine = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)
+        // b removes section t first: a's toggle of it is refused in the order.
+        var stream = appended(b.handle(.change(.removeSection(section: .key("t")), id: "b1", from: bo), now: 0))
+        stream.append(mine)
+        stream = positioned(stream)
+        _ = a.handle(.appended(number: mine.origin.number, position: "2-0"), now: 0)
+        _ = b.handle(.sequenced(stream), now: 0)
+        let effects = a.handle(.reload(epoch: "e1", table: b.committed, position: "2-0"), now: 0)
+        #expect(acks(effects).isEmpty)
+        #expect(refusals(effects).map(\.1) == ["a1"])
+        #expect(a.committed.section("t") == nil)
+    }
+
+    @Test func aWaitingRequestWithoutAnIdCoveredByAReloadIsAnsweredOutcomeUnknown() throws {
+        var a = try core(node: "a", member: ana, name: "ana")
+        var b = try core(node: "b", member: bo, name: "bo")
+        let mine = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: nil, from: ana), now: 0)).first)
+        _ = a.handle(.appended(number: mine.origin.number, position: "1-0"), now: 0)
+        _ = b.handle(.sequenced(positioned([mine])), now: 0)
+        let effects = a.handle(.reload(epoch: "e1", table: b.committed, position: "1-0"), now: 0)
+        #expect(refusals(effects).map(\.0) == [.outcomeUnknown])
+        #expect(!a.waitsForCatchUp)
+    }
+
     @Test func aReloadInANewEpochRefusesWaitingRequestsAndWelcomesInTheNewEpoch() throws {
         var a = try core(node: "a", member: ana, name: "ana")
         let mine = try #require(appended(a.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)).first)

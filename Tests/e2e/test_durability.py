@@ -737,3 +737,38 @@ def test_a_locked_database_never_gets_a_false_ack_and_changes_are_acknowledged_a
         assert server.stop() == 0
         assert integrity_check(data / "foldtable.db") == "ok"
     run(scenario())
+
+
+@pytest.mark.parametrize("resident", [False, True], ids=["stored", "resident"])
+def test_a_change_sent_right_after_join_is_held_until_the_welcome_then_applied(launch, tmp_path, resident):
+    """A client sends `join` and a change back to back, without waiting for the welcome. After a
+    restart the session is only stored (its load takes a trip to SQLite); either way the change
+    comes after the welcome and is acknowledged, never refused `not_joined`."""
+    data = str(tmp_path / "data")
+    server = launch("--data-dir", data)
+
+    async def make():
+        setup = await Client.join(server.ws, session="held", name="setup")
+        await setup.send({"type": "addSection", "key": "s", "title": "S", "id": "s"})
+        await setup.next(lambda m: m["type"] == "ack" and m["id"] == "s")
+        await setup.close()
+
+    run(make())
+    if not resident:
+        assert server.stop() == 0
+        server = launch("--data-dir", data)
+
+    async def at_once():
+        async with connect(server.ws, max_size=None) as ws:
+            await ws.send(json.dumps({"type": "join", "session": "held", "name": "ana"}))
+            await ws.send(json.dumps({"type": "toggle", "section": "s", "id": "t1"}))
+            await ws.send(json.dumps({"type": "addRow", "section": "s", "label": "x", "id": "t2"}))
+            seen = []
+            while not any(m.get("id") == "t2" for m in seen):
+                for line in (await asyncio.wait_for(ws.recv(), 10)).split("\n"):
+                    seen.append(json.loads(line))
+            return seen
+
+    seen = run(at_once())
+    kinds = [(m["type"], m.get("id")) for m in seen if m["type"] in ("welcome", "ack", "error")]
+    assert kinds == [("welcome", None), ("ack", "t1"), ("ack", "t2")], kinds
