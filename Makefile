@@ -116,7 +116,12 @@ screenshot: venv
 	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_SCREENSHOT_OUT=$(CURDIR)/Tests/browser/screenshot.png \
 		$(PY) -m pytest -q Tests/browser -k demo
 
-test: deps-test lint docs test-unit test-fuzz test-sanitizers test-e2e test-autobahn test-browser
+# Every suite, each timed; Autobahn runs beside the end-to-end and browser tests (.ci/test-suites
+# says why). Every suite runs even after one failed. SERIAL=1 runs them one after another.
+test: deps-test
+	@.ci/ensure-packages $(AUTOBAHN_PACKAGES)
+	$(MAKE) venv
+	.ci/test-suites
 
 bench: deps-run
 	@.ci/ensure-packages $(BENCH_PACKAGES)
