@@ -52,11 +52,13 @@
  * each gap between chunks to its own timeout (5 s); this limits the sum, so a body trickled in a
  * byte at a time cannot hold its buffer indefinitely. */
 #define FTWS_HTTP_BODY_SECS 30
-/* An answer that makes no progress this long (the client stopped reading) drops the connection,
- * unless send_stall_secs is set (then that). */
+/* The window over which an answer's send rate is averaged, unless http_send_window_secs or
+ * send_stall_secs is set (then that). An answer that makes no progress for two windows (the
+ * client stopped reading) drops the connection. */
 #define FTWS_HTTP_STALL_SECS_DEFAULT 30
-/* Body bytes handed to lws per WRITEABLE. lws passes what the kernel takes and keeps the rest;
- * a bounded chunk keeps that copy small for large answers. */
+/* Body bytes handed to lws per WRITEABLE, copied out of the body into the request's own chunk
+ * buffer (the body may be shared). lws passes what the kernel takes and keeps the rest; a
+ * bounded chunk keeps that copy small for large answers. */
 #define FTWS_HTTP_CHUNK_BYTES ((size_t)65536)
 /* The largest header block an owner's answer may add, and the most query arguments kept. */
 #define FTWS_HTTP_MAX_EXTRA_HEADERS 8192
@@ -121,11 +123,17 @@ struct ftws_http_req {
     uint8_t *body;
     size_t body_len, body_cap;
 
-    /* The answer: LWS_PRE + status line and headers, then LWS_PRE + body, written in turn. */
+    /* The answer: LWS_PRE + status line and headers, then the body a chunk at a time. The body
+     * is ours (a copy, released with free) or shared (released through the owner's callback). */
     uint8_t *head_buf;
     size_t head_len;
-    uint8_t *out;
+    const uint8_t *out;
     size_t out_len, out_sent;
+    void *out_keeper;
+    void (*out_release)(void *keeper);
+    uint8_t *chunk;                /* LWS_PRE + one chunk: what each lws_write is handed */
+    lws_usec_t window_start_us;    /* the send-rate window (see ftws__route_writeable) */
+    size_t window_bytes;
     bool headers_sent;
     bool close_after;              /* the body may still be arriving, or framing was bad: close */
     bool rx_paused;                /* lws_rx_flow_control is holding its input (see the top) */
@@ -198,6 +206,21 @@ static void free_request_copy(ftws_http_req *r)
     r->body_len = r->body_cap = 0;
 }
 
+/* Let go of the answer's body and chunk buffer (the owner's release for a shared body). */
+static void release_body(ftws_http_req *r)
+{
+    if (r->out_release)
+        r->out_release(r->out_keeper);
+    r->out_release = NULL;
+    r->out_keeper = NULL;
+    r->out = NULL;
+    r->out_len = r->out_sent = 0;
+    free(r->chunk);
+    r->chunk = NULL;
+}
+
+static void free_copy(void *keeper) { free(keeper); }
+
 static void req_destroy(ftws_http_req *r)
 {
     ftws_server *s = r->server;
@@ -212,7 +235,7 @@ static void req_destroy(ftws_http_req *r)
     s->req_count--;
     free_request_copy(r);
     free(r->head_buf);
-    free(r->out);
+    release_body(r);
     free(r);
     ftws__check_done(s);
 }
@@ -288,7 +311,8 @@ static int walk_headers(struct lws *wsi, const char *block, unsigned char **p, u
  * body it does not get. Returns -1 when the headers are unusable or memory ran out (nothing is
  * prepared then). */
 static int prepare_answer(ftws_http_req *r, unsigned int status, const char *headers,
-                          const uint8_t *body, size_t len, bool close_after)
+                          const uint8_t *body, size_t len, bool close_after, void *keeper,
+                          void (*release)(void *keeper))
 {
     struct lws *wsi = r->wsi;
     bool has_cache_control = false;
@@ -318,19 +342,34 @@ static int prepare_answer(ftws_http_req *r, unsigned int status, const char *hea
         free(buf);
         return -1;
     }
-    uint8_t *out = NULL;
-    if (len && !r->head) {
-        if (len > SIZE_MAX - LWS_PRE || !(out = malloc(LWS_PRE + len))) {
-            free(buf);
-            return -1;
-        }
-        memcpy(out + LWS_PRE, body, len);
+    bool with_body = len && !r->head;
+    size_t chunk = len < FTWS_HTTP_CHUNK_BYTES ? len : FTWS_HTTP_CHUNK_BYTES;
+    uint8_t *chunk_buf = NULL, *copy = NULL;
+    if (with_body && (!(chunk_buf = malloc(LWS_PRE + chunk)) || (!release && !(copy = malloc(len))))) {
+        free(chunk_buf);
+        free(buf);
+        return -1;
     }
+    release_body(r);
+    if (with_body && release) {
+        r->out = body;
+        r->out_keeper = keeper;
+        r->out_release = release;
+    } else if (with_body) {
+        memcpy(copy, body, len);
+        r->out = copy;
+        r->out_keeper = copy;
+        r->out_release = free_copy;
+    } else if (release) {
+        release(keeper); /* taken (this returns 0), but not needed: HEAD, 204, 304 */
+    }
+    r->chunk = chunk_buf;
     r->head_buf = buf;
     r->head_len = (size_t)(p - start);
-    r->out = out;
-    r->out_len = out ? len : 0;
+    r->out_len = with_body ? len : 0;
     r->out_sent = 0;
+    r->window_start_us = 0;
+    r->window_bytes = 0;
     r->headers_sent = false;
     r->close_after = close_after;
     r->state = FTWS_REQ_WRITING;
@@ -350,7 +389,7 @@ static void answer_error(ftws_http_req *r, unsigned int status, const char *code
     int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, message);
     if (n < 0 || (size_t)n >= sizeof(body) ||
         prepare_answer(r, status, "Content-Type: application/json", (const uint8_t *)body, (size_t)n,
-                       close_after))
+                       close_after, NULL, NULL))
         lws_set_timeout(r->wsi, FTWS_TIMEOUT_REASON, LWS_TO_KILL_ASYNC);
 }
 
@@ -371,13 +410,21 @@ static int refuse(ftws_server *s, struct lws *wsi, ftws_http_req **slot, unsigne
 int ftws_http_respond(ftws_server *server, uint64_t request_id, unsigned int status, const char *headers,
                       const uint8_t *body, size_t len)
 {
+    return ftws_http_respond_shared(server, request_id, status, headers, body, len, NULL, NULL);
+}
+
+int ftws_http_respond_shared(ftws_server *server, uint64_t request_id, unsigned int status,
+                             const char *headers, const uint8_t *body, size_t len, void *keeper,
+                             void (*release)(void *keeper))
+{
     if (!server || !request_id || (!body && len))
         return -1;
     ftws_http_req *r = *find_slot(server, request_id);
     if (!r || r->state != FTWS_REQ_WAITING)
         return -1;
     unregister(r);
-    if (status < 200 || status > 599 || prepare_answer(r, status, headers, body, len, false)) {
+    if (status < 200 || status > 599 ||
+        prepare_answer(r, status, headers, body, len, false, keeper, release)) {
         /* Our own bug (the owner's answer), never the client's doing: worth an error line. */
         lwsl_err("event=http_answer_unusable status=%u sent=500\n", status);
         answer_error(r, 500, "internal", "the server could not form its answer", false);
@@ -639,6 +686,36 @@ int ftws__route_body_done(ftws_server *s, ftws_http_req *r)
     return dispatch(s, r);
 }
 
+/* The send-rate check, on each WRITEABLE of an answer. lws's timeout is armed for two windows
+ * when the answer starts and again each time a window closes, not on every write: a client that
+ * takes a few bytes now and then no longer keeps its answer alive by each small write. When a
+ * window closes (the first WRITEABLE a window or more after it opened), the bytes handed over in
+ * it must average http_min_send_bytes_per_sec; a client below that is dropped, and one that
+ * takes nothing at all gets no WRITEABLE and meets the timeout. Returns -1 to drop. */
+static int check_send_rate(ftws_server *s, ftws_http_req *r)
+{
+    int window = s->cfg.http_send_window_secs > 0 ? s->cfg.http_send_window_secs
+                 : s->cfg.send_stall_secs > 0      ? s->cfg.send_stall_secs
+                                                   : FTWS_HTTP_STALL_SECS_DEFAULT;
+    lws_usec_t now = lws_now_usecs();
+    if (r->window_start_us && now - r->window_start_us < (lws_usec_t)window * LWS_US_PER_SEC)
+        return 0;
+    if (r->window_start_us && s->cfg.http_min_send_bytes_per_sec) {
+        lws_usec_t elapsed = now - r->window_start_us;
+        /* bytes * 10^6 / elapsed in floating point: no overflow for any size or time. */
+        double rate = (double)r->window_bytes * (double)LWS_US_PER_SEC / (double)elapsed;
+        if (rate < (double)s->cfg.http_min_send_bytes_per_sec) {
+            lwsl_warn("event=http_slow_reader peer=%s bytes_per_sec=%.0f min=%zu sent=%zu of=%zu\n",
+                      r->peer, rate, s->cfg.http_min_send_bytes_per_sec, r->out_sent, r->out_len);
+            return -1;
+        }
+    }
+    r->window_start_us = now;
+    r->window_bytes = 0;
+    lws_set_timeout(r->wsi, FTWS_TIMEOUT_REASON, 2 * window);
+    return 0;
+}
+
 /* One lws_write per WRITEABLE: the headers, then the body in chunks. Once all is handed over,
  * the connection either closes (lws flushes what it still holds first) or is made ready for the
  * next request (lws_http_transaction_completed: keep-alive, or close for HTTP/1.0 and
@@ -649,10 +726,8 @@ int ftws__route_writeable(ftws_server *s, ftws_http_req **slot)
     if (!r || r->state != FTWS_REQ_WRITING)
         return 0;
     struct lws *wsi = r->wsi;
-    /* Progress deadline, re-armed per write: a client that stopped reading is dropped. Cheap
-     * enough here (an answer is a handful of writes), unlike per WebSocket frame. */
-    int stall = s->cfg.send_stall_secs > 0 ? s->cfg.send_stall_secs : FTWS_HTTP_STALL_SECS_DEFAULT;
-    lws_set_timeout(wsi, FTWS_TIMEOUT_REASON, stall);
+    if (check_send_rate(s, r))
+        return -1;
 
     if (!r->headers_sent) {
         if (lws_write(wsi, r->head_buf + LWS_PRE, r->head_len, LWS_WRITE_HTTP_HEADERS) < 0)
@@ -663,12 +738,14 @@ int ftws__route_writeable(ftws_server *s, ftws_http_req **slot)
     } else if (r->out_sent < r->out_len) {
         size_t left = r->out_len - r->out_sent;
         size_t chunk = left < FTWS_HTTP_CHUNK_BYTES ? left : FTWS_HTTP_CHUNK_BYTES;
-        /* The LWS_PRE bytes in front of a later chunk are body bytes already handed over; lws
-         * writes no header of its own into them over HTTP/1.1. */
-        if (lws_write(wsi, r->out + LWS_PRE + r->out_sent, chunk,
+        /* Copied into our own buffer with its LWS_PRE headroom: the body may be shared with
+         * other answers, and lws may use the bytes in front of what it is handed. */
+        memcpy(r->chunk + LWS_PRE, r->out + r->out_sent, chunk);
+        if (lws_write(wsi, r->chunk + LWS_PRE, chunk,
                       chunk == left ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0)
             return -1;
         r->out_sent += chunk;
+        r->window_bytes += chunk;
     }
     if (r->out_sent < r->out_len) {
         lws_callback_on_writable(wsi);

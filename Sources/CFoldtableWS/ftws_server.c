@@ -295,8 +295,10 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
         set_err(err, err_len, "port must be 0..65535");
         return NULL;
     }
-    if (cfg->http_answer_ms < 0) {
-        set_err(err, err_len, "http_answer_ms must not be negative");
+    if (cfg->http_answer_ms < 0 || cfg->http_send_window_secs < 0 ||
+        cfg->http_send_window_secs > 86400) {
+        set_err(err, err_len, "http_answer_ms and http_send_window_secs must be 0 or positive "
+                              "(the window at most a day)");
         return NULL;
     }
     if (!cfg->max_message_bytes || !cfg->max_queue_bytes) {

@@ -90,6 +90,7 @@ public final class Hub: TransportDelegate {
         self.config = config
         messageLimits = Hub.messageLimits(config)
         self.transport = transport
+        finder = RowFinder(serviceQueue: transport.serviceQueue)
         self.store = store
         self.eventLog = eventLog
         self.storedNames = Set(storedNames)
@@ -114,6 +115,8 @@ public final class Hub: TransportDelegate {
 
     /// The HTTP API under /api/v1 (set once `self` exists: it holds the hub).
     private var api: SessionAPI?
+    /// Where members' and the API's finds run (off the service thread for large tables).
+    let finder: RowFinder
 
     /// What `/metrics` reports; counted on the service thread as things happen.
     public let metrics = Metrics()
@@ -826,6 +829,10 @@ public final class Hub: TransportDelegate {
             clients[connection.id]?.consecutiveErrors = 0
         }
     }
+
+    /// Whether `connection` is still open: an answer computed elsewhere (a find) may outlive it,
+    /// and a closed connection's transport handle must not be used.
+    func isOpen(_ connection: Connection) -> Bool { clients[connection.id] != nil }
 
     /// An error reply; past `maxConsecutiveErrors` in a row, a close.
     func refuse(_ connection: Connection, _ error: ProtocolError, id: String?) {

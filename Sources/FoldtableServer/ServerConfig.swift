@@ -114,6 +114,21 @@ public struct ServerConfig: Sendable, Equatable {
     /// the cap bounds what one request can make the server hold. A larger `Content-Length` gets
     /// 413 before any of the body is read.
     public var maxHTTPBodyBytes = 1_048_576
+    /// HTTP API requests a second from one client address, sustained. Default 50: far above a
+    /// script's or a dashboard's pace, while one address cannot keep the server busy with finds
+    /// and exports; past it come 429 answers with `Retry-After`.
+    public var apiRatePerSec = 50
+    /// HTTP API requests one client address may make at once above the rate. Default 100.
+    public var apiBurst = 100
+    /// HTTP requests from one client address being answered at once (waiting for their answer,
+    /// or being written to a client that reads slowly). Default 64: what a busy office behind one
+    /// NAT address needs, while one address cannot hold hundreds of answers open; more get 429.
+    public var maxHTTPRequestsPerIP = 64
+    /// An HTTP answer is dropped when its client takes fewer bytes a second than this, averaged
+    /// over ``httpSendWindowSecs``. Default 8,192 (a very slow mobile link still passes): a client
+    /// that reads a large export a few bytes at a time would otherwise hold its connection for
+    /// hours. 0 = no minimum (an answer that makes no progress for two windows is still dropped).
+    public var httpMinSendBytesPerSec = 8_192
     /// Idle seconds before a ping. Default 25: under nginx's 60 s proxy_read_timeout.
     public var pingIntervalSecs = 25
     /// Seconds without any valid traffic (pongs included) before hanging up. Default 35
@@ -121,6 +136,11 @@ public struct ServerConfig: Sendable, Equatable {
     public var hangupSecs = 35
     /// Seconds a queue may make no progress before the connection is closed. Default 30.
     public var sendStallSecs = 30
+    /// Seconds over which an HTTP answer's send rate is averaged (see ``httpMinSendBytesPerSec``);
+    /// an answer that makes no progress at all for two of these is dropped. Default 30: long enough
+    /// that a burst of network trouble does not cut a download, short enough that a stalled client
+    /// lets go within a minute.
+    public var httpSendWindowSecs = 30
     /// A connection must `join` within this many milliseconds of opening. Default 10,000,
     /// absolute from open: a flood of other messages does not extend it.
     public var joinTimeoutMs = 10_000
@@ -244,6 +264,16 @@ public struct ServerConfig: Sendable, Equatable {
             "max-http-body-bytes", .limits, \.maxHTTPBodyBytes, 0...64 * 1_048_576, unit: "bytes",
             "largest HTTP request body the API takes (413 beyond, before any of it is read); a body is held whole until it is answered, so this bounds what one request costs; 0 = no bodies"
         ),
+        .number(
+            "api-rate", .limits, \.apiRatePerSec, 1...1_000_000, unit: "a second",
+            "HTTP API requests a second per client address (429 with Retry-After beyond)"),
+        .number("api-burst", .limits, \.apiBurst, 1...1_000_000, "HTTP API requests a client address may make at once above --api-rate"),
+        .number(
+            "max-http-requests-per-ip", .limits, \.maxHTTPRequestsPerIP, 1...1_000_000,
+            "HTTP requests from one client address being answered at once, slow downloads included (429 beyond)"),
+        .number(
+            "http-min-send-rate", .limits, \.httpMinSendBytesPerSec, 0...1_073_741_824, unit: "bytes a second",
+            "an HTTP answer whose client takes less than this, averaged over --http-send-window-secs, is dropped; 0 = no minimum"),
 
         .number(
             "ping-interval-secs", .timing, \.pingIntervalSecs, 1...3_600, unit: "seconds",
@@ -252,6 +282,9 @@ public struct ServerConfig: Sendable, Equatable {
             "hangup-secs", .timing, \.hangupSecs, 2...7_200, unit: "seconds",
             "seconds without traffic (pongs included) before hanging up; more than --ping-interval-secs"),
         .number("send-stall-secs", .timing, \.sendStallSecs, 1...3_600, unit: "seconds", "seconds a client's queue may make no progress"),
+        .number(
+            "http-send-window-secs", .timing, \.httpSendWindowSecs, 1...3_600, unit: "seconds",
+            "window over which an HTTP answer's send rate is averaged; an answer without any progress for two windows is dropped"),
         .number(
             "join-timeout-ms", .timing, \.joinTimeoutMs, 100...600_000, unit: "milliseconds",
             "a connection must join within this time, absolute from open (then 4001)"),

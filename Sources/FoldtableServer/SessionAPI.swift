@@ -30,6 +30,20 @@ final class SessionAPI {
         var handler: Handler
     }
     private var routes: [Route] = []
+    /// Each client address's API rate (``ServerConfig/apiRatePerSec``); full buckets are
+    /// forgotten when the map grows, so it holds only addresses active lately.
+    private var buckets: [String: TokenBucket] = [:]
+    private static let bucketsBeforePruning = 4_096
+    /// Exports some client is still reading, by table and form (see ``SharedBody``): the next
+    /// reader of the same table gets the same bytes, not another copy. Weak: a body lives only
+    /// while an answer holds it.
+    private var exports: [String: WeakBody] = [:]
+    /// Readers waiting for an export being made, by the same key.
+    private var exportWaiters: [String: [(SharedBody) -> Void]] = [:]
+
+    private struct WeakBody {
+        weak var body: SharedBody?
+    }
 
     /// A request matched to a route: its captured segments and the grant it came with.
     struct Call {
@@ -68,6 +82,7 @@ final class SessionAPI {
     // MARK: - Dispatch
 
     private func handle(_ request: HTTPRequest, _ respond: @escaping Respond) {
+        if let refusal = rateRefusal(request) { return respond(refusal) }
         let segments = request.path.split(separator: "/").map(String.init)
         let method = request.method.uppercased() == "HEAD" ? "GET" : request.method.uppercased()
         var allowed: [String] = []
@@ -92,6 +107,21 @@ final class SessionAPI {
             return respond(HTTPRouter.error(404, "not_found", "no endpoint \(request.path)"))
         }
         respond(HTTPRouter.otherMethod(request, allowed: allowed))
+    }
+
+    /// 429 with `Retry-After` when the caller's address has used up its rate
+    /// (``ServerConfig/apiRatePerSec``), else nil: every call costs a token (a find or an export
+    /// reads a whole table).
+    private func rateRefusal(_ request: HTTPRequest) -> HTTPResponse? {
+        let now = hub.transport.nowMilliseconds()
+        if buckets.count >= Self.bucketsBeforePruning { buckets = buckets.filter { !$0.value.isFull(now: now) } }
+        var bucket = buckets[request.peer] ?? TokenBucket(ratePerSecond: hub.config.apiRatePerSec, burst: hub.config.apiBurst, now: now)
+        let taken = bucket.take(now: now)
+        buckets[request.peer] = bucket
+        guard !taken else { return nil }
+        var refusal = Self.error(429, ProtocolError(.rateLimited, "too many requests from this address; retry later"))
+        refusal.headers["Retry-After"] = String(max(1, (bucket.millisecondsUntilToken(now: now) + 999) / 1_000))
+        return refusal
     }
 
     /// The captured `{name}` segments when `pattern` matches `path`.
@@ -210,12 +240,49 @@ final class SessionAPI {
     /// with `?format=csv` (or `Accept: text/csv`).
     private func exportTable(_ call: Call, _ respond: @escaping Respond) {
         let csv = call.request.query["format"] == "csv" || (call.request.header("accept")?.hasPrefix("text/csv") ?? false)
-        withTable(call, respond) { table in
-            if csv {
-                respond(HTTPResponse(status: 200, headers: ["Content-Type": "text/csv; charset=utf-8"], body: CSVTable.encode(table)))
-            } else {
-                respond(.json(200, TableDocument.encode(table)))
+        withSession(call, respond) { [self] session in
+            let table = session.core.committed
+            let contentType = csv ? "text/csv; charset=utf-8" : "application/json"
+            let key = Self.exportKey(session, table, csv ? "csv" : "json")
+            let large = RowFinder.rowCount(table, atLeast: RowFinder.asideRows)
+            export(key, table, large: large, contentType: contentType, respond) { table in
+                csv ? CSVTable.encode(table) : TableDocument.encode(table)
             }
+        }
+    }
+
+    /// Which export of which table: the session's incarnation (`epoch`, new after a delete and a
+    /// re-create), the committed seq and the form.
+    private static func exportKey(_ session: TableSession, _ table: Table, _ form: String) -> String {
+        "\(session.name)\u{0}\(session.core.epoch)\u{0}\(table.seq)\u{0}\(form)"
+    }
+
+    /// Answers with `encode(table)` as a body shared with every other reader of the same `key`
+    /// (see ``SharedBody``): made once while someone reads it, on another thread for a large
+    /// table (as a find is: see ``RowFinder``), and freed once the last reader has it.
+    private func export<Value: Sendable>(
+        _ key: String, _ value: Value, large: Bool, contentType: String, _ respond: @escaping Respond,
+        encode: @escaping @Sendable (Value) -> [UInt8]
+    ) {
+        let answer = { (body: SharedBody) in respond(HTTPResponse(status: 200, headers: ["Content-Type": contentType], shared: body)) }
+        if let body = exports[key]?.body { return answer(body) }
+        guard exportWaiters[key] == nil else {
+            exportWaiters[key, default: []].append(answer)
+            return
+        }
+        exportWaiters[key] = [answer]
+        let made = { [self] (body: SharedBody) in
+            exports = exports.filter { $0.value.body != nil }
+            exports[key] = WeakBody(body: body)
+            for waiter in exportWaiters.removeValue(forKey: key) ?? [] { waiter(body) }
+        }
+        guard large else { return made(SharedBody(encode(value))) }
+        // `made` is made here and only called back here, on the service thread.
+        let continuation = ServiceThreadOnly(made)
+        let queue = hub.transport.serviceQueue
+        DispatchQueue.global(qos: .userInitiated).async {
+            let body = SharedBody(encode(value))
+            queue.post { continuation.value(body) }
         }
     }
 
@@ -288,25 +355,27 @@ final class SessionAPI {
     private func exportRows(_ call: Call, _ respond: @escaping Respond) {
         let csv = call.request.query["format"] == "csv" || (call.request.header("accept")?.hasPrefix("text/csv") ?? false)
         let ref = sectionRef(call)
-        withTable(call, respond) { table in
+        withSession(call, respond) { [self] session in
+            let table = session.core.committed
             let section: Section
             switch Self.find(ref, in: table) {
             case .success(let found): section = found
             case .failure(let error): return respond(Self.error(error))
             }
-            if csv {
-                respond(HTTPResponse(status: 200, headers: ["Content-Type": "text/csv; charset=utf-8"], body: CSVTable.encode(sections: [section])))
-                return
+            let key = Self.exportKey(session, table, (csv ? "csv:" : "json:") + section.key)
+            let contentType = csv ? "text/csv; charset=utf-8" : "application/json"
+            export(key, section, large: section.rows.count >= RowFinder.asideRows, contentType: contentType, respond) { section in
+                if csv { return CSVTable.encode(sections: [section]) }
+                var out = JSONWriter(capacity: 64 + 48 * section.rows.count)
+                out.raw("{\"section\":")
+                out.string(section.key)
+                out.nextKey("title")
+                out.string(section.title)
+                out.nextKey("rows")
+                Row.encode(section.rows[...], into: &out)
+                out.byte(UInt8(ascii: "}"))
+                return out.bytes
             }
-            var out = JSONWriter(capacity: 64 + 48 * section.rows.count)
-            out.raw("{\"section\":")
-            out.string(section.key)
-            out.nextKey("title")
-            out.string(section.title)
-            out.nextKey("rows")
-            Row.encode(section.rows[...], into: &out)
-            out.byte(UInt8(ascii: "}"))
-            respond(.json(200, out.bytes))
         }
     }
 
@@ -467,9 +536,11 @@ final class SessionAPI {
         guard (1...RowSearch.maxLimit).contains(limit) else {
             return respond(Self.error(400, ProtocolError(.invalidValue, "limit must be 1 to \(RowSearch.maxLimit)", field: "limit")))
         }
-        withTable(call, respond) { table in
-            let (matches, truncated) = RowSearch(query).run(in: table, limit: limit)
-            respond(.json(200, ServerMessage.found(id: nil, query: query, matches: matches, truncated: truncated)))
+        withTable(call, respond) { [hub] table in
+            // A large table is searched off the service thread (see RowFinder).
+            hub.finder.find(query, in: table, limit: limit) { matches, truncated in
+                respond(.json(200, ServerMessage.found(id: nil, query: query, matches: matches, truncated: truncated)))
+            }
         }
     }
 
@@ -490,6 +561,16 @@ final class SessionAPI {
                 } else {
                     respond(.json(200, Self.object(["seq": .integer(Int64(seq))])))
                 }
+            case .failure(let error): respond(Self.error(error))
+            }
+        }
+    }
+
+    /// Runs `body` with the session, or answers 404.
+    private func withSession(_ call: Call, _ respond: @escaping Respond, _ body: @escaping (TableSession) -> Void) {
+        hub.withSession(call.parameters["name"] ?? "", create: false) { result in
+            switch result {
+            case .success(let session): body(session)
             case .failure(let error): respond(Self.error(error))
             }
         }

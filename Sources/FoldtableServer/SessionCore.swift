@@ -368,8 +368,7 @@ public struct SessionCore {
         case .find(let query, let limit, let id, let connection):
             // Committed rows only, like everything members see.
             guard members.contains(connection.id) else { break }
-            let (matches, truncated) = RowSearch(query).run(in: committed, limit: limit)
-            effects.append(.send(OutboundMessage(ServerMessage.found(id: id, query: query, matches: matches, truncated: truncated)), to: connection))
+            effects.append(.find(query: query, in: committed, limit: limit, id: id, to: connection))
         case .sequenced(let requests): receive(requests, into: &effects)
         case .appendFailed(let number, let error): appendFailed(number, error, into: &effects)
         case .appended(let number, let position): awaiting[number]?.position = position

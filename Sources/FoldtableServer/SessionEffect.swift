@@ -72,6 +72,9 @@ public enum SessionEffect {
     case persist([LoggedEvent], generation: UInt64)
     /// Save this table (the committed one) as the session's checkpoint.
     indirect case checkpoint(Table)
+    /// Answer a member's `find` from `table` (the committed one) with a `found` message. The
+    /// search reads every row, so the driver runs it where it cannot hold up other sessions.
+    indirect case find(query: String, in: Table, limit: Int, id: String?, to: Connection)
     /// A stream-ordered session: append this request to the session's stream; report a failure
     /// with ``SessionInput/appendFailed(number:_:)``. Success needs no report: the entry comes
     /// back through ``SessionInput/sequenced(_:)``.

@@ -290,6 +290,13 @@ final class TableSession: LogAppender {
         case .persist(let events, let generation):
             pushPersist(PendingPersist(generation: generation, count: events.count, start: applied ?? MonotonicTime.now))
             hub.eventLog.append(session: name, events: events, appender: self)
+        case .find(let query, let table, let limit, let id, let connection):
+            hub.finder.find(query, in: table, limit: limit) { [hub] matches, truncated in
+                guard hub.isOpen(connection) else { return }
+                let found = OutboundMessage(ServerMessage.found(id: id, query: query, matches: matches, truncated: truncated))
+                hub.metrics.sent(found, to: 1)
+                hub.transport.send(found, to: connection)
+            }
         case .checkpoint(let table):
             hub.store.saveCheckpoint(name, table: table) { [hub, name] result in
                 if case .failure(let error) = result {

@@ -23,4 +23,16 @@ struct TokenBucket {
         tokens -= 1
         return true
     }
+
+    /// Milliseconds from `now` until the next token (0 when one is there): a `Retry-After`.
+    func millisecondsUntilToken(now: UInt64) -> UInt64 {
+        let have = min(burst, tokens + Double(now > last ? now - last : 0) * rate / 1_000)
+        guard have < 1 else { return 0 }
+        return UInt64(((1 - have) * 1_000 / rate).rounded(.up))
+    }
+
+    /// Whether the bucket is full at `now`: forgetting it then changes nothing.
+    func isFull(now: UInt64) -> Bool {
+        tokens + Double(now > last ? now - last : 0) * rate / 1_000 >= burst
+    }
 }

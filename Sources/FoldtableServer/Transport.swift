@@ -139,12 +139,19 @@ public struct HTTPResponse: Sendable, Equatable {
     /// these rules reaches the client as a 500.
     public var headers: [String: String]
     public var body: [UInt8]
+    /// A body shared with other answers instead of `body` (which is then ignored): a large
+    /// export that many clients read at once is held once, not copied per client.
+    public var shared: SharedBody?
 
-    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = [], shared: SharedBody? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.shared = shared
     }
+
+    /// The body's bytes, shared or not (a copy: for tests and small bodies).
+    public var bodyBytes: [UInt8] { shared.map { Array($0.bytes) } ?? body }
 
     /// A JSON body with its content type.
     public static func json(_ status: Int, _ body: [UInt8], headers: [String: String] = [:]) -> HTTPResponse {
@@ -152,6 +159,32 @@ public struct HTTPResponse: Sendable, Equatable {
         all["Content-Type"] = "application/json"
         return HTTPResponse(status: status, headers: all, body: body)
     }
+}
+
+/// Bytes that many HTTP answers send, held once: written once when made, then only read (by the
+/// transport, a chunk at a time per answer, on its service thread). A transport that sends them
+/// later keeps the object alive until its last answer is written; so a cache of weak references
+/// to these (see `SessionAPI`) finds a body while some client still reads it, and nothing
+/// holds it after.
+public final class SharedBody: @unchecked Sendable, Equatable {
+    // @unchecked: `storage` is filled in `init` and never written again; reads from any thread
+    // are then safe.
+    private let storage: UnsafeMutableRawBufferPointer
+    /// The body's length in bytes.
+    public let count: Int
+
+    public init(_ bytes: [UInt8]) {
+        count = bytes.count
+        storage = .allocate(byteCount: max(1, bytes.count), alignment: 1)
+        bytes.withUnsafeBytes { storage.copyMemory(from: $0) }
+    }
+
+    deinit { storage.deallocate() }
+
+    /// The bytes, valid while the object lives.
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: storage[0..<count]) }
+
+    public static func == (lhs: SharedBody, rhs: SharedBody) -> Bool { lhs === rhs }
 }
 
 /// One encoded server message. The transport may attach its own shared form of the bytes (for

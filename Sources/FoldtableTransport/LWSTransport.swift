@@ -42,12 +42,18 @@ public final class LWSTransport: Transport {
     /// Open WebSockets per client address, and each connection's address (to count it down).
     private var connectionsByAddress: [String: Int] = [:]
     private var addresses: [UInt64: String] = [:]
+    private let maxHTTPRequestsPerIP: Int
+    /// HTTP requests being answered per client address (handed to the delegate and not yet
+    /// written), and the address of each one handed over and not yet answered.
+    private var httpRequestsByAddress: [String: Int] = [:]
+    private var httpAddresses: [UInt64: String] = [:]
 
     /// Creates the context and binds the port; does not serve until ``run()``.
     public init(config: ServerConfig, echo: Bool = false) throws(StartError) {
         policy = RequestPolicy(config)
         maxConnectionsPerIP = config.maxConnectionsPerIP
         maxConnections = config.maxConnections
+        maxHTTPRequestsPerIP = config.maxHTTPRequestsPerIP
         let wakeTarget = WakeTarget()
         self.wakeTarget = wakeTarget
         serviceQueue = ServiceQueue(wake: { wakeTarget.wake() })
@@ -69,6 +75,8 @@ public final class LWSTransport: Transport {
         info.echo_mode = echo ? 1 : 0
         info.permessage_deflate = config.permessageDeflate ? 1 : 0
         info.max_http_body_bytes = config.maxHTTPBodyBytes
+        info.http_min_send_bytes_per_sec = config.httpMinSendBytesPerSec
+        info.http_send_window_secs = Int32(clamping: config.httpSendWindowSecs)
         ftws_set_log_level(config.logLevel >= .info ? 1 : 0)
 
         var callbacks = ftws_callbacks()
@@ -89,7 +97,9 @@ public final class LWSTransport: Transport {
             if let request { LWSTransport.from(owner).received(request.pointee) }
         }
         callbacks.on_http_abandoned = { owner, id in
-            LWSTransport.from(owner).delegate?.httpRequestAbandoned(id)
+            let transport = LWSTransport.from(owner)
+            if let address = transport.httpAddresses.removeValue(forKey: id) { transport.answered(address) }
+            transport.delegate?.httpRequestAbandoned(id)
         }
         callbacks.on_open = { owner, conn in
             LWSTransport.from(owner).opened(
@@ -212,14 +222,31 @@ public final class LWSTransport: Transport {
         }
         let body = raw.body_len > 0 ? Array(UnsafeBufferPointer(start: raw.body, count: raw.body_len)) : []
         let peer = raw.peer.map { String(cString: $0) } ?? ""
+        let address = policy.clientAddress(peer: peer, forwardedFor: headers["x-forwarded-for"])
         let request = HTTPRequest(
             id: raw.id, method: raw.method.map { String(cString: $0) } ?? "", path: raw.path.map { String(cString: $0) } ?? "", query: query,
-            headers: headers, body: body, peer: policy.clientAddress(peer: peer, forwardedFor: headers["x-forwarded-for"]))
+            headers: headers, body: body, peer: address)
         guard let delegate else {
             respond(to: raw.id, with: HTTPRouter.error(503, "unavailable", "the server is starting; retry later"))
             return
         }
+        // Like the WebSockets' cap per address: one address cannot hold more answers open at once
+        // (each holds its connection, and a slow reader holds it for long).
+        guard httpRequestsByAddress[address, default: 0] < maxHTTPRequestsPerIP else {
+            var refusal = HTTPRouter.error(429, "too_many_requests", "too many requests from this address at once; retry later")
+            refusal.headers["Retry-After"] = "1"
+            respond(to: raw.id, with: refusal)
+            return
+        }
+        httpRequestsByAddress[address, default: 0] += 1
+        httpAddresses[raw.id] = address
         delegate.httpRequest(request)
+    }
+
+    /// An HTTP request of `address` is answered (written, or its client gone).
+    fileprivate func answered(_ address: String) {
+        let left = (httpRequestsByAddress[address] ?? 1) - 1
+        httpRequestsByAddress[address] = left > 0 ? left : nil
     }
 
     // MARK: - Transport
@@ -233,9 +260,22 @@ public final class LWSTransport: Transport {
             block += "\(name): \(value)\r\n"
         }
         let status = UInt32(clamping: response.status)
-        let result = response.body.withUnsafeBufferPointer { body in
-            block.withCString { ftws_http_respond(server, id, status, $0, body.baseAddress, body.count) }
+        // The C side reads the body in place, a chunk per write, until it lets go of the hold:
+        // a shared body is never copied per client, and an answer's end is when its address's
+        // count goes down.
+        let hold = AnswerHold(
+            body: response.shared ?? SharedBody(response.body), transport: self, address: httpAddresses.removeValue(forKey: id))
+        let keeper = Unmanaged.passRetained(hold)
+        let result = block.withCString {
+            ftws_http_respond_shared(
+                server, id, status, $0, hold.body.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), hold.body.count, keeper.toOpaque(),
+                { pointer in
+                    guard let pointer else { return }
+                    Unmanaged<AnswerHold>.fromOpaque(pointer).release()
+                })
         }
+        // Only on 0 did C take the hold.
+        if result != 0 { keeper.release() }
         return result != -1
     }
 
@@ -292,6 +332,25 @@ public final class LWSTransport: Transport {
     /// lws's clock is `CLOCK_MONOTONIC` in microseconds, ours that in milliseconds: the same
     /// clock as ``MonotonicTime``, so a reading of it converts (the same truncation as `ftws_now_ms`).
     public func milliseconds(at time: MonotonicTime) -> UInt64? { time.nanoseconds / 1_000_000 }
+}
+
+/// What the C side holds while it writes an answer: the body it reads from, and the address
+/// whose count of answers in flight goes down when it lets go (on the service thread).
+private final class AnswerHold {
+    let body: SharedBody
+    private weak var transport: LWSTransport?
+    private let address: String?
+
+    init(body: SharedBody, transport: LWSTransport, address: String?) {
+        self.body = body
+        self.transport = transport
+        self.address = address
+    }
+
+    deinit {
+        // While the transport itself goes (its server destroyed), `transport` is nil already.
+        if let address { transport?.answered(address) }
+    }
 }
 
 /// What other threads wake: the server pointer, set once the context exists and cleared before

@@ -1,4 +1,5 @@
 import FoldtableCore
+import Foundation
 import Testing
 
 @testable import FoldtableServer
@@ -188,6 +189,12 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
         #expect(eventLine(b, 1).count == 3)
         // Members can still read: a find is answered from the committed table.
         a.say(1, #"{"type":"find","q":"Mac","id":"f1"}"#)
+        // The demo's large section makes it a search on another thread: wait for its answer.
+        let deadline = Date().addingTimeInterval(30)
+        while a.transport.messages(1, type: "found").isEmpty && Date() < deadline {
+            a.transport.settle()
+            usleep(2_000)
+        }
         #expect(a.transport.messages(1, type: "found").count == 1)
 
         broker(a).setAvailable(true)

@@ -253,7 +253,7 @@ import Testing
         #expect(a.committed.seq == 0 && !a.waitsForCatchUp)
         // Reads go on from the committed table.
         effects = a.handle(.find(query: "row", limit: 10, id: "f1", from: ana), now: 0)
-        #expect(effects.contains { if case .send = $0 { return true } else { return false } })
+        #expect(effects.contains { if case .find = $0 { return true } else { return false } })
         // Requests of other nodes read before the outage still apply.
         var b = try core(node: "b", member: bo, name: "bo")
         let fromB = positioned(appended(b.handle(.change(.toggle(section: .key("s")), id: "b1", from: bo), now: 0)))

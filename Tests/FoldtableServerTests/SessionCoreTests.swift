@@ -468,20 +468,18 @@ import Testing
         // An uncommitted row is not found: members see only what the log made durable.
         _ = core.handle(.change(.addRow(section: .key("s"), row: NewRow(key: "r9", label: "row 9")), id: "n", from: ana), now: 0)
         let effects = core.handle(.find(query: "ROW", limit: 2, id: "f1", from: bo), now: 0)
-        let sent = effects.compactMap { effect -> (UInt64, JSONValue)? in
-            if case .send(let message, let to) = effect, let value = try? JSONParser.parse(message.bytes) { return (to.id, value) }
+        // The core hands the search to its driver (which runs it off the service thread), with
+        // the committed table.
+        let finds = effects.compactMap { effect -> (String, Table, Int, String?, Connection)? in
+            if case .find(let query, let table, let limit, let id, let to) = effect { return (query, table, limit, id, to) }
             return nil
         }
-        #expect(sent.count == 1)
-        #expect(sent.first?.0 == 2)
-        let found = try #require(sent.first?.1)
-        #expect(found["type"] == .string("found") && found["id"] == .string("f1") && found["truncated"] == .bool(true))
-        guard case .array(let rows)? = found["rows"] else {
-            Issue.record("no rows")
-            return
-        }
-        #expect(rows.map { $0["row"] } == [.string("r0"), .string("r1")])
-        #expect(core.handle(.find(query: "row 9", limit: 5, id: "f2", from: bo), now: 0).count == 1)
+        #expect(finds.count == 1 && effects.count == 1)
+        let (query, table, limit, id, to) = try #require(finds.first)
+        #expect(query == "ROW" && limit == 2 && id == "f1" && to.id == 2)
+        let (matches, truncated) = RowSearch(query).run(in: table, limit: limit)
+        #expect(matches.map(\.row) == ["r0", "r1"] && truncated)
+        #expect(RowSearch("row 9").run(in: table, limit: 5).matches.isEmpty)
         #expect(core.handle(.find(query: "x", limit: 5, id: nil, from: Connection(id: 99)), now: 0).isEmpty)
     }
 

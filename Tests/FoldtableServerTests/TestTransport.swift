@@ -45,9 +45,16 @@ final class TestTransport: Transport {
     /// HTTP answers by request id; ids in `abandoned` are gone (their client left).
     var responses: [UInt64: HTTPResponse] = [:]
     var abandoned: Set<UInt64> = []
+    /// The shared bodies answers were given (see `SharedBody`), by request id.
+    var sharedBodies: [UInt64: SharedBody] = [:]
     func respond(to id: UInt64, with response: HTTPResponse) -> Bool {
         guard !abandoned.contains(id), responses[id] == nil else { return false }
-        responses[id] = response
+        // A shared body is kept as plain bytes: tests read `body` either way.
+        sharedBodies[id] = response.shared
+        var flat = response
+        flat.body = response.bodyBytes
+        flat.shared = nil
+        responses[id] = flat
         return true
     }
     /// Posts from the store run when the test settles (as the lws loop would run them next turn).
@@ -104,6 +111,8 @@ final class Harness {
         // Tests send thousands of changes in no time: far past any rate limit.
         config.changeRatePerSec = 1_000_000
         config.changeBurst = 1_000_000
+        config.apiRatePerSec = 1_000_000
+        config.apiBurst = 1_000_000
         // Presence diffs at once, so tests see each join without firing timers (a test of the
         // interval sets it).
         config.presenceIntervalMs = 0

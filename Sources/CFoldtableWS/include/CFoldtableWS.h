@@ -135,6 +135,11 @@ typedef struct ftws_config {
     size_t max_http_body_bytes;    /* largest body of a claimed HTTP request (413 beyond, before
                                       any of it is read); 0 = claimed requests take no body */
     int http_answer_ms;            /* an unanswered claimed request gets 503 after this; 0 = 30000 */
+    size_t http_min_send_bytes_per_sec; /* a claimed request's answer is dropped when its client
+                                      takes less than this per second, averaged over at least
+                                      http_send_window_secs; 0 = no minimum (only the stall) */
+    int http_send_window_secs;     /* the averaging window, and the longest an answer may make no
+                                      progress at all is twice it; 0 = send_stall_secs, or 30 */
 } ftws_config;
 
 /* Create the context and listening socket. On failure returns NULL and writes one clear line to
@@ -216,6 +221,14 @@ const char *ftws_conn_forwarded_for(const ftws_conn *conn);
  * nothing happens; -2 when status or headers are unusable: the client gets 500 instead. */
 int ftws_http_respond(ftws_server *server, uint64_t request_id, unsigned int status, const char *headers,
                       const uint8_t *body, size_t len);
+/* As ftws_http_respond, but the body is not copied: it is shared with other answers (an export
+ * many clients read at once) and stays valid until release(keeper) is called, once, on the service
+ * thread, when this answer is written or its client is gone. Only on 0 does the C side take it;
+ * on -1 or -2 the caller still owns it. Each answer copies one chunk at a time out of the body, so
+ * a client reading slowly holds a chunk, not the body. */
+int ftws_http_respond_shared(ftws_server *server, uint64_t request_id, unsigned int status,
+                             const char *headers, const uint8_t *body, size_t len, void *keeper,
+                             void (*release)(void *keeper));
 
 /* Timers on the service thread: on_timer(owner, token) after delay_ms. Re-arming a token replaces
  * its earlier deadline; tokens are the owner's to choose. */

@@ -1,0 +1,52 @@
+import Dispatch
+import FoldtableCore
+
+/// Runs finds (``RowSearch``) for members and the HTTP API where they cannot hold up the
+/// service thread: a search reads every row of a table, and on the one thread that serves every
+/// session a large one made `/healthz` and every member wait.
+///
+/// A small table is searched at once (the hop to another thread would cost more than the
+/// search). A larger one is searched on one background queue, from a snapshot: `Table` is a
+/// value, so the copy handed over shares the session's storage (copy on write) and costs a few
+/// retains; the session's next change then copies the one section array it changes while the
+/// search still holds the old one. The answer comes back on the service thread through the
+/// ``ServiceQueue``. One queue, serial: searches wait for each other rather than take every
+/// core, and each caller pays for its own through its rate limit.
+final class RowFinder {
+    /// Tables with at least this many rows are searched on the background queue.
+    static let asideRows = 1_000
+
+    private let serviceQueue: ServiceQueue
+    private let queue = DispatchQueue(label: "foldtable.find", qos: .userInitiated)
+
+    init(serviceQueue: ServiceQueue) {
+        self.serviceQueue = serviceQueue
+    }
+
+    /// Searches `table` for `query` and calls `then` with the first `limit` matches (and whether
+    /// there were more), on the service thread: at once for a small table, later for a large one.
+    func find(_ query: String, in table: Table, limit: Int, then: @escaping ([RowSearch.Match], Bool) -> Void) {
+        let search = RowSearch(query)
+        guard Self.rowCount(table, atLeast: Self.asideRows) else {
+            let (matches, truncated) = search.run(in: table, limit: limit)
+            return then(matches, truncated)
+        }
+        // `then` is made on the service thread and only called back there.
+        let continuation = ServiceThreadOnly(then)
+        let serviceQueue = serviceQueue
+        queue.async {
+            let (matches, truncated) = search.run(in: table, limit: limit)
+            serviceQueue.post { continuation.value(matches, truncated) }
+        }
+    }
+
+    /// Whether `table` has at least `bound` rows, counted only as far as needed.
+    static func rowCount(_ table: Table, atLeast bound: Int) -> Bool {
+        var count = 0
+        for section in table.sections {
+            count += section.rows.count
+            if count >= bound { return true }
+        }
+        return false
+    }
+}
