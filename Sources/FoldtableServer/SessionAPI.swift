@@ -538,8 +538,13 @@ final class SessionAPI {
         }
         withTable(call, respond) { [hub] table in
             // A large table is searched off the service thread (see RowFinder).
-            hub.finder.find(query, in: table, limit: limit) { matches, truncated in
+            let started = hub.finder.find(query, in: table, limit: limit, for: "http " + call.request.peer) { matches, truncated in
                 respond(.json(200, ServerMessage.found(id: nil, query: query, matches: matches, truncated: truncated)))
+            }
+            if !started {
+                var refusal = Self.error(RowFinder.busy)
+                refusal.headers["Retry-After"] = "1"
+                respond(refusal)
             }
         }
     }

@@ -291,12 +291,13 @@ final class TableSession: LogAppender {
             pushPersist(PendingPersist(generation: generation, count: events.count, start: applied ?? MonotonicTime.now))
             hub.eventLog.append(session: name, events: events, appender: self)
         case .find(let query, let table, let limit, let id, let connection):
-            hub.finder.find(query, in: table, limit: limit) { [hub] matches, truncated in
+            let started = hub.finder.find(query, in: table, limit: limit, for: "c\(connection.id)") { [hub] matches, truncated in
                 guard hub.isOpen(connection) else { return }
                 let found = OutboundMessage(ServerMessage.found(id: id, query: query, matches: matches, truncated: truncated))
                 hub.metrics.sent(found, to: 1)
                 hub.transport.send(found, to: connection)
             }
+            if !started { hub.refuse(connection, RowFinder.busy, id: id) }
         case .checkpoint(let table):
             hub.store.saveCheckpoint(name, table: table) { [hub, name] result in
                 if case .failure(let error) = result {

@@ -133,9 +133,10 @@ def test_a_pathological_find_leaves_healthz_and_another_sessions_changes_answere
         try:
             while not finds and thread.is_alive():
                 await asyncio.sleep(0.01)  # the first find has run once: the table is warm
-            health, toggles = [], []
+            health, toggles, found = [], [], []
             for round in range(20):
-                # A member's find of the same kind over WebSocket, too.
+                # A member's find of the same kind over WebSocket, too (one at a time: a second
+                # while the first runs would be refused, see the next test).
                 await searcher.send({"type": "find", "q": PATHOLOGICAL, "id": f"f{round}"})
                 status, took = await asyncio.to_thread(timed_get, port, "/healthz")
                 assert status == 200
@@ -144,8 +145,8 @@ def test_a_pathological_find_leaves_healthz_and_another_sessions_changes_answere
                 await member.send({"type": "toggle", "section": section, "id": f"t{round}"})
                 await member.next(lambda m: m["type"] == "ack" and m["id"] == f"t{round}", timeout=10)
                 toggles.append(time.monotonic() - start)
+                found.append(await searcher.next(lambda m: m["type"] == "found", timeout=30))
                 await asyncio.sleep(0.05)
-            found = [await searcher.next(lambda m: m["type"] == "found", timeout=30) for _ in range(20)]
         finally:
             stop.set()
             await asyncio.to_thread(thread.join)
@@ -162,6 +163,40 @@ def test_a_pathological_find_leaves_healthz_and_another_sessions_changes_answere
           f"toggle ack max {max(toggles):.3f}s; find took {min(t for _, _, t in finds):.3f}-{max(t for _, _, t in finds):.3f}s")
     assert max(health) < 0.5, health
     assert max(toggles) < 0.5, toggles
+
+
+def test_finds_sent_while_ones_own_runs_are_refused_and_do_not_delay_another_members_find(big):
+    """One member sends 50 costly finds back to back: those that come while its search runs are
+    answered `rate_limited` (one search each on the queue), so another member's find is not
+    lined up behind dozens of them."""
+
+    async def scenario():
+        flooder = await Client.join(big.ws, session="big", name="flooder")
+        other = await Client.join(big.ws, session="big", name="other")
+        for i in range(50):
+            await flooder.send({"type": "find", "q": PATHOLOGICAL, "id": f"x{i}"})
+        start = time.monotonic()
+        await other.send({"type": "find", "q": PATHOLOGICAL, "id": "mine"})
+        mine = await other.next(lambda m: m["type"] == "found", timeout=30)
+        took = time.monotonic() - start
+        answers = [await flooder.next(lambda m: m.get("id", "").startswith("x"), timeout=30) for _ in range(50)]
+        # A find of the flooder's alone, for the record: what "behind one search" costs.
+        start = time.monotonic()
+        await flooder.send({"type": "find", "q": PATHOLOGICAL, "id": "alone"})
+        await flooder.next(lambda m: m["type"] == "found" and m["id"] == "alone", timeout=30)
+        alone = time.monotonic() - start
+        await flooder.close()
+        await other.close()
+        return mine, took, answers, alone
+
+    mine, took, answers, alone = run(scenario())
+    assert mine["rows"] == []
+    kinds = [m["type"] if m["type"] == "found" else m["code"] for m in answers]
+    assert set(kinds) <= {"found", "rate_limited"}, kinds
+    assert kinds.count("found") >= 1 and kinds.count("rate_limited") >= 1, kinds
+    print(f"{kinds.count('rate_limited')} of 50 refused; the other member's find took {took:.3f}s, one alone {alone:.3f}s")
+    # Behind at most the flooder's one search and its own, not dozens (generous for slow machines).
+    assert took < 10 * alone + 1.0, (took, alone)
 
 
 def test_thirty_slow_readers_of_a_large_export_share_one_copy_and_each_gets_the_exact_bytes(big):
