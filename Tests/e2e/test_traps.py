@@ -30,6 +30,7 @@ HOSTILE_HOSTS = [
     b"127.0.0.1:99999",  # a port past 65535
     b"[::1",  # "[" without "]"
     b"1..1.1",  # an empty label
+    b"\xff.1.1.1",  # not UTF-8 at all
 ]
 
 
@@ -133,7 +134,8 @@ def test_a_host_with_a_combining_mark_or_other_non_ascii_gets_400_or_421_and_the
 @pytest.mark.parametrize("host", HOSTILE_HOSTS, ids=lambda h: h[:24].hex())
 def test_an_upgrade_with_a_non_ascii_host_is_refused_and_the_server_keeps_serving(server, host):
     status, _ = upgrade(server.port, host=host)
-    assert status in (400, 421, 431), status
+    # 403: a Host longer than the C layer's 512-byte header buffer is refused before the policy.
+    assert status in ((400, 403, 421, 431) if len(host) > 511 else (400, 421)), status
     assert_still_serving(server)
 
 
@@ -165,28 +167,31 @@ def test_a_token_with_a_huge_exp_joins_reauthorizes_and_calls_the_api_and_the_se
     assert_still_serving(server)
 
 
-@pytest.mark.parametrize("exp", [str(2**64), str(2**63), "-1", "-9223372036854775808", "9" * 10_000],
-                         ids=["2^64", "2^63", "-1", "-2^63", "10000-digits"])
+@pytest.mark.parametrize("exp", [str(2**64), str(2**63), "-1", "-9223372036854775808", "9" * 100, "9" * 10_000],
+                         ids=["2^64", "2^63", "-1", "-2^63", "100-digits", "10000-digits"])
 def test_a_token_with_an_exp_out_of_range_is_refused_on_join_auth_and_the_api_and_the_server_keeps_serving(server, exp):
     bad = token(exp=exp)
+    # A 10,000-digit token is past the 8 KiB a message's string may hold: refused as too_long.
+    codes = ("unauthorized", "too_long") if len(bad) > 8_192 else ("unauthorized",)
 
     async def scenario():
         # Join: the documented refusal (an unauthorized error, then close 4502).
         client = await Client.join(server.ws, session="demo", name="bad", token=token())
         await client.send({"type": "auth", "token": bad})
         refused = await client.next(lambda m: m["type"] in ("authorized", "error"))
-        assert refused["type"] == "error" and refused["code"] == "unauthorized", refused
+        assert refused["type"] == "error" and refused["code"] in codes, refused
         await client.close()
         from websockets.asyncio.client import connect
         ws = await connect(server.ws, open_timeout=5)
         await ws.send(json.dumps({"type": "join", "session": "demo", "name": "bad", "token": bad}))
         reply = json.loads((await asyncio.wait_for(ws.recv(), 5)).split("\n")[0])
-        assert reply["type"] == "error" and reply["code"] == "unauthorized", reply
+        assert reply["type"] == "error" and reply["code"] in codes, reply
         await ws.close()
 
     run(scenario())
     status, _ = api(server.port, "GET", "/api/v1/sessions/demo", bad)
-    assert status in (401, 431), status
+    # 0: lws 4.1.6 drops a request whose headers overflow its buffer, without an answer.
+    assert status in ((401, 431, 0) if len(bad) > 8_192 else (401,)), status
     assert_still_serving(server)
 
 
