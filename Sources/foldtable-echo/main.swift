@@ -71,7 +71,8 @@ func parseOptions(_ args: [String]) -> Options {
     }
     func int(_ name: String) -> Int {
         let v = value(name)
-        guard let n = Int(v), n >= 0 else { fail("\(name) needs a non-negative integer, got \(v)") }
+        // At most Int32.max: several options become C ints, and the conversion must not trap.
+        guard let n = Int(v), (0...Int(Int32.max)).contains(n) else { fail("\(name) needs an integer from 0 to \(Int32.max), got \(v)") }
         return n
     }
     while i < args.count {
@@ -212,7 +213,8 @@ func onHTTPRequest(_ p: UnsafeMutableRawPointer?, _ request: UnsafePointer<ftws_
         headers = "Content-Type: application/octet-stream\r\nX-Method: \(method)\r\nX-Body-Length: \(body.count)"
         out = body
     } else if path.hasSuffix("/big") {
-        let count = Int(query["bytes"] ?? "") ?? 1_000_000
+        // From the query: clamped, so a negative or huge count neither traps nor exhausts memory.
+        let count = min(max(Int(query["bytes"] ?? "") ?? 1_000_000, 0), 1 << 28)
         headers = "Content-Type: text/plain"
         out = (0..<count).map { UInt8(ascii: "0") + UInt8($0 % 10) }
     } else if path.hasSuffix("/bad") {
