@@ -97,6 +97,7 @@ def code_lines(text):
     return [(index + 1, "".join(code[index]), comment[index]) for index in range(len(lines))]
 
 
+SAFE = re.compile(r"//.*\bsafe:\s*\S")  # `// safe:` and a reason
 FORCE = re.compile(r"\btry!|\bas!|(?<=[A-Za-z0-9_)\]?>])!(?!=)")
 
 
@@ -110,7 +111,7 @@ def findings(path):
             word = re.search(r"[A-Za-z_][A-Za-z0-9_]*$", before)
             if match.group(0) == "!" and word and word.group(0) in ("return", "in", "case", "where", "if", "guard", "while", "try", "await"):
                 continue
-            if "safe:" in comment:
+            if SAFE.search(comment):
                 continue
             yield number, code.strip()
             break
@@ -126,6 +127,7 @@ MUST_FIND = [
     'let s = "a\\(b!)c"',
     "let p = base!.pointee",
     "x = y?.z!",
+    "let n = Int(x)!  // safe:",
 ]
 MUST_PASS = [
     "if a != b { return !flag }",
