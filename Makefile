@@ -70,8 +70,11 @@ readme-config:
 		/<!-- settings: end/ { skip = 0 } !skip' README.md > .build/README.md && mv .build/README.md README.md
 	.build/debug/foldtabled --help-env > deploy/foldtabled.env.example
 
+# Then: no force unwrap, try! or as! in Sources unless its line says why it cannot fail
+# (`// safe: ...`): a trap on client input would end every session.
 lint:
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift
+	python3 Tests/lint/traps.py Sources
 
 # The DocC catalogs (protocol, architecture, API) must build without warnings.
 docs:

@@ -66,12 +66,15 @@ public struct HMACTokens: TokenVerifier {
             guard case .string(let session) = element else { return missing("sessions") }
             if session == "*" { sessions = nil } else { sessions?.insert(session) }
         }
-        if case .integer(let nbf)? = claims.value("nbf"), nbf > 0, UInt64(nbf) > now + Self.leewaySeconds {
+        // Saturating sums: `exp` and `nbf` come from the token (up to 2^63-1), `now` from the caller.
+        let latestStart = now.addingReportingOverflow(Self.leewaySeconds)
+        if case .integer(let nbf)? = claims.value("nbf"), nbf > 0, !latestStart.overflow, UInt64(nbf) > latestStart.partialValue {
             return .failure(TokenRefusal(.notYetValid, "the token is not valid yet"))
         } else if let nbf = claims.value("nbf"), !(nbf.isInteger) {
             return missing("nbf")
         }
-        guard UInt64(exp) + Self.leewaySeconds > now else { return .failure(TokenRefusal(.expired, "the token has expired")) }
+        let end = UInt64(exp).addingReportingOverflow(Self.leewaySeconds)
+        guard end.overflow || end.partialValue > now else { return .failure(TokenRefusal(.expired, "the token has expired")) }
         return .success(AccessGrant(user: user, name: name, sessions: sessions, role: role, expires: UInt64(exp)))
     }
 

@@ -39,9 +39,10 @@ public enum Console {
     @discardableResult
     public static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return true }  // nothing to write
             var offset = 0
             while offset < buffer.count {
-                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                let written = Glibc.write(fd, base + offset, buffer.count - offset)
                 if written < 0 && errno == EINTR { continue }
                 if written <= 0 { return false }
                 offset += written

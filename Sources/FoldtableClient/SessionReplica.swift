@@ -262,7 +262,7 @@ public struct SessionReplica: Sendable {
                 if let value = patch.value { row.value = value }
                 if let detail = patch.detail { row.detail = detail }
             }
-            if looseRows[key] != nil { update(&looseRows[key]!) }
+            if looseRows[key] != nil { update(&looseRows[key]!) }  // safe: checked non-nil just before
             guard let home = rowHome[key], let position = positions[home] else { break }
             sections[position].rows?.mutateFirst(key, update)
         case .moveRow(let key, let ref, let index):

@@ -36,7 +36,7 @@ public struct CollapseEffects: RandomAccessCollection, Equatable, Sendable, Expr
 
     public subscript(position: Int) -> CollapseEffect {
         precondition(position >= 0 && position < endIndex, "collapse effect index out of range")
-        return position == 0 ? head! : rest[position - 1]
+        return position == 0 ? head! : rest[position - 1]  // safe: position 0 < endIndex only when head is set
     }
 
     public var description: String { Array(self).description }

@@ -206,7 +206,7 @@ public struct Table: Sendable {
             guard event.collapsed.allSatisfy({ sectionPositions[$0.key] != nil }) else { return false }
             for effect in event.collapsed {
                 // Checked just above: every key has a position.
-                sections[sectionPositions[effect.key]!].collapsed = effect.collapsed
+                sections[sectionPositions[effect.key]!].collapsed = effect.collapsed  // safe: checked just above
             }
         }
         seq = event.seq

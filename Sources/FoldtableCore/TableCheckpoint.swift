@@ -71,7 +71,10 @@ public enum TableCheckpoint {
             guard let digest = UInt64(try entry.string("digest"), radix: 16) else {
                 throw ProtocolError(.invalidValue, "a change id's digest is not 16 hex digits", field: "digest")
             }
-            remembered.append(Table.RememberedChange(id: try entry.string("id"), seq: UInt64(try entry.integer("seq")), digest: digest))
+            // A stored checkpoint may come from another node (Redis): a negative seq is refused, not converted.
+            let seq = try entry.integer("seq")
+            guard seq >= 0 else { throw ProtocolError(.invalidValue, "a change id's seq must not be negative", field: "seq") }
+            remembered.append(Table.RememberedChange(id: try entry.string("id"), seq: UInt64(seq), digest: digest))
         }
         return remembered
     }
@@ -103,7 +106,9 @@ public enum TableCheckpoint {
         guard try reader.integer("v") == version else {
             throw ProtocolError(.invalidValue, "checkpoint format \(try reader.integer("v")) is not \(version)", field: "v")
         }
-        let seq = UInt64(try reader.integer("seq"))
+        let signedSeq = try reader.integer("seq")
+        guard signedSeq >= 0 else { throw ProtocolError(.invalidValue, "the checkpoint's seq must not be negative", field: "seq") }
+        let seq = UInt64(signedSeq)
         var table = try TableSnapshot.decode(try reader.object("table").asValue, seq: seq).table(limits: limits)
         // Absent when the window was left out (`changeIds: false`): the table remembers none
         // until its store restores them.

@@ -178,7 +178,7 @@ final class RedisConnection {
         for argument in arguments { joined.append(contentsOf: argument) }
         joined.append(0)
         return joined.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { base in
+            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { base in  // safe: holds at least the 0
                 var argv: [UnsafePointer<CChar>?] = []
                 argv.reserveCapacity(arguments.count)
                 var offset = 0
@@ -188,7 +188,7 @@ final class RedisConnection {
                 }
                 return argv.withUnsafeMutableBufferPointer { argvBuffer in
                     lengths.withUnsafeBufferPointer { lengthBuffer in
-                        body(Int32(arguments.count), argvBuffer.baseAddress!, lengthBuffer.baseAddress!)
+                        body(Int32(arguments.count), argvBuffer.baseAddress!, lengthBuffer.baseAddress!)  // safe: a command has a name
                     }
                 }
             }

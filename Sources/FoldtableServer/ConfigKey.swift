@@ -173,7 +173,7 @@ extension ConfigKey {
         _ choices: [(name: String, value: Value)], _ help: String
     ) -> ConfigKey {
         let names = choices.map(\.name)
-        let spoken = names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " or " + names.last!
+        let spoken = names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " or " + names.last!  // safe: count >= 2 here
         return ConfigKey(
             name, group, placeholder: placeholder, accepts: spoken, help: help,
             apply: { config, text throws(BadValue) in

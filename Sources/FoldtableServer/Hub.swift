@@ -598,14 +598,10 @@ public final class Hub: TransportDelegate {
         }
     }
 
-    /// A client's text made safe for one log line: control characters (a decoded %0A) become
-    /// `?`, and it is cut at 200 characters.
+    /// A client's text cut to 200 characters for a log line (`Log` escapes its control
+    /// characters, a decoded %0A among them, as it does every value's).
     static func loggable(_ text: String) -> String {
-        var scalars = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars.prefix(200) {
-            scalars.append(scalar.value < 0x20 || scalar.value == 0x7F ? "?" : scalar)
-        }
-        return String(scalars)
+        String(String.UnicodeScalarView(text.unicodeScalars.prefix(200)))
     }
 
     public func httpRequestAbandoned(_ id: UInt64) {
@@ -684,8 +680,13 @@ public final class Hub: TransportDelegate {
     private func armTokenExpiry(_ client: ClientState, _ grant: AccessGrant) {
         if let timer = client.tokenTimer { cancelTimer(timer) }
         let now = clock()
-        let seconds = grant.expires + tokenLeewaySeconds > now ? grant.expires + tokenLeewaySeconds - now : 0
-        client.tokenTimer = armTimer(.tokenExpiry(connection: client.connection.id), milliseconds: seconds * 1_000)
+        // Saturating: `exp` is the token's (up to 2^63-1), so the sum and the product may overflow;
+        // a far-off end only needs a far-off timer (the transport clamps it further).
+        let end = grant.expires.addingReportingOverflow(tokenLeewaySeconds)
+        let seconds = end.overflow ? UInt64.max - now : end.partialValue > now ? end.partialValue - now : 0
+        let milliseconds = seconds.multipliedReportingOverflow(by: 1_000)
+        client.tokenTimer = armTimer(
+            .tokenExpiry(connection: client.connection.id), milliseconds: milliseconds.overflow ? .max : milliseconds.partialValue)
     }
 
     /// Tokens are accepted this long past their `exp` (clocks differ); so is a member's session.

@@ -89,12 +89,12 @@ public final class LocalBroker: Broker {
 
     public func append(session: String, request: SequencedRequest, completion: @escaping (Result<String, BrokerError>) -> Void) {
         guard isAvailable else { return later { [self] in completion(.failure(unavailable)) } }
-        guard shared.streams[session] != nil else {
+        guard let count = shared.streams[session]?.entries.count else {
             return later { completion(.failure(BrokerError("no stream for session \(session)"))) }
         }
         var entry = request
-        entry.position = String(shared.streams[session]!.entries.count + 1)
-        shared.streams[session]!.entries.append(entry)
+        entry.position = String(count + 1)
+        shared.streams[session]?.entries.append(entry)
         later { completion(.success(entry.position)) }
         for other in shared.brokers { other.broker?.deliverSoon() }
     }

@@ -27,13 +27,42 @@ public struct Log: Sendable {
     }
 
     private func write(_ level: Level, _ event: String, _ fields: [(String, String)]) {
-        var line = "level=\(level) event=\(event)"
+        FileHandle.standardError.write(Data(Self.line(level, event, fields).utf8))
+    }
+
+    /// One event as one line, newline included. Every value is escaped (`Log.field`), so a value
+    /// from a client (a token's name, a path) can neither end the line nor forge another.
+    static func line(_ level: Level, _ event: String, _ fields: [(String, String)]) -> String {
+        var line = "level=\(level) event=\(field(event))"
         for (key, value) in fields {
-            let quoted =
-                value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) ? "\"\(value.replacingOccurrences(of: "\"", with: "'"))\"" : value
-            line += " \(key)=\(quoted)"
+            line += " \(field(key))=\(field(value))"
         }
-        line += "\n"
-        FileHandle.standardError.write(Data(line.utf8))
+        return line + "\n"
+    }
+
+    /// A value made safe for a `key=value` line: line breaks and other control characters (C0,
+    /// DEL, C1, U+2028, U+2029) and backslashes are escaped (`\n`, `\u{85}`), then a value with
+    /// a space, a quote or `=` is quoted (its quotes becoming `'`) so it stays one field.
+    static func field(_ value: String) -> String {
+        var escaped = String.UnicodeScalarView()
+        var quoted = false
+        for scalar in value.unicodeScalars {
+            switch scalar.value {
+            case 0x0A: escaped.append(contentsOf: #"\n"#.unicodeScalars)
+            case 0x0D: escaped.append(contentsOf: #"\r"#.unicodeScalars)
+            case 0x09: escaped.append(contentsOf: #"\t"#.unicodeScalars)
+            case 0x5C: escaped.append(contentsOf: #"\\"#.unicodeScalars)
+            case 0x00..<0x20, 0x7F...0x9F, 0x2028, 0x2029:
+                escaped.append(contentsOf: "\\u{\(String(scalar.value, radix: 16))}".unicodeScalars)
+            case 0x20, 0x3D:
+                quoted = true
+                escaped.append(scalar)
+            case 0x22:
+                quoted = true
+                escaped.append("'")
+            default: escaped.append(scalar)
+            }
+        }
+        return quoted ? "\"" + String(escaped) + "\"" : String(escaped)
     }
 }

@@ -37,73 +37,73 @@ public struct RequestPolicy: Sendable, Equatable {
         self.init(hostNames: names, origins: origins, trustedProxies: Set(config.trustedProxies))
     }
 
-    /// Whether a request with this Host header is for this server.
+    /// Whether a request with this Host header is for this server. A Host that is not ASCII
+    /// host grammar (a combining mark, a full-width digit, a port past 65535) is refused.
     public func allowsHost(_ host: String?) -> Bool {
-        guard let host, !host.isEmpty, host.utf8.count <= 255 else { return false }
-        let name = Self.hostPart(of: host.lowercased())
-        return Self.isIPLiteral(name) || name == "localhost" || hostNames.contains(name)
+        guard let host, let name = HostSyntax.host(ofAuthority: host) else { return false }
+        return HostSyntax.isIPLiteral(name) || name == "localhost" || hostNames.contains(name)
     }
 
     /// Whether an upgrade with these Origin and Host headers may proceed (Host is checked too).
+    /// Compared as ASCII bytes: an Origin that is not visible ASCII matches nothing.
     public func allowsOrigin(_ origin: String?, host: String?) -> Bool {
         guard allowsHost(host) else { return false }
         guard let origin else { return true }  // not a browser: nothing to hijack
-        if origins.contains(origin) || origins.contains("*") { return true }
-        guard let host, let schemeEnd = origin.range(of: "://") else { return false }
-        return origin[schemeEnd.upperBound...].lowercased() == host.lowercased()
+        if origins.contains("*") { return true }
+        let bytes = Array(origin.utf8)
+        guard !bytes.isEmpty, bytes.allSatisfy(HostSyntax.isVisibleASCII) else { return false }
+        if origins.contains(origin) { return true }
+        guard let host, let schemeEnd = Self.schemeEnd(bytes) else { return false }
+        return bytes[schemeEnd...].map(HostSyntax.lowercased) == host.utf8.map(HostSyntax.lowercased)
     }
 
-    /// The client's address: the peer's, or the proxy's account of it when the peer is trusted.
+    /// The client's address: the peer's, or the proxy's account of it when the peer is trusted
+    /// and its last `X-Forwarded-For` entry is an IP literal (anything else: the peer's).
     public func clientAddress(peer: String, forwardedFor: String?) -> String {
-        guard trustedProxies.contains(peer), let forwardedFor,
-            let last = forwardedFor.split(separator: ",").last?.trimmingWhitespace, Self.isIPLiteral(last)
-        else { return peer }
-        return last
+        guard trustedProxies.contains(peer), let forwardedFor else { return peer }
+        let bytes = Array(forwardedFor.utf8)
+        var last = bytes[(bytes.lastIndex(of: UInt8(ascii: ",")).map { $0 + 1 } ?? 0)...]
+        while let first = last.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { last = last.dropFirst() }
+        while let end = last.last, end == UInt8(ascii: " ") || end == UInt8(ascii: "\t") { last = last.dropLast() }
+        guard HostSyntax.isIPv4(last) || HostSyntax.isIPv6(last) else { return peer }
+        return String(decoding: last, as: UTF8.self)
     }
 
     // MARK: - Parsing
 
-    /// `host` of `host:port`, `[v6]:port`, `host` (brackets kept off an IPv6 literal).
+    /// `host` of `host:port`, `[v6]:port`, `host` (brackets kept off an IPv6 literal), or the
+    /// authority itself when it is not well formed.
     static func hostPart(of authority: String) -> String {
-        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
-            return String(authority[authority.index(after: authority.startIndex)..<close])
-        }
-        if authority.filter({ $0 == ":" }).count > 1 { return authority }  // a bare IPv6 literal
-        return authority.split(separator: ":", maxSplits: 1).first.map(String.init) ?? authority
+        HostSyntax.host(ofAuthority: authority) ?? authority
     }
 
+    /// The authority of `scheme://authority/...`, ASCII-lowercased; `nil` without `://`, with an
+    /// empty authority, or with bytes that are not visible ASCII.
     static func authority(ofURL url: String) -> String? {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
-        let rest = url[schemeEnd.upperBound...]
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        return authority.isEmpty ? nil : String(authority).lowercased()
+        let bytes = Array(url.utf8)
+        guard let start = schemeEnd(bytes) else { return nil }
+        let authority = bytes[start...].prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+        guard !authority.isEmpty, authority.allSatisfy(HostSyntax.isVisibleASCII) else { return nil }
+        return String(decoding: authority.map(HostSyntax.lowercased), as: UTF8.self)
     }
 
     /// `scheme://authority` of a URL, the form of an Origin header.
     static func origin(ofURL url: String) -> String {
-        guard let schemeEnd = url.range(of: "://"), let authority = authority(ofURL: url) else { return url }
-        return url[..<schemeEnd.lowerBound].lowercased() + "://" + authority
+        let bytes = Array(url.utf8)
+        guard let start = schemeEnd(bytes), let authority = authority(ofURL: url) else { return url }
+        return String(decoding: bytes[..<(start - 3)].map(HostSyntax.lowercased), as: UTF8.self) + "://" + authority
     }
 
-    /// A dotted IPv4 address or an IPv6 literal (hex groups and colons, optionally with a
-    /// dotted IPv4 tail).
-    static func isIPLiteral(_ text: some StringProtocol) -> Bool {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        if parts.count == 4 && parts.allSatisfy({ part in part.count <= 3 && !part.isEmpty && part.allSatisfy(\.isASCIIDigit) && Int(part)! <= 255 })
-        {
-            return true
+    /// The index just past the first `://`, if any.
+    private static func schemeEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 3 else { return nil }
+        for index in 0...(bytes.count - 3)
+        where bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: "/") && bytes[index + 2] == UInt8(ascii: "/") {
+            return index + 3
         }
-        guard text.contains(":") else { return false }
-        return text.allSatisfy { $0 == ":" || $0 == "." || $0.isHexDigit }
+        return nil
     }
-}
 
-extension Character {
-    fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
-}
-
-extension Substring {
-    fileprivate var trimmingWhitespace: String {
-        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
-    }
+    /// A dotted IPv4 address or an IPv6 literal, read as ASCII bytes.
+    static func isIPLiteral(_ text: some StringProtocol) -> Bool { HostSyntax.isIPLiteral(text) }
 }

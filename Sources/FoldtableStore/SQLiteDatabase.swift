@@ -222,7 +222,7 @@ final class SQLiteStatement {
         let handle = self.handle
         let status = value.withUTF8 { bytes in
             // An empty string still needs a non-null pointer, or SQLite stores NULL.
-            let start = UnsafeRawPointer(bytes.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self)
+            let start = UnsafeRawPointer(bytes.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self)  // safe: 1 is not 0
             return sqlite3_bind_text(handle, index, start, Int32(bytes.count), Self.transient)
         }
         try check(status)
@@ -232,7 +232,7 @@ final class SQLiteStatement {
     func bind(_ index: Int32, text value: [UInt8]) throws(SQLiteError) {
         let status = value.withUnsafeBytes { bytes in
             // An empty string still needs a non-null pointer, or SQLite stores NULL.
-            let start = (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self)
+            let start = (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self)  // safe: 1 is not 0
             return sqlite3_bind_text64(handle, index, start, UInt64(bytes.count), Self.transient, UInt8(SQLITE_UTF8))
         }
         try check(status)

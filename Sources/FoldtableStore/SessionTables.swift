@@ -126,7 +126,7 @@ final class SessionTables {
         for item in items {
             guard case .array(let fields) = item, fields.count == 4, case .string(let session) = fields[0],
                 case .integer(let seq) = fields[1], seq >= 0, case .integer(let count) = fields[2], count >= 1, count <= UInt32.max,
-                case .integer(let length) = fields[3], length >= 0, offset + Int(length) <= UInt32.max
+                case .integer(let length) = fields[3], length >= 0, length <= Int64(UInt32.max) - Int64(offset)
             else { return [] }
             runs.append(
                 (session, JournalIndex.Segment(row: row, firstSeq: UInt64(seq), count: UInt32(count), offset: UInt32(offset), length: UInt32(length)))

@@ -107,7 +107,7 @@ public final class LWSTransport: Transport {
         }
         callbacks.on_message = { owner, conn, data, length in
             // The hot path: the owner borrowed, not retained and released around the call.
-            Unmanaged<LWSTransport>.fromOpaque(owner!)._withUnsafeGuaranteedRef { transport in
+            Unmanaged<LWSTransport>.fromOpaque(owner!)._withUnsafeGuaranteedRef { transport in  // safe: C passes back callbacks.owner
                 transport.delegate?.connectionReceived(Connection(conn), message: UnsafeRawBufferPointer(start: data, count: length))
             }
         }
@@ -124,7 +124,7 @@ public final class LWSTransport: Transport {
             LWSTransport.from(owner).delegate?.timerFired(token)
         }
         callbacks.on_turn = { owner in
-            Unmanaged<LWSTransport>.fromOpaque(owner!)._withUnsafeGuaranteedRef { $0.delegate?.transportTurnEnded() }
+            Unmanaged<LWSTransport>.fromOpaque(owner!)._withUnsafeGuaranteedRef { $0.delegate?.transportTurnEnded() }  // safe: callbacks.owner
         }
         var error = [CChar](repeating: 0, count: 512)
         guard let created = ftws_server_create(&info, callbacks, &error, error.count) else {
@@ -156,13 +156,13 @@ public final class LWSTransport: Transport {
         return (stats.frames, stats.messages, stats.payload_bytes, stats.bytes)
     }
 
-    public var stopHandle: StopHandle { StopHandle(server: server!) }
+    public var stopHandle: StopHandle { StopHandle(server: server!) }  // safe: init throws unless it is set
 
     /// Serves until stopped; returns 0 after a clean stop.
     public func run() -> Int32 { ftws_server_run(server) }
 
     private func retain(_ text: String) -> UnsafeMutablePointer<CChar> {
-        let pointer = strdup(text)!
+        let pointer = strdup(text)!  // safe: nil only when memory is exhausted, at start-up
         retainedStrings.append(pointer)
         return pointer
     }
@@ -171,7 +171,7 @@ public final class LWSTransport: Transport {
     /// `run()`, on the service thread, and the server is destroyed in `deinit`, so the transport
     /// outlives every callback (which is also why `on_message` may borrow it unretained).
     private static func from(_ owner: UnsafeMutableRawPointer?) -> LWSTransport {
-        Unmanaged<LWSTransport>.fromOpaque(owner!).takeUnretainedValue()
+        Unmanaged<LWSTransport>.fromOpaque(owner!).takeUnretainedValue()  // safe: C passes back callbacks.owner, never NULL
     }
 
     /// 0 to upgrade, else the HTTP status refusing it: a Host or Origin this server does not
@@ -289,7 +289,7 @@ public final class LWSTransport: Transport {
     }
 
     /// Where the C side finds each connection's pointer in an array of ``Connection``s.
-    private static let handleOffset = MemoryLayout<Connection>.offset(of: \Connection.handle)!
+    private static let handleOffset = MemoryLayout<Connection>.offset(of: \Connection.handle)!  // safe: a stored property
 
     public func broadcast(_ message: OutboundMessage, to connections: [Connection]) {
         guard !connections.isEmpty else { return }

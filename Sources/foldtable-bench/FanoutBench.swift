@@ -447,7 +447,9 @@ struct FanoutLoad {
         guard options.kind == .foldtable else { return }
         let session = sessionName(index)
         var join = Array(#"{"type":"join","session":"\#(session)","name":"c\#(index)"}"#.utf8)
-        join.withUnsafeMutableBufferPointer { queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
+        join.withUnsafeMutableBufferPointer {
+            queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count)  // safe: a join is never empty
+        }
         flush(index)
     }
 
@@ -799,7 +801,9 @@ struct FanoutLoad {
                     #"{"type":"addRow","section":"s\#(index)","row":{"label":"two","value":"2"},"id":"setupb\#(index)"}"#,
                 ] {
                     var message = Array(text.utf8)
-                    message.withUnsafeMutableBufferPointer { queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
+                    message.withUnsafeMutableBufferPointer {
+                        queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count)  // safe: a message is never empty
+                    }
                 }
                 flush(index)
             }
@@ -817,7 +821,9 @@ struct FanoutLoad {
         for author in 0..<sessionCount {
             for text in texts {
                 var message = Array(text.utf8)
-                message.withUnsafeMutableBufferPointer { queueFrame(author, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
+                message.withUnsafeMutableBufferPointer {
+                    queueFrame(author, opcode: 0x1, payload: $0.baseAddress!, count: $0.count)  // safe: a message is never empty
+                }
             }
             flush(author)
         }
@@ -1005,7 +1011,9 @@ extension FanoutLoad {
         expandStart = monotonicNanos()
         if let section = options.expandSection {
             var message = Array(#"{"type":"toggle","section":"\#(section)","id":"expand"}"#.utf8)
-            message.withUnsafeMutableBufferPointer { queueFrame(0, opcode: 0x1, payload: $0.baseAddress!, count: $0.count) }
+            message.withUnsafeMutableBufferPointer {
+                queueFrame(0, opcode: 0x1, payload: $0.baseAddress!, count: $0.count)  // safe: a message is never empty
+            }
         } else {
             let size = expandMessageBytes
             let message = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
@@ -1013,7 +1021,7 @@ extension FanoutLoad {
             message.initialize(repeating: UInt8(ascii: " "), count: size)
             for number in 0..<options.expandMessages {
                 var prefix = Array("n:\(number)".utf8)
-                prefix.withUnsafeMutableBufferPointer { _ = memcpy(message, $0.baseAddress!, min($0.count, size)) }
+                prefix.withUnsafeMutableBufferPointer { _ = memcpy(message, $0.baseAddress!, min($0.count, size)) }  // safe: "n:N" is never empty
                 queueFrame(0, opcode: 0x1, payload: message, count: size)
             }
         }

@@ -64,7 +64,9 @@ final class BenchRedisConnection {
         }
         var sent = 0
         while sent < request.count {
-            let count = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            let count = request.withUnsafeBytes {
+                send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL))  // safe: non-empty (sent < count)
+            }
             guard count > 0 else { return nil }
             sent += count
         }

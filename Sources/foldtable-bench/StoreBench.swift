@@ -38,7 +38,7 @@ func runStoreBench(arguments: [String]) -> Int32 {
         case "--interval": interval = Double(value) ?? interval
         default:
             let usage = "usage: foldtable-bench store [--seconds S (60)] [--sessions N (1000)] [--interval S (5)]\n"
-            FileHandle.standardError.write(usage.data(using: .utf8)!)
+            FileHandle.standardError.write(Data(usage.utf8))
             return 2
         }
         index += 2
@@ -51,7 +51,7 @@ func runStoreBench(arguments: [String]) -> Int32 {
     do {
         store = try SQLiteStore(directory: directory, keepEvents: 300, limits: TableLimits(), post: service.post)
     } catch {
-        FileHandle.standardError.write("store bench: \(error)\n".data(using: .utf8)!)
+        FileHandle.standardError.write(Data("store bench: \(error)\n".utf8))
         return 1
     }
     let author = Author(client: "c1", name: "bench")
@@ -62,7 +62,8 @@ func runStoreBench(arguments: [String]) -> Int32 {
     for session in 0..<sessions {
         let name = "bench-\(session)"
         var table = Table()
-        _ = try! table.apply(.addSection(NewSection(key: "s\(session)", title: "Bench \(session)")), by: author)
+        let section = NewSection(key: "s\(session)", title: "Bench \(session)")
+        _ = try! table.apply(.addSection(section), by: author)  // safe: a new key in a new table
         names.append(name)
         var created: Result<Void, StoreError>?
         store.create(StoredSession(name: name, epoch: "e", checkpoint: table)) { created = $0 }
@@ -89,7 +90,8 @@ func runStoreBench(arguments: [String]) -> Int32 {
             for _ in 0..<2 {
                 let change = Change.toggle(section: .key("s\(session)"))
                 let id = "\(tables[session].seq)x\(session)"
-                guard case .applied(let event) = try! tables[session].apply(change, by: author, changeId: id) else { continue }
+                let result = try! tables[session].apply(change, by: author, changeId: id)  // safe: a toggle of the section made above
+                guard case .applied(let event) = result else { continue }
                 events.append(LoggedEvent(event: event, request: change, encoded: ServerMessage.event(event)))
             }
             store.append(session: names[session], events: events, appender: appender)

@@ -48,9 +48,9 @@ struct Connection {
     var expandComplete = false
 
     init(inputCapacity: Int, outputCapacity: Int) {
-        input = malloc(inputCapacity)!.assumingMemoryBound(to: UInt8.self)
+        input = malloc(inputCapacity)!.assumingMemoryBound(to: UInt8.self)  // safe: nil only when memory is exhausted
         self.inputCapacity = inputCapacity
-        output = malloc(outputCapacity)!.assumingMemoryBound(to: UInt8.self)
+        output = malloc(outputCapacity)!.assumingMemoryBound(to: UInt8.self)  // safe: nil only when memory is exhausted
         self.outputCapacity = outputCapacity
     }
 }
@@ -209,7 +209,8 @@ extension FanoutLoad {
 
     private mutating func growInput(_ index: Int, to capacity: Int) {
         let connection = connections + index
-        connection.pointee.input = realloc(connection.pointee.input, capacity)!.assumingMemoryBound(to: UInt8.self)
+        let input = realloc(connection.pointee.input, capacity)!  // safe: nil only when memory is exhausted
+        connection.pointee.input = input.assumingMemoryBound(to: UInt8.self)
         connection.pointee.inputCapacity = capacity
     }
 
@@ -272,7 +273,7 @@ extension FanoutLoad {
         case 0x0:
             appendFragment(index, payload, count)
             if final {
-                onMessage(index, connection.pointee.fragment!, connection.pointee.fragmentUsed, now: now)
+                onMessage(index, connection.pointee.fragment!, connection.pointee.fragmentUsed, now: now)  // safe: appendFragment allocated it
                 connection.pointee.fragmentUsed = 0
             }
         case 0x8:
@@ -293,12 +294,13 @@ extension FanoutLoad {
     private mutating func appendFragment(_ index: Int, _ payload: UnsafeMutablePointer<UInt8>, _ count: Int) {
         let connection = connections + index
         let needed = connection.pointee.fragmentUsed + count
-        if needed > connection.pointee.fragmentCapacity {
+        if needed > connection.pointee.fragmentCapacity || connection.pointee.fragment == nil {
             let capacity = max(needed, 2 * connection.pointee.fragmentCapacity, 4096)
-            connection.pointee.fragment = realloc(connection.pointee.fragment, capacity)!.assumingMemoryBound(to: UInt8.self)
+            let fragment = realloc(connection.pointee.fragment, capacity)!  // safe: nil only when memory is exhausted
+            connection.pointee.fragment = fragment.assumingMemoryBound(to: UInt8.self)
             connection.pointee.fragmentCapacity = capacity
         }
-        memcpy(connection.pointee.fragment! + connection.pointee.fragmentUsed, payload, count)
+        memcpy(connection.pointee.fragment! + connection.pointee.fragmentUsed, payload, count)  // safe: allocated just above
         connection.pointee.fragmentUsed = needed
     }
 
@@ -326,7 +328,8 @@ extension FanoutLoad {
         let needed = connection.pointee.outputUsed + count
         if needed > connection.pointee.outputCapacity {
             let capacity = max(needed, 2 * connection.pointee.outputCapacity)
-            connection.pointee.output = realloc(connection.pointee.output, capacity)!.assumingMemoryBound(to: UInt8.self)
+            let output = realloc(connection.pointee.output, capacity)!  // safe: nil only when memory is exhausted
+            connection.pointee.output = output.assumingMemoryBound(to: UInt8.self)
             connection.pointee.outputCapacity = capacity
         }
         let slot = connection.pointee.output + connection.pointee.outputUsed
@@ -337,7 +340,7 @@ extension FanoutLoad {
     /// Queues raw bytes (the upgrade request).
     private mutating func queue(_ index: Int, _ bytes: inout [UInt8]) {
         let slot = reserveOutput(index, bytes.count)
-        bytes.withUnsafeBufferPointer { _ = memcpy(slot, $0.baseAddress!, $0.count) }
+        bytes.withUnsafeBufferPointer { _ = memcpy(slot, $0.baseAddress!, $0.count) }  // safe: an upgrade is never empty
     }
 
     /// Queues one final client frame: header, mask key, masked payload.
@@ -401,7 +404,7 @@ func emit(_ line: String, to fd: Int32 = 1) {
     var bytes = Array((line + "\n").utf8)
     var offset = 0
     while offset < bytes.count {
-        let written = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        let written = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }  // safe: offset < count
         if written <= 0 { return }
         offset += written
     }

@@ -49,7 +49,8 @@ func benchCore(seconds: Double) {
 
     let toggles = measure(seconds: seconds, batch: 10_000) {
         for index in 0..<10_000 {
-            if case .applied(let event) = try! table.apply(.toggle(section: .key(keys[index % keys.count])), by: author) {
+            let result = try! table.apply(.toggle(section: .key(keys[index % keys.count])), by: author)  // safe: the table's own keys
+            if case .applied(let event) = result {
                 sink &+= event.collapsed.count
             }
         }
@@ -57,7 +58,8 @@ func benchCore(seconds: Double) {
     let togglesWithIds = measure(seconds: seconds, batch: 10_000) {
         for index in 0..<10_000 {
             let id = "k\(table.seq)"
-            if case .applied(let event) = try! table.apply(.toggle(section: .key(keys[index % keys.count])), by: author, changeId: id) {
+            let change = Change.toggle(section: .key(keys[index % keys.count]))
+            if case .applied(let event) = try! table.apply(change, by: author, changeId: id) {  // safe: the table's own keys
                 sink &+= event.collapsed.count
             }
         }
@@ -68,14 +70,14 @@ func benchCore(seconds: Double) {
     var busy = (0..<256).map { _ in DemoTable.make() }
     for index in busy.indices {
         for _ in 0..<busy[index].limits.idempotencyWindow {
-            _ = try! busy[index].apply(.toggle(section: .key(keys[0])), by: author, changeId: "k\(busy[index].seq)")
+            _ = try! busy[index].apply(.toggle(section: .key(keys[0])), by: author, changeId: "k\(busy[index].seq)")  // safe: own keys
         }
     }
     var next = 0
     let togglesInFullWindows = measure(seconds: seconds, batch: 10_000) {
         for _ in 0..<10_000 {
             let id = "k\(busy[next].seq)"
-            if case .applied(let event) = try! busy[next].apply(.toggle(section: .key(keys[0])), by: author, changeId: id) {
+            if case .applied(let event) = try! busy[next].apply(.toggle(section: .key(keys[0])), by: author, changeId: id) {  // safe: own keys
                 sink &+= event.collapsed.count
             }
             next = (next + 1) % busy.count
@@ -94,7 +96,7 @@ func benchCore(seconds: Double) {
                 "type": "event", "seq": 123_456, "by": ["client": "c1", "name": "ana"], "id": "k3f9-17",
                 "change": ["type": "toggle", "section": "mac"], "collapsed": ["mac": true],
             ]
-            sink &+= (try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).count
+            sink &+= (try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).count  // safe: a valid JSON object
         }
     }
     let message = Array(#"{"type":"toggle","section":"mac","id":"k3f9-17"}"#.utf8)
@@ -130,6 +132,6 @@ default:
     let usage =
         "usage: foldtable-bench core [--seconds S]\n"
         + "       foldtable-bench store [--seconds S] [--sessions N] [--interval S]\n\(FanoutOptions.usage)\n"
-    FileHandle.standardError.write(usage.data(using: .utf8)!)
+    FileHandle.standardError.write(Data(usage.utf8))
     exit(2)
 }

@@ -71,7 +71,8 @@ func parseOptions(_ args: [String]) -> Options {
     }
     func int(_ name: String) -> Int {
         let v = value(name)
-        guard let n = Int(v), n >= 0 else { fail("\(name) needs a non-negative integer, got \(v)") }
+        // At most Int32.max: several options become C ints, and the conversion must not trap.
+        guard let n = Int(v), (0...Int(Int32.max)).contains(n) else { fail("\(name) needs an integer from 0 to \(Int32.max), got \(v)") }
         return n
     }
     while i < args.count {
@@ -125,7 +126,7 @@ final class EchoOwner: @unchecked Sendable {
 // Callbacks are top-level functions converted to @convention(c): they capture nothing and find
 // their owner through the opaque pointer.
 func owner(_ p: UnsafeMutableRawPointer?) -> EchoOwner {
-    Unmanaged<EchoOwner>.fromOpaque(p!).takeUnretainedValue()
+    Unmanaged<EchoOwner>.fromOpaque(p!).takeUnretainedValue()  // safe: C passes back the owner it was given
 }
 
 func onOpen(_ p: UnsafeMutableRawPointer?, _ conn: OpaquePointer?) {
@@ -190,14 +191,16 @@ func onHTTPRequest(_ p: UnsafeMutableRawPointer?, _ request: UnsafePointer<ftws_
     var query: [String: String] = [:]
     var queryList: [String] = []
     for i in 0..<raw.query_count {
-        let argument = String(cString: raw.query[i]!)
+        guard let pointer = raw.query[i] else { continue }
+        let argument = String(cString: pointer)
         queryList.append(jsonString(argument))
         let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
         query[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
     }
     var headerList: [String] = []
     for i in 0..<raw.header_count {
-        headerList.append("\(jsonString(String(cString: raw.header_names[i]!))):\(jsonString(String(cString: raw.header_values[i]!)))")
+        guard let name = raw.header_names[i], let value = raw.header_values[i] else { continue }
+        headerList.append("\(jsonString(String(cString: name))):\(jsonString(String(cString: value)))")
     }
     let body = raw.body_len > 0 ? Array(UnsafeBufferPointer(start: raw.body, count: raw.body_len)) : []
 
@@ -210,7 +213,8 @@ func onHTTPRequest(_ p: UnsafeMutableRawPointer?, _ request: UnsafePointer<ftws_
         headers = "Content-Type: application/octet-stream\r\nX-Method: \(method)\r\nX-Body-Length: \(body.count)"
         out = body
     } else if path.hasSuffix("/big") {
-        let count = Int(query["bytes"] ?? "") ?? 1_000_000
+        // From the query: clamped, so a negative or huge count neither traps nor exhausts memory.
+        let count = min(max(Int(query["bytes"] ?? "") ?? 1_000_000, 0), 1 << 28)
         headers = "Content-Type: text/plain"
         out = (0..<count).map { UInt8(ascii: "0") + UInt8($0 % 10) }
     } else if path.hasSuffix("/bad") {
@@ -254,7 +258,7 @@ pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 /// Body of the signal thread: wait for SIGTERM/SIGINT, ask the server to stop (the one
 /// thread-safe call besides wake), repeat (a second signal is harmless).
 func signalWaiter(_ arg: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    let echo = Unmanaged<EchoOwner>.fromOpaque(arg!).takeUnretainedValue()
+    let echo = Unmanaged<EchoOwner>.fromOpaque(arg!).takeUnretainedValue()  // safe: pthread_create was given the owner
     var set = sigset_t()
     sigemptyset(&set)
     sigaddset(&set, SIGTERM)
@@ -314,7 +318,7 @@ if options.httpPrefix != nil {
 
 var errorBuffer = [CChar](repeating: 0, count: 1024)
 guard let server = ftws_server_create(&config, callbacks, &errorBuffer, errorBuffer.count) else {
-    let message = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    let message = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }  // safe: 1024 bytes
     fail(message)
 }
 

@@ -12,7 +12,7 @@ enum HealthCheck {
             let flag = arguments[index]
             let value = index + 1 < arguments.count ? arguments[index + 1] : nil
             switch (flag, value) {
-            case ("--port", let value?) where Int(value).map({ (1...65_535).contains($0) }) == true: port = Int(value)!
+            case ("--port", let value?) where Int(value).map({ (1...65_535).contains($0) }) == true: port = Int(value) ?? port
             case ("--host", let value?): host = value
             default:
                 FileHandle.standardError.write(Data("foldtabled healthcheck: usage: foldtabled healthcheck [--port N] [--host IPV4]\n".utf8))

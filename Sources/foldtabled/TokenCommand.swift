@@ -65,7 +65,10 @@ enum TokenCommand {
         } catch {
             fail(error.description)
         }
-        let expires = Hub.wallClock() + ttl
+        // A token's `exp` is a JSON integer (at most 2^63-1), and the sum must not trap.
+        let end = Hub.wallClock().addingReportingOverflow(ttl)
+        guard !end.overflow, end.partialValue <= UInt64(Int64.max) else { fail("--ttl is too long") }
+        let expires = end.partialValue
         print(HMACTokens(secret: secret).sign(user: user ?? name ?? "user", name: name, sessions: sessions, role: role, expires: expires))
         exit(0)
     }
@@ -73,7 +76,10 @@ enum TokenCommand {
     /// Seconds in `90s`, `15m`, `1h`, `7d` (or a bare number of seconds).
     static func duration(_ text: String) -> UInt64? {
         let units: [Character: UInt64] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
-        if let last = text.last, let unit = units[last], let number = UInt64(text.dropLast()), number > 0 { return number * unit }
+        if let last = text.last, let unit = units[last], let number = UInt64(text.dropLast()), number > 0 {
+            let seconds = number.multipliedReportingOverflow(by: unit)
+            return seconds.overflow ? nil : seconds.partialValue
+        }
         if let number = UInt64(text), number > 0 { return number }
         return nil
     }
