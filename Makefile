@@ -17,8 +17,9 @@ BENCH_PACKAGES := $(RUN_PACKAGES) libwebsockets-test-server python3-venv nodejs 
 
 .PHONY: screenshot run build install readme-config test test-unit test-fuzz test-sanitizers test-e2e test-autobahn test-browser fuzz lint docs bench venv deps-run deps-test clean
 
-# libFuzzer run lengths in seconds: bounded in `make test`, longer with `make fuzz`.
-FUZZ_TEST_SECONDS ?= 45
+# libFuzzer run lengths in seconds per target (6 targets, one after another): bounded in
+# `make test` (about a minute in all), longer with `make fuzz`.
+FUZZ_TEST_SECONDS ?= 8
 FUZZ_SECONDS ?= 300
 
 deps-run:
@@ -84,9 +85,11 @@ test-unit:
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
-# libFuzzer on the client message decoder and Table.apply (Tests/fuzz): builds with the Swift
-# toolchain's own libFuzzer runtime and lld (no extra package), seeds from Tests/fuzz/corpus and
-# keeps what it finds under .build/fuzz. A crash fails and prints the input's path.
+# libFuzzer on every parser of outside input (Tests/fuzz: client messages and Table.apply, the
+# request policy and HTTP API, tokens, CSV, the config, Redis replies): builds with the Swift
+# toolchain's own libFuzzer runtime and lld (no extra package), seeds from Tests/fuzz/corpus*
+# and keeps what it finds under .build/fuzz. A crash fails its target and prints the input's path.
+# One target or a few: `Tests/fuzz/run.sh SECONDS csv token`.
 test-fuzz:
 	Tests/fuzz/run.sh $(FUZZ_TEST_SECONDS)
 

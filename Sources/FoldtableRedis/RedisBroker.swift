@@ -387,9 +387,13 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     /// `historyDropped`: the snapshot's history did not decode; the session opens without it
     /// (members resuming from before the open get a fresh welcome), not with a wrong one.
-    private static func opened(_ reply: RedisReply, limits: TableLimits, historyDropped: () -> Void) throws(BrokerError) -> BrokeredSession? {
+    /// Internal, not private: the Redis fuzz target (Tests/fuzz/FuzzRedis.swift) decodes replies with it.
+    static func opened(_ reply: RedisReply, limits: TableLimits, historyDropped: () -> Void) throws(BrokerError) -> BrokeredSession? {
         if reply == .null { return nil }
-        guard let parts = reply.elements, parts.count == 8, let ms = parts[0].integer, let sq = parts[1].integer, let epoch = parts[2].string,
+        // The position's parts are checked for range here, not converted later: a negative one
+        // (a damaged key, another version's script) would trap in UInt64(_:).
+        guard let parts = reply.elements, parts.count == 8, let ms = parts[0].integer.flatMap(UInt64.init(exactly:)),
+            let sq = parts[1].integer.flatMap(UInt64.init(exactly:)), let epoch = parts[2].string,
             case .bulk(let tableBytes) = parts[3], let entries = StreamEntry.list(parts[4]), let created = parts[5].integer,
             case .bulk(let historyBytes) = parts[6], let number = parts[7].string
         else { throw BrokerError("the snapshot of the session is not in the expected form") }
@@ -404,7 +408,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             guard let request = try? decode(entry, limits: limits) else { continue }
             requests.append(request)
         }
-        let position = ms == 0 && sq == 0 ? "" : StreamID(milliseconds: UInt64(ms), sequence: UInt64(sq)).description
+        let position = ms == 0 && sq == 0 ? "" : StreamID(milliseconds: ms, sequence: sq).description
         var history: [HistoryEntry] = []
         do {
             history = try HistoryCoding.decode(historyBytes)
@@ -417,7 +421,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         return session
     }
 
-    private static func decode(_ entry: StreamEntry, limits: TableLimits) throws(ProtocolError) -> SequencedRequest {
+    // Internal, not private: the Redis fuzz target (Tests/fuzz/FuzzRedis.swift) decodes replies with it.
+    static func decode(_ entry: StreamEntry, limits: TableLimits) throws(ProtocolError) -> SequencedRequest {
         guard let bytes = entry["req"] else { throw ProtocolError(.invalidValue, "the entry has no request", field: "req") }
         var request = try RequestCoding.decode(bytes, position: entry.id.description, limits: limits)
         request.number = number(entry)

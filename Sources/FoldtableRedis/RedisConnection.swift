@@ -196,7 +196,8 @@ final class RedisConnection {
     }
 
     /// Copies a hiredis reply tree into a Swift value (hiredis frees its own after).
-    private static func copy(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {
+    /// Internal, not private: the Redis fuzz target (Tests/fuzz/FuzzRedis.swift) decodes replies with it.
+    static func copy(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {
         let value = reply.pointee
         switch value.type {
         case REDIS_REPLY_STRING:

@@ -85,7 +85,8 @@ extension RedisClient {
         send(RedisCommand("XLEN", key), decode: Self.count, completion: completion)
     }
 
-    private static func streamBatches(_ reply: RedisReply) -> [StreamBatch]? {
+    // Internal, not private: the Redis fuzz target (Tests/fuzz/FuzzRedis.swift) decodes replies with it.
+    static func streamBatches(_ reply: RedisReply) -> [StreamBatch]? {
         if reply == .null { return [] }
         guard let streams = reply.elements else { return nil }
         var batches: [StreamBatch] = []

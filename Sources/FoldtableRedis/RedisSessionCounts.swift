@@ -182,7 +182,8 @@ final class RedisSessionCounts: @unchecked Sendable {
     }
 
     /// A hash's `HGETALL` as session → count.
-    private static func counts(_ reply: RedisReply) -> [String: Int]? {
+    /// Internal, not private: the Redis fuzz target (Tests/fuzz/FuzzRedis.swift) decodes replies with it.
+    static func counts(_ reply: RedisReply) -> [String: Int]? {
         guard let flat = reply.elements, flat.count % 2 == 0 else { return nil }
         var counts: [String: Int] = [:]
         counts.reserveCapacity(flat.count / 2)

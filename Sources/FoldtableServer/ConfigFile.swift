@@ -27,23 +27,27 @@ public struct ConfigFile: Equatable, Sendable {
 
     /// Splits `text` into entries and malformed lines.
     public init(text: String) {
-        // Files written on Windows end lines with \r\n, which Swift reads as one Character.
-        let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
+        // Read as Unicode scalars, not Characters: a quote, a backslash, "=" or "#" followed by a
+        // combining mark or a joiner is one Character in Swift, and would not be seen as itself.
+        let lines = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false)
         for (index, raw) in lines.enumerated() {
             let line = index + 1
-            let rest = raw.drop(while: \.isWhitespace)
+            // Files written on Windows end lines with \r\n.
+            let content = index < lines.count - 1 && raw.last == "\r" ? raw.dropLast() : raw
+            let rest = content.drop(while: Self.isSpace)
             if rest.isEmpty || rest.first == "#" { continue }
             guard let equals = rest.firstIndex(of: "=") else {
-                let word = rest.prefix { !$0.isWhitespace }
+                let word = String(Substring(rest.prefix { !Self.isSpace($0) }))
                 malformed.append(Malformed(line: line, reason: "expected \"key = value\", found \"\(word)\" alone"))
                 continue
             }
-            let key = String(rest[..<equals].trimmingSuffix(while: \.isWhitespace))
+            let keyScalars = rest[..<equals].trimmingSuffix(while: Self.isSpace)
+            let key = String(Substring(keyScalars))
             guard !key.isEmpty else {
                 malformed.append(Malformed(line: line, reason: "expected a key before \"=\""))
                 continue
             }
-            guard !key.contains(where: \.isWhitespace) else {
+            guard !keyScalars.contains(where: Self.isSpace) else {
                 malformed.append(Malformed(line: line, reason: "expected \"key = value\": a key has no spaces (\"\(key)\")"))
                 continue
             }
@@ -56,42 +60,53 @@ public struct ConfigFile: Equatable, Sendable {
 
     /// `value` as a file holds it: bare when that reads back the same, else in double quotes.
     public static func quoted(_ value: String) -> String {
-        if !value.isEmpty && !value.contains(where: { $0.isWhitespace || $0 == "\"" }) && value.first != "#" { return value }
-        return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        let scalars = value.unicodeScalars
+        if !scalars.isEmpty && !scalars.contains(where: { isSpace($0) || $0 == "\"" }) && scalars.first != "#" { return value }
+        var out = String.UnicodeScalarView()
+        out.append("\"")
+        for scalar in scalars {
+            if scalar == "\"" || scalar == "\\" { out.append("\\") }
+            out.append(scalar)
+        }
+        out.append("\"")
+        return String(out)
     }
 
     private struct Problem: Error {
         let reason: String
     }
 
+    private static func isSpace(_ scalar: Unicode.Scalar) -> Bool { scalar.properties.isWhitespace }
+
     /// The value after `=`: quoted, or up to a comment, without surrounding spaces.
-    private static func value(_ text: Substring) -> Result<String, Problem> {
-        let text = text.drop(while: \.isWhitespace)
+    private static func value(_ text: Substring.UnicodeScalarView) -> Result<String, Problem> {
+        let text = text.drop(while: isSpace)
         guard text.first == "\"" else {
             var end = text.endIndex
-            var previous: Character = " "
+            var previous: Unicode.Scalar = " "
             for index in text.indices {
-                if text[index] == "#" && previous.isWhitespace {
+                if text[index] == "#" && isSpace(previous) {
                     end = index
                     break
                 }
                 previous = text[index]
             }
-            return .success(String(text[..<end].trimmingSuffix(while: \.isWhitespace)))
+            return .success(String(Substring(text[..<end].trimmingSuffix(while: isSpace))))
         }
-        var value = ""
+        var value = String.UnicodeScalarView()
         var index = text.index(after: text.startIndex)
         while index < text.endIndex {
-            let character = text[index]
-            if character == "\"" {
-                let after = text[text.index(after: index)...].drop(while: \.isWhitespace)
+            let scalar = text[index]
+            if scalar == "\"" {
+                let after = text[text.index(after: index)...].drop(while: isSpace)
                 guard after.isEmpty || after.first == "#" else {
                     return .failure(Problem(reason: "unexpected text after the closing quote"))
                 }
-                return .success(value)
+                return .success(String(value))
             }
-            if character == "\\", text.index(after: index) < text.endIndex, "\"\\".contains(text[text.index(after: index)]) {
-                index = text.index(after: index)
+            let next = text.index(after: index)
+            if scalar == "\\", next < text.endIndex, text[next] == "\"" || text[next] == "\\" {
+                index = next
             }
             value.append(text[index])
             index = text.index(after: index)
@@ -100,8 +115,8 @@ public struct ConfigFile: Equatable, Sendable {
     }
 }
 
-extension Substring {
-    fileprivate func trimmingSuffix(while predicate: (Character) -> Bool) -> Substring {
+extension Substring.UnicodeScalarView {
+    fileprivate func trimmingSuffix(while predicate: (Unicode.Scalar) -> Bool) -> Substring.UnicodeScalarView {
         var end = endIndex
         while end > startIndex, predicate(self[index(before: end)]) { end = index(before: end) }
         return self[startIndex..<end]

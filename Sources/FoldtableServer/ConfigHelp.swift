@@ -85,8 +85,10 @@ extension ServerConfig {
             if key.isSecret { return ("# \(key.name): \(key.isSet(in: self) ? "set" : "not set")", key.isSet(in: self) ? origin : "") }
             return ("\(key.name) = \(ConfigFile.quoted(key.value(in: self)))", origin)
         }
+        // Padded by Character count, as measured: Foundation's padding(toLength:) counts UTF-16
+        // units and cut the longest line when its value held a combining mark or an emoji.
         let width = lines.map(\.0.count).max() ?? 0
-        return lines.map { $0.1.isEmpty ? $0.0 : $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  # " + $0.1 }.joined(
+        return lines.map { $0.1.isEmpty ? $0.0 : $0.0 + String(repeating: " ", count: width - $0.0.count) + "  # " + $0.1 }.joined(
             separator: "\n")
     }
 

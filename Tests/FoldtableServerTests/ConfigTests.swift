@@ -255,6 +255,34 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
         readBack.tokenSecret = original.tokenSecret
         #expect(readBack == original)
     }
+
+    /// Found by the config fuzz target: the file was read as Characters, so a quote or a
+    /// backslash followed by a combining mark or a joiner was not seen as one, and a value
+    /// written with `ConfigFile.quoted` read back differently (or not at all).
+    @Test func quotedValuesWithCombiningMarksAndJoinersReadBackTheSame() {
+        for value in ["a\\\u{200D}\"\u{301} b", "\"\u{301}x", "#\u{301} c", "x \u{301}", "tab\there\u{200D}", "back\\", "plain"] {
+            let file = ConfigFile(text: "key = \(ConfigFile.quoted(value))\r\nother = 1")
+            #expect(file.malformed.isEmpty, "\(value.debugDescription)")
+            #expect(file.entries.map(\.value) == [value, "1"], "\(value.debugDescription)")
+        }
+        // Read as written: a quote with a mark after it still opens a quoted value.
+        #expect(ConfigFile(text: "key = \"\u{301}a\"").entries.first?.value == "\u{301}a")
+    }
+
+    /// Found by the config fuzz target: the lines were padded to the longest by UTF-16 length
+    /// while measured in Characters, so the longest line lost its last character (the closing
+    /// quote) when its value held a combining mark or an emoji, and the file did not read back.
+    @Test func effectiveSettingsWithCombiningMarksAndEmojiReadBackAsTheSameConfig() throws {
+        // Longer than any other line, so that it sets the width.
+        let long = String(repeating: "long-directory-name-", count: 8)
+        for dataDir in ["/var/lib/\(long) \u{301}x\" \\", "/srv/\(long)\u{1F44D}\u{1F44D}\u{1F44D}"] {
+            let original = try config(["--data-dir", dataDir]).get()
+            let text = original.settingsText(sources: ["data-dir": "--data-dir"])
+            let readBack = try config(["--config", "f.conf"], file: text).get()
+            #expect(readBack.dataDirectory == dataDir)
+            #expect(readBack == original)
+        }
+    }
 }
 
 @Suite struct ConfigKeyTable {

@@ -1,8 +1,7 @@
 // libFuzzer target for the client message decoder and `Table.apply` (issue 9).
 //
-// Not a SwiftPM target: Tests/fuzz/run.sh compiles this file together with the FoldtableCore
-// sources into one module (`swiftc -sanitize=fuzzer,address -module-name FoldtableCore`), so
-// FoldtableCore's types are used here without an import.
+// Not a SwiftPM target: Tests/fuzz/run.sh builds FoldtableCore instrumented with -enable-testing
+// and links this file against it (`@testable`: the checks below read internal state).
 //
 // One input is a session's traffic: lines split on "\n", each line one client message, applied
 // in order to one small table. After every line the target checks what the rest of the system
@@ -14,6 +13,8 @@
 //   (`Table.replay`) and catches up a third (`Table.applyCommitted`, what the store does) to the
 //   same table, change-id window included;
 // - the table's indexes agree with its sections and rows, and its checkpoint round-trips.
+
+@testable import FoldtableCore
 
 /// Lines after this many are ignored: inputs stay fast, and long sessions are what `-len_control`
 /// grows toward anyway.
