@@ -20,13 +20,9 @@ public enum ServerMessage {
         out.string(event.author.client)
         out.raw(",\"name\":")
         out.string(event.author.name)
-        if let id = event.changeId {
-            out.raw("},\"id\":")
-            out.string(id)
-            out.raw(",\"change\":")
-        } else {
-            out.raw("},\"change\":")
-        }
+        // No change id: ids are their author's own (``ChangeIdScope``), and the author hears of
+        // its id in the ack. A log keeps it beside the event (``TableCheckpoint/encodeEntry(_:request:encodedEvent:)``).
+        out.raw("},\"change\":")
         event.change.encode(into: &out, form: form)
         out.raw(",\"collapsed\":{")
         for (index, effect) in event.collapsed.enumerated() {
@@ -48,7 +44,8 @@ public enum ServerMessage {
         out.byte(UInt8(ascii: "}"))
     }
 
-    /// Decodes an `event` message (for replicas, clients and tests).
+    /// Decodes an `event` message (for replicas, clients and tests). An `id` is read when there
+    /// is one: events of older versions carried it (their logs still do).
     public static func decodeEvent(_ value: JSONValue) throws(ProtocolError) -> TableEvent {
         let reader = try FieldReader(value)
         guard try reader.string("type") == "event" else {

@@ -69,7 +69,8 @@ final class RedisNode: Transport {
 
     func join(_ id: UInt64, session: String = "plan", name: String) {
         hub.connectionOpened(Connection(id: id), peer: "127.0.0.1")
-        say(id, #"{"type":"join","session":"\#(session)","name":"\#(name)"}"#)
+        // As a client opening the name: made when missing.
+        say(id, #"{"type":"join","session":"\#(session)","name":"\#(name)","create":true}"#)
     }
 
     func messages(_ id: UInt64, type: String) -> [JSONValue] {

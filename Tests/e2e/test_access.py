@@ -701,7 +701,8 @@ def test_a_dns_rebinding_page_request_with_a_foreign_host_gets_421(plain):
 
 def test_a_name_given_with_public_url_is_accepted_in_host_and_origin():
     port = free_port()
-    s = Server("--memory", "--port", str(port), "--public-url", f"http://tables.test:{port}")
+    # A public name in open mode takes --open (as a public bind does).
+    s = Server("--memory", "--open", "--port", str(port), "--public-url", f"http://tables.test:{port}")
     try:
         assert s.port == port
         host = f"tables.test:{port}"
