@@ -105,7 +105,7 @@ async def refused_join(url, session, join_token=None, name="intruder"):
     """A join that must be refused: returns (messages before the close, close code)."""
     ws = await connect(url, max_size=None, open_timeout=5)
     client = Client(ws)
-    join = {"type": "join", "session": session, "name": name}
+    join = {"type": "join", "session": session, "name": name, "create": True}
     if join_token is not None:
         join["token"] = join_token
     await client.send(join)
@@ -720,7 +720,7 @@ def test_a_name_given_with_public_url_is_accepted_in_host_and_origin():
         async def scenario():
             ws = await connect(f"ws://127.0.0.1:{port}/ws", open_timeout=5,
                                additional_headers={"Origin": f"http://{host}"})
-            await ws.send(json.dumps({"type": "join", "session": "pub", "name": "p"}))
+            await ws.send(json.dumps({"type": "join", "session": "pub", "name": "p", "create": True}))
             assert json.loads((await asyncio.wait_for(ws.recv(), 5)).split("\n")[0])["type"] == "welcome"
             await ws.close()
         run(scenario())

@@ -127,7 +127,7 @@ def test_changes_a_client_sends_in_one_write_are_committed_in_one_append_and_eac
     server = launch("--data-dir", str(tmp_path / "data"))
     sock, response = raw_ws(server.port)
     assert " 101 " in response.split("\r\n")[0]
-    sock.sendall(frame(json.dumps({"type": "join", "session": "one-read", "name": "ana"}).encode()))
+    sock.sendall(frame(json.dumps({"type": "join", "session": "one-read", "name": "ana", "create": True}).encode()))
     buffer = b""
     while True:
         messages, buffer = server_lines(sock, buffer)
@@ -554,7 +554,7 @@ def test_a_session_created_while_the_disk_is_full_takes_changes_once_space_retur
         # welcomed; a welcomed member's changes are refused...
         first = {"type": "addSection", "title": "N", "key": "n", "id": "n1"}
         newbie = Client(await connect(server.ws, open_timeout=5))
-        await newbie.send({"type": "join", "session": "newbie", "name": "newbie"})
+        await newbie.send({"type": "join", "session": "newbie", "name": "newbie", "create": True})
         reply = await newbie.next(lambda m: m["type"] in ("welcome", "error"))
         if reply["type"] == "welcome":
             assert reply["seq"] == 0
@@ -648,7 +648,7 @@ def test_a_session_created_while_the_database_is_locked_takes_changes_after_the_
         try:
             lock.execute("BEGIN EXCLUSIVE")
             newbie = Client(await connect(server.ws, open_timeout=5))
-            await newbie.send({"type": "join", "session": "newbie", "name": "newbie"})
+            await newbie.send({"type": "join", "session": "newbie", "name": "newbie", "create": True})
             joined = await newbie.next(lambda m: m["type"] in ("welcome", "error"))
             if joined["type"] == "welcome":
                 await newbie.send(first)

@@ -503,6 +503,7 @@ def test_tokens_open_the_sessions_they_name_and_a_refused_join_exits_1(tmp_path)
 
 
 def test_a_deleted_session_ends_watch_with_what_the_close_means(server):
+    assert ft("add-section", server.ws, "gone", "Doomed").returncode == 0  # watch makes no session
     watch = subprocess.Popen([CLIENT, "watch", server.ws, "gone"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert json.loads(watch.stdout.readline())["type"] == "welcome"
