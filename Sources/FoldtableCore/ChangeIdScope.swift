@@ -1,7 +1,8 @@
 /// Change ids (and the HTTP API's `Idempotency-Key`s) belong to their author: a session's id
 /// window holds each one as a *key*, the author's scope and the id together (`scope/id`), so
 /// the same id sent by two authors is two changes, and nobody can use up or be acknowledged for
-/// another's id.
+/// another's id. Events show the id as its author sent it, never the scope: seeing another's
+/// id gives nothing to use.
 ///
 /// The scope is folded into the key rather than kept in a second index: the window stays one
 /// hash table, and a lookup costs one string a little longer than the id. An id holds only
@@ -31,6 +32,12 @@ public enum ChangeIdScope {
         guard let last = utf8.lastIndex(of: separator) else { return key }
         // After an ASCII byte: a character boundary.
         return String(key[utf8.index(after: last)...])
+    }
+
+    /// Whether `key` holds a scope (a `/`): what a log writes beside the event, whose `id` shows
+    /// only the part after it.
+    public static func hasScope(_ key: String) -> Bool {
+        key.utf8.contains(separator)
     }
 
     /// The scope of a member: its token's `sub` when it has a token, else the `idScope` it

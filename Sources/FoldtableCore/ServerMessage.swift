@@ -20,9 +20,16 @@ public enum ServerMessage {
         out.string(event.author.client)
         out.raw(",\"name\":")
         out.string(event.author.name)
-        // No change id: ids are their author's own (``ChangeIdScope``), and the author hears of
-        // its id in the ack. A log keeps it beside the event (``TableCheckpoint/encodeEntry(_:request:encodedEvent:)``).
-        out.raw("},\"change\":")
+        // The id as its author sent it, never its scope (``ChangeIdScope``): it is the author's
+        // own, so knowing it lets nobody else use it up or be answered for it. A log keeps the
+        // whole key beside the event (``TableCheckpoint/encodeEntry(_:request:encodedEvent:)``).
+        if let key = event.changeId {
+            out.raw("},\"id\":")
+            out.string(ChangeIdScope.id(ofKey: key))
+            out.raw(",\"change\":")
+        } else {
+            out.raw("},\"change\":")
+        }
         event.change.encode(into: &out, form: form)
         out.raw(",\"collapsed\":{")
         for (index, effect) in event.collapsed.enumerated() {
@@ -44,8 +51,8 @@ public enum ServerMessage {
         out.byte(UInt8(ascii: "}"))
     }
 
-    /// Decodes an `event` message (for replicas, clients and tests). An `id` is read when there
-    /// is one: events of older versions carried it (their logs still do).
+    /// Decodes an `event` message (for replicas, clients and tests). Its `id` is the id as the
+    /// author sent it; a log entry adds the scope (``TableCheckpoint/decodeEntry(_:limits:)``).
     public static func decodeEvent(_ value: JSONValue) throws(ProtocolError) -> TableEvent {
         let reader = try FieldReader(value)
         guard try reader.string("type") == "event" else {

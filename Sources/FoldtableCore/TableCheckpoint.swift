@@ -113,10 +113,11 @@ public enum TableCheckpoint {
         return table
     }
 
-    /// A log entry: the event, its change id's key (``ChangeIdScope``) beside it when it has one
-    /// (members' events no longer carry ids: an entry of an older version has it inside the
-    /// event, and is read the same), plus the request when its author gave a change id (the id
-    /// window needs what was asked, which may name a section by title where the event names its key).
+    /// A log entry: the event, its change id's whole key beside it when the key has a scope
+    /// (``ChangeIdScope``: members' events show only the id as its author sent it; an entry of
+    /// an older version, unscoped, has no key beside it and is read the same), plus the request
+    /// when its author gave a change id (the id window needs what was asked, which may name a
+    /// section by title where the event names its key).
     ///
     /// `encodedEvent`: the event as ``ServerMessage/event(_:)`` already encoded it for members.
     /// When that form is the whole event (``Change/membersGetWholeForm``) it is copied in as it
@@ -139,9 +140,9 @@ public enum TableCheckpoint {
         } else {
             ServerMessage.encode(event, into: &out, form: .whole)
         }
-        if let id = event.changeId {
+        if let key = event.changeId, ChangeIdScope.hasScope(key) {
             out.nextKey("id")
-            out.string(id)
+            out.string(key)
         }
         if let request, storesRequest(request, of: event) {
             out.nextKey("request")
@@ -151,7 +152,7 @@ public enum TableCheckpoint {
     }
 
     /// Whether the entry of `event` is the event as members receive it and nothing more but its
-    /// change id (most entries): members get the whole event, and no request differs from it.
+    /// change id's key (most entries): members get the whole event, and no request differs from it.
     /// Such an entry is written from those bytes and the id with ``encodeEntry(eventBytes:changeId:into:)``.
     public static func entryIsEventBytes(_ event: TableEvent, request: Change?) -> Bool {
         guard event.change.membersGetWholeForm else { return false }
@@ -160,11 +161,11 @@ public enum TableCheckpoint {
     }
 
     /// The entry of an event that ``entryIsEventBytes(_:request:)``, from the event's bytes as
-    /// ``ServerMessage/event(_:)`` encoded them and its change id's key.
+    /// ``ServerMessage/event(_:)`` encoded them and its change id's key (written when it has a scope).
     public static func encodeEntry(eventBytes: [UInt8], changeId: String?, into out: inout JSONWriter) {
         out.raw("{\"event\":")
         out.raw(eventBytes)
-        if let changeId {
+        if let changeId, ChangeIdScope.hasScope(changeId) {
             out.nextKey("id")
             out.string(changeId)
         }

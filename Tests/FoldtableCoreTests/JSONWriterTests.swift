@@ -157,10 +157,10 @@ private struct ReferenceWriter {
         let entry = String(decoding: TableCheckpoint.encodeEntry(event, request: .toggle(section: .key("a"))), as: UTF8.self)
         #expect(
             entry
-                == #"{"event":{"type":"event","seq":1,"by":{"client":"c7","name":"ana"},"change":{"type":"toggle","section":"a"},"collapsed":{"a":true}},"id":"u:ana/t-1"}"#
+                == #"{"event":{"type":"event","seq":1,"by":{"client":"c7","name":"ana"},"id":"t-1","change":{"type":"toggle","section":"a"},"collapsed":{"a":true}},"id":"u:ana/t-1"}"#
         )
         #expect(try TableCheckpoint.decodeEntry(Array(entry.utf8), limits: TableLimits()).event == event)
-        // Written before ids were scoped and left out of members' events: the id inside.
+        // Written before ids were scoped: the id inside the event only.
         let older =
             #"{"event":{"type":"event","seq":1,"by":{"client":"c7","name":"ana"},"id":"t-1","change":{"type":"toggle","section":"a"},"collapsed":{"a":true}}}"#
         let decoded = try TableCheckpoint.decodeEntry(Array(older.utf8), limits: TableLimits())
@@ -177,7 +177,7 @@ private struct ReferenceWriter {
         }
         #expect(
             try encoded(.toggle(section: .key("a")), id: "t-1")
-                == #"{"type":"event","seq":1,"by":{"client":"c7","name":"Ana \"A\"\n"},"change":{"type":"toggle","section":"a"},"collapsed":{"a":true}}"#
+                == #"{"type":"event","seq":1,"by":{"client":"c7","name":"Ana \"A\"\n"},"id":"t-1","change":{"type":"toggle","section":"a"},"collapsed":{"a":true}}"#
         )
         #expect(
             try encoded(.setCollapsed(section: .title("Beta"), collapsed: false))
@@ -189,7 +189,7 @@ private struct ReferenceWriter {
         )
         #expect(
             try encoded(.removeRow(row: "a2"), id: "r")
-                == #"{"type":"event","seq":4,"by":{"client":"c7","name":"Ana \"A\"\n"},"change":{"type":"removeRow","row":"a2"},"collapsed":{},"from":{"section":"a","index":1,"row":{"key":"a2","label":"two","value":""}}}"#
+                == #"{"type":"event","seq":4,"by":{"client":"c7","name":"Ana \"A\"\n"},"id":"r","change":{"type":"removeRow","row":"a2"},"collapsed":{},"from":{"section":"a","index":1,"row":{"key":"a2","label":"two","value":""}}}"#
         )
         #expect(
             try encoded(.updateRow(row: "a1", patch: RowPatch(value: "\u{1}\t")))

@@ -71,9 +71,8 @@ func randomChange(_ table: Table, _ rng: inout SplitMix) -> Change {
                 }
                 guard case .applied(let event) = outcome else { continue }
                 applied += 1
-                // As the log keeps it (members' events carry no change id; the log does).
-                let wire = TableCheckpoint.encodeEntry(event, request: change)
-                let decoded = try TableCheckpoint.decodeEntry(wire, limits: TableLimits()).event
+                let wire = ServerMessage.event(event)
+                let decoded = try ServerMessage.decodeEvent(JSONParser.parse(wire))
                 #expect(decoded == event)
                 try replica.replay(decoded)
             }

@@ -204,8 +204,8 @@ import Testing
         // Each author's own retry is still recognised: acknowledged again, applied once.
         h.say(1, #"{"type":"toggle","section":"ipad","id":"ana-7"}"#)
         #expect(h.transport.messages(1, type: "ack").last?["seq"] == .integer(2))
-        // Nobody sees anybody's ids in events.
-        #expect(h.transport.messages(1, type: "event").allSatisfy { $0["id"] == nil })
+        // Events show each id as its author sent it, never the scope it is kept under.
+        #expect(h.transport.messages(1, type: "event").compactMap { $0["id"] } == ["ana-7", "ana-7", "ana-8", "ana-8"].map { .string($0) })
         #expect(h.transport.messages(1, type: "event").count == 4)
     }
 

@@ -161,7 +161,7 @@ import Testing
         #expect(Set(events).count == 1)
         #expect(
             events[0]
-                == #"{"type":"event","seq":1,"by":{"client":"c2","name":"n2"},"change":{"type":"toggle","section":"mac"},"collapsed":{"mac":true}}"#
+                == #"{"type":"event","seq":1,"by":{"client":"c2","name":"n2"},"id":"k-1","change":{"type":"toggle","section":"mac"},"collapsed":{"mac":true}}"#
         )
         #expect(h.transport.broadcastObjects.count == 1)
         #expect(h.transport.sent[2]?.last == #"{"type":"ack","id":"k-1","seq":1}"#)
@@ -312,9 +312,7 @@ func rowKeys(_ rows: [JSONValue]) -> [String] {
         h.say(2, #"{"type":"toggle","section":"nope","id":"bad"}"#)
         h.close(2)
         drainAll(h, ids: [1])
-        // Applied (events carry no change id: the author alone hears of it, in an ack).
-        #expect(h.transport.messages(1, type: "event").last?["change"]?["section"] == .string("big"))
-        #expect(h.transport.messages(1, type: "event").allSatisfy { $0["id"] == nil })
+        #expect(h.transport.messages(1, type: "event").last?["id"] == .string("late"))
         #expect(h.transport.sendsToClosedConnections == 0)
     }
 

@@ -909,3 +909,14 @@ def test_the_interactive_client_exits_with_one_line_when_the_server_is_unreachab
             pane.close()
 
     run(scenario())
+
+
+def test_get_of_a_missing_name_fails_and_leaves_no_session_behind(server):
+    name = f"nosuch{time.monotonic_ns() % 10**9}"
+    done = ft("get", server.ws, name)
+    assert done.returncode == 1, done
+    assert one_line(done.stderr) == f'foldtable: the server refused to join {name}: no session is named "{name}"', done.stderr
+    assert name not in ft("list", server.ws, "--json").stdout
+    # Opening the name on purpose (a change here, as `join` does) makes it.
+    assert ft("add-section", server.ws, name, "First").returncode == 0
+    assert name in ft("list", server.ws, "--json").stdout

@@ -93,19 +93,20 @@ public func fuzzDecoder(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             require(TableCheckpoint.encode(table) == before, "retry of line \(number) changed the table")
         case .applied(let event):
             require(event.seq == replica.seq + 1 && table.seq == event.seq, "line \(number) applied as seq \(event.seq) after \(replica.seq)")
-            // Members get the event without an import's rows and without its change id; the log
-            // keeps it whole, with the id. Both decode, and the log's is what replicas replay.
+            // Members get the event without an import's rows; the log keeps it whole. Both decode,
+            // and the whole one is what replicas replay.
+            var whole = JSONWriter(capacity: 256)
+            ServerMessage.encode(event, into: &whole, form: .whole)
             let decoded: TableEvent
             let forMembers: TableEvent
             do {
-                decoded = try TableCheckpoint.decodeEntry(TableCheckpoint.encodeEntry(event, request: change), limits: table.limits).event
+                decoded = try ServerMessage.decodeEvent(try JSONParser.parse(whole.bytes, limits: replyLimits))
                 forMembers = try ServerMessage.decodeEvent(try JSONParser.parse(ServerMessage.event(event), limits: replyLimits))
             } catch {
                 fatalError("fuzz invariant: the event of line \(number) does not decode: \(error)")
             }
             require(decoded == event, "the event of line \(number) decodes differently")
             var summary = event
-            summary.changeId = nil
             if case .importRows(let ref, let imported) = event.change {
                 summary.change = .importRows(section: ref, rows: RowImport(count: imported.count, replace: imported.replace))
             }
