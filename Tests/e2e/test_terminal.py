@@ -367,6 +367,15 @@ def test_a_retried_id_is_still_recognised_after_a_restart(tmp_path):
 
 def test_options_prints_and_sets_the_table_options(server):
     url = server.ws
+    # Reading options makes no session: a missing one is refused, then one is made on purpose.
+    missing = ft("options", url, "opts")
+    assert missing.returncode == 1 and "no session is named" in missing.stderr, missing
+
+    async def create():
+        member = await Client.join(url, session="opts", name="maker")
+        await member.close()
+
+    run(create())
     before = ft("options", url, "opts")
     assert before.returncode == 0 and before.stderr == ""
     options = json.loads(before.stdout)
@@ -484,6 +493,16 @@ def test_tokens_open_the_sessions_they_name_and_a_refused_join_exits_1(tmp_path)
     try:
         url = server.ws
         editor = make("notes", "editor")
+        # Only an owner makes a session: the editor's first change is refused until one has.
+        refused = ft("add-section", url, "notes", "Todo", "--token", editor, "--json")
+        assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "session_not_found", refused
+        owner = make("notes", "owner")
+
+        async def create():
+            member = await Client.join(url, session="notes", name="owner", token=owner)
+            await member.close()
+
+        run(create())
         assert ft("add-section", url, "notes", "Todo", "--token", editor).stdout == "s1\n"
         assert ft_json("list", url, "--token", make("*", "viewer"))["sessions"] == [
             {"name": "demo", "members": 0}, {"name": "notes", "members": 0}]
