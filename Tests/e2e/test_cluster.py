@@ -532,7 +532,9 @@ class Member:
     async def connect(self, url):
         self.url, self.buffer = url, []
         self.ws = await connect(url, max_size=None, open_timeout=10)
-        join = {"type": "join", "session": self.session, "name": self.name, "create": True}
+        # Its idScope, the same on every node and connection: its retries are recognised as its own.
+        join = {"type": "join", "session": self.session, "name": self.name, "create": True,
+                "idScope": f"member-{self.name}".ljust(16, "0")}
         if self.seq is not None:
             join.update(since=self.seq, epoch=self.epoch)
         await self.ws.send(json.dumps(join))
