@@ -754,6 +754,17 @@ public struct Table: Sendable {
 
     // The checks are static, given the limits: called on `self` from a mutating method, they
     // made the compiler copy the whole table (a retain of every stored property) first.
+    private static func checkKey(limits: TableLimits, _ key: String, field: String) throws(ProtocolError) {
+        guard !key.isEmpty, key.utf8.count <= limits.maxKeyBytes else {
+            throw ProtocolError(.invalidValue, "\(field) must be 1 to \(limits.maxKeyBytes) bytes", field: field)
+        }
+        var key = key
+        let allowed = key.withUTF8 { utf8 in utf8.allSatisfy(Self.isKeyByte) }
+        guard allowed else {
+            throw ProtocolError(.invalidValue, "\(field) may only hold letters, digits and _ - . :", field: field)
+        }
+    }
+
     /// Refuses a change id that is not 1 to `maxKeyBytes` key bytes (``ChangeIdScope`` relies on it
     /// holding no `/`).
     static func checkChangeId(limits: TableLimits, _ id: String) throws(ProtocolError) {
@@ -771,17 +782,6 @@ public struct Table: Sendable {
             return count > 0 && count <= limits.maxKeyBytes && bytes[start...].allSatisfy(Self.isKeyByte)
         }
         if !valid { try checkChangeId(limits: limits, ChangeIdScope.id(ofKey: key)) }
-    }
-
-    private static func checkKey(limits: TableLimits, _ key: String, field: String) throws(ProtocolError) {
-        guard !key.isEmpty, key.utf8.count <= limits.maxKeyBytes else {
-            throw ProtocolError(.invalidValue, "\(field) must be 1 to \(limits.maxKeyBytes) bytes", field: field)
-        }
-        var key = key
-        let allowed = key.withUTF8 { utf8 in utf8.allSatisfy(Self.isKeyByte) }
-        guard allowed else {
-            throw ProtocolError(.invalidValue, "\(field) may only hold letters, digits and _ - . :", field: field)
-        }
     }
 
     /// Whether a key may hold `byte`: letters, digits, `_ - . :`. One test against a bit set of
