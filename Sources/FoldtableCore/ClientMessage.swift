@@ -119,6 +119,12 @@ public enum ClientMessage: Equatable, Sendable {
             if let id, id.isEmpty || id.utf8.count > limits.maxNameBytes {
                 throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
             }
+            // A change id never holds `/`: the server keeps ids as `scope/id` (``ChangeIdScope``),
+            // so one holding it could pass for another author's. (The table refuses every other
+            // byte outside letters, digits and `_ - . :` when it applies the change.)
+            if let id, id.utf8.contains(UInt8(ascii: "/")) {
+                throw ProtocolError(.invalidValue, "id may only hold letters, digits and _ - . :", field: "id")
+            }
             return .change(try Change.decode(reader, type: type), id: id)
         }
     }

@@ -22,6 +22,13 @@ import Testing
         #expect(throws: ProtocolError.self) { try ChangeIdScope.key(String(repeating: "a", count: 65), scope: "u:ana") }
     }
 
+    @Test func aChangeIdHoldingTheSeparatorIsRefusedWhenDecodedByEitherDecoder() {
+        for text in [#"{"type":"toggle","section":"a","id":"u:bo/1"}"#, #"{"type":"addSection","title":"T","id":"x/y"}"#] {
+            let (result, _) = ClientMessage.decode(Array(text.utf8))
+            #expect(throws: ProtocolError.self) { try result.get() }
+        }
+    }
+
     @Test func scopesOfTokensDeclaredScopesConnectionsAndAPICallersNeverMeet() {
         let scopes = [
             ChangeIdScope.of(member: "x", declared: nil, connection: 1), ChangeIdScope.of(member: nil, declared: "x", connection: 1),
