@@ -42,6 +42,7 @@ function showStatus(st, everOpen) {
   const fatal = {
     4501: 'This session was deleted.',
     4502: 'This server needs a valid token for this session: open the link you were given (…?token=…).',
+    session_not_found: 'No session has this name (or you may not create one). Go back to the list of sessions to open or create one.',
   };
   const text = st.state === 'fatal'
     ? (fatal[st.code] ?? `Disconnected by the server (code ${st.code}). Reload the page to try again.`)
@@ -128,7 +129,8 @@ function startLobby(badName) {
   setInterval(() => conn.sendNow(listMessage()), 4000);
   $('join-form').addEventListener('submit', (e) => {
     e.preventDefault();
-    location.assign(`/s/${encodeURIComponent($('session-name').value.trim())}`);
+    // A name typed here may be new: `?new` asks the session page to create it.
+    location.assign(`/s/${encodeURIComponent($('session-name').value.trim())}?new`);
   });
 }
 
@@ -137,8 +139,6 @@ function startSession(name) {
   document.title = `${name} — Foldtable`;
   $('session').hidden = false;
   $('session-title').textContent = name;
-  $('share').href = location.href;
-  $('share').textContent = location.href;
 
   const table = new Table();
   let me = null;
@@ -241,8 +241,15 @@ function startSession(name) {
     if (m.type === 'updateRow') view.touchRow(m.row);
   }
 
+  // Opened from the lobby's form (`?new`): the name may be new, so the join asks to create it.
+  // The address keeps no `?new`: a shared or bookmarked link only opens what exists.
+  const create = new URLSearchParams(location.search).has('new');
+  if (create) history.replaceState(history.state, '', location.pathname + location.hash);
+  $('share').href = location.href;
+  $('share').textContent = location.href;
   conn = new Connection({
     session: name,
+    create,
     name: () => myName,
     // Resume replays events, and streams rows only for sections those events expanded: rows of
     // a section that was still streaming when we dropped would never complete. Start afresh.

@@ -53,6 +53,10 @@ const MAX_MESSAGE = 64 * 1024;
 // A per-tab random prefix makes change ids unique within a session without coordination;
 // the server treats a repeated id as "already applied", which makes resending after a drop safe.
 const tabPrefix = Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => (b % 36).toString(36)).join('');
+// This tab's idScope, sent with every join: in open mode the server keeps our change ids apart
+// from everyone else's under it, and a retry after a reconnect is still recognised as ours.
+// Random and never shown to others, so nobody can use up or be answered for our ids.
+const idScope = Array.from(crypto.getRandomValues(new Uint8Array(20)), (b) => (b % 36).toString(36)).join('');
 
 export class Connection {
   /**
@@ -62,9 +66,10 @@ export class Connection {
    * @param {(msg: object, entry?: {msg: object}) => void} o.onMessage
    * @param {(status: object) => void} o.onStatus  {state: 'connecting'|'open'|'down'|'fatal', queued, retryAt, code}
    * @param {() => boolean} [o.canResume]  false: rejoin from a fresh snapshot instead of resuming
+   * @param {boolean} [o.create]  make the session if it does not exist (the user opened a new name)
    */
-  constructor({ session, name, onMessage, onStatus, canResume = () => true }) {
-    Object.assign(this, { session, name, onMessage, onStatus, canResume });
+  constructor({ session, name, onMessage, onStatus, canResume = () => true, create = false }) {
+    Object.assign(this, { session, name, onMessage, onStatus, canResume, create });
     this.ws = null;
     this.ready = false;        // joined (welcome/resume seen) or, in the lobby, open
     this.seq = null;           // last event seq applied, for `since`
@@ -90,8 +95,9 @@ export class Connection {
     const ws = (this.ws = new WebSocket(this.url()));
     ws.onopen = () => {
       if (this.session) {
-        const join = { type: 'join', session: this.session, name: this.name() };
+        const join = { type: 'join', session: this.session, name: this.name(), idScope };
         if (token) join.token = token;
+        if (this.create) join.create = true;
         if (this.seq !== null && this.epoch && this.canResume()) Object.assign(join, { since: this.seq, epoch: this.epoch });
         ws.send(JSON.stringify(join));
       } else {
@@ -136,6 +142,14 @@ export class Connection {
     this.lost(1006);
   }
 
+  /** Stops for good: closes without reconnecting and reports `fatal` with `code`. */
+  giveUp(code) {
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) { ws.onclose = null; ws.close(); }
+    this.status('fatal', { code });
+  }
+
   retryNow() {
     if (this.timer) { this.attempt = 0; this.connect(); }
   }
@@ -163,6 +177,11 @@ export class Connection {
         break;
       case 'error':
         if (msg.id) this.outbox.delete(msg.id);
+        // The join was refused for good (no such session): retrying the same join cannot help.
+        if (!msg.id && !this.ready && this.session && msg.code === 'session_not_found') {
+          this.giveUp(msg.code);
+          return;
+        }
         break;
     }
     this.onMessage(msg, entry);

@@ -23,6 +23,10 @@ public struct ConnectOptions: Equatable, Sendable {
     public var token: String?
     /// Print one JSON document on stdout (`--json`) instead of text.
     public var json: Bool
+    /// Make the session when no session has that name (`join`, and the commands that change a
+    /// table: the user opens or writes to a name, which may be new). The commands that only
+    /// read never do: `get` of a missing name is an error, not an empty session left behind.
+    public var create = false
 
     public init(
         url: ServerURL, session: String?, name: String, caPath: String? = nil, insecure: Bool = false, timeoutMs: Int = 10_000,

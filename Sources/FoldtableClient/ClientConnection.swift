@@ -54,6 +54,9 @@ public final class ClientConnection {
     private var client: OpaquePointer?
     private var outbox: [(id: String, message: [UInt8])] = []
     private let idPrefix: String
+    /// This user's ``JoinRequest/idScope`` (``IDScopeFile``), sent with every join: in open mode
+    /// its change ids stay its own across reconnects and runs, so a retry of one is recognised.
+    private let idScope: String
     private var idCounter = 0
     private var attempt = 0
     /// Close on purpose to rejoin for a fresh snapshot (the replica asked for one).
@@ -74,6 +77,7 @@ public final class ClientConnection {
         var generator = SystemRandomNumberGenerator()
         let digits = Array("0123456789abcdefghijklmnopqrstuvwxyz")
         self.idPrefix = String((0..<6).map { _ in digits[Int(generator.next() % 36)] })
+        self.idScope = IDScopeFile.load()
 
         // Every stored property is set: self may now be handed to C as the callbacks' owner.
         var callbacks = ftwsc_callbacks()
@@ -255,7 +259,7 @@ public final class ClientConnection {
             transmit(ClientMessage.list(token: options.token).encoded())
             return
         }
-        var join = JoinRequest(session: session, name: options.name, token: options.token)
+        var join = JoinRequest(session: session, name: options.name, token: options.token, create: options.create, idScope: idScope)
         if replica.canResume, let epoch = replica.epoch {
             join.since = replica.seq
             join.epoch = epoch

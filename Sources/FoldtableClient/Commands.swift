@@ -12,6 +12,9 @@ public final class ScriptCommand {
     /// The id of the change this command sent, and what its event said.
     private var changeId: String?
     private var event: TableEvent?
+    /// Events this connection's member authored since the change was sent, by seq: the ack's
+    /// seq picks the change's own (events carry no change ids).
+    private var ownEvents: [UInt64: TableEvent] = [:]
     /// The id of the find this command sent.
     private var findId: String?
 
@@ -20,9 +23,14 @@ public final class ScriptCommand {
 
     /// Runs `command` (anything but `join` and `help`) to the end; returns the exit status.
     public static func run(_ command: Command) -> Int32 {
-        let options: ConnectOptions
+        var options: ConnectOptions
         switch command {
-        case .watch(let o), .get(let o, _), .list(let o), .find(let o, _, _), .options(let o), .change(let o, _, _): options = o
+        case .watch(let o), .get(let o, _), .list(let o), .find(let o, _, _), .options(let o): options = o
+        case .change(let o, _, _):
+            // A change to a name that does not exist yet makes it (an owner's, as `join` does);
+            // the commands that only read never leave a session behind.
+            options = o
+            options.create = true
         case .join, .help: return Console.Status.usage
         }
         let connection: ClientConnection
@@ -97,9 +105,11 @@ public final class ScriptCommand {
                 let note = truncated ? "more rows match than the \(limit) shown (--limit N, up to \(RowSearch.maxLimit))" : nil
                 finish(Console.Status.success, output: Self.text(matches), note: note)
             }
-        case .event(let event) where event.changeId != nil && event.changeId == changeId && event.author == connection.replica.me:
-            self.event = event
+        case .event(let event) where changeId != nil && event.author == connection.replica.me:
+            ownEvents[event.seq] = event
         case .ack(let id, let seq) where id == changeId:
+            // Its event came first, unless the change had been applied before (a repeated id).
+            event = ownEvents[seq]
             acknowledged(id: id, seq: seq)
         case .error(let error) where error.id != nil && (error.id == changeId || error.id == findId):
             refuse(code: error.code, field: error.field, message: error.message)

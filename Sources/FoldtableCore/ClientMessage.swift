@@ -78,10 +78,17 @@ public enum ClientMessage: Equatable, Sendable {
             if let since, since < 0 {
                 throw ProtocolError(.invalidValue, "since must not be negative", field: "since")
             }
+            let idScope = try reader.optionalString("idScope")
+            if let idScope, !JoinRequest.isValidIDScope(idScope) {
+                throw ProtocolError(
+                    .invalidValue,
+                    "idScope must be \(JoinRequest.idScopeBytes.lowerBound) to \(JoinRequest.idScopeBytes.upperBound) letters, digits, _ - . or :",
+                    field: "idScope")
+            }
             return .join(
                 JoinRequest(
                     session: session, name: name, since: since.map { UInt64($0) }, epoch: try reader.optionalString("epoch"),
-                    token: try reader.optionalString("token")))
+                    token: try reader.optionalString("token"), create: try reader.optionalBool("create") ?? false, idScope: idScope))
         case "list":
             return .list(token: try reader.optionalString("token"))
         case "auth":
@@ -111,6 +118,12 @@ public enum ClientMessage: Equatable, Sendable {
             let id = try reader.optionalString("id")
             if let id, id.isEmpty || id.utf8.count > limits.maxNameBytes {
                 throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
+            }
+            // A change id never holds `/`: the server keeps ids as `scope/id` (``ChangeIdScope``),
+            // so one holding it could pass for another author's. (The table refuses every other
+            // byte outside letters, digits and `_ - . :` when it applies the change.)
+            if let id, id.utf8.contains(UInt8(ascii: "/")) {
+                throw ProtocolError(.invalidValue, "id may only hold letters, digits and _ - . :", field: "id")
             }
             return .change(try Change.decode(reader, type: type), id: id)
         }
@@ -146,6 +159,14 @@ extension ClientMessage {
             if let epoch = request.epoch {
                 out.nextKey("epoch")
                 out.string(epoch)
+            }
+            if request.create {
+                out.nextKey("create")
+                out.bool(true)
+            }
+            if let idScope = request.idScope {
+                out.nextKey("idScope")
+                out.string(idScope)
             }
             out.byte(UInt8(ascii: "}"))
         case .list(let token):
@@ -197,13 +218,37 @@ public struct JoinRequest: Equatable, Sendable {
     public var epoch: String?
     /// Reserved for access control; never logged.
     public var token: String?
+    /// Whether the member means to make the session when none has that name (the client opens
+    /// a new name). Honoured only for a member who may create sessions (an owner; everyone in
+    /// open mode); otherwise, and without it, a missing session is `session_not_found`.
+    public var create: Bool
+    /// A random string the client picks once (per browser tab, per terminal process) and sends
+    /// with every join. In open mode its change ids are scoped to it, so a retry after a
+    /// reconnect is still recognised while nobody else can use up or answer for its ids (see
+    /// ``ChangeIdScope``). Ignored with tokens: the token's `sub` is the scope. Never shown to
+    /// other members.
+    public var idScope: String?
 
-    public init(session: String, name: String, since: UInt64? = nil, epoch: String? = nil, token: String? = nil) {
+    public init(
+        session: String, name: String, since: UInt64? = nil, epoch: String? = nil, token: String? = nil, create: Bool = false,
+        idScope: String? = nil
+    ) {
         self.session = session
         self.name = name
         self.since = since
         self.epoch = epoch
         self.token = token
+        self.create = create
+        self.idScope = idScope
+    }
+
+    /// How long an ``idScope`` is, in bytes: long enough that one picked at random cannot be
+    /// guessed (16 random letters and digits are about 82 bits).
+    public static let idScopeBytes = 16...64
+
+    /// Whether `scope` may be an ``idScope``: 16 to 64 letters, digits, `_ - . :`.
+    public static func isValidIDScope(_ scope: String) -> Bool {
+        idScopeBytes.contains(scope.utf8.count) && scope.utf8.allSatisfy(Table.isKeyByte)
     }
 
     /// `[A-Za-z0-9_-]{1,64}`.

@@ -66,7 +66,8 @@ struct FlatRequestDecoder {
         }
         skipSpace()
         guard position == bytes.count, let type else { return nil }
-        if let id, id.isEmpty || id.count > limits.maxNameBytes { return nil }
+        // An id holding the scope separator is refused by the tree decoder (``ChangeIdScope``).
+        if let id, id.isEmpty || id.count > limits.maxNameBytes || bytes[id].contains(UInt8(ascii: "/")) { return nil }
         let ref: SectionRef
         switch (section, title) {
         case (let key?, nil): ref = .key(text(key))

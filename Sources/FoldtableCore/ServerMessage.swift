@@ -20,9 +20,12 @@ public enum ServerMessage {
         out.string(event.author.client)
         out.raw(",\"name\":")
         out.string(event.author.name)
-        if let id = event.changeId {
+        // The id as its author sent it, never its scope (``ChangeIdScope``): it is the author's
+        // own, so knowing it lets nobody else use it up or be answered for it. A log keeps the
+        // whole key beside the event (``TableCheckpoint/encodeEntry(_:request:encodedEvent:)``).
+        if let key = event.changeId {
             out.raw("},\"id\":")
-            out.string(id)
+            out.string(ChangeIdScope.id(ofKey: key))
             out.raw(",\"change\":")
         } else {
             out.raw("},\"change\":")
@@ -48,7 +51,8 @@ public enum ServerMessage {
         out.byte(UInt8(ascii: "}"))
     }
 
-    /// Decodes an `event` message (for replicas, clients and tests).
+    /// Decodes an `event` message (for replicas, clients and tests). Its `id` is the id as the
+    /// author sent it; a log entry adds the scope (``TableCheckpoint/decodeEntry(_:limits:)``).
     public static func decodeEvent(_ value: JSONValue) throws(ProtocolError) -> TableEvent {
         let reader = try FieldReader(value)
         guard try reader.string("type") == "event" else {

@@ -126,7 +126,8 @@ public struct Table: Sendable {
                 if let earlier = lookUp(changeId, hash: hash) {
                     guard earlier.digest == digest else {
                         throw ProtocolError(
-                            .idReused, "the change id \"\(changeId.prefix(64))\" was already used for a different change", field: "id")
+                            .idReused, "the change id \"\(ChangeIdScope.id(ofKey: changeId).prefix(64))\" was already used for a different change",
+                            field: "id")
                     }
                     return .duplicate(seq: earlier.seq)
                 }
@@ -136,7 +137,7 @@ public struct Table: Sendable {
         var origin: RowOrigin?
         let resolved: Change
         let effects: CollapseEffects
-        if let changeId, !trusted { try Self.checkKey(limits: limits, changeId, field: "id") }
+        if let changeId, !trusted { try Self.checkChangeKey(limits: limits, changeId) }
         (resolved, effects) = try perform(change, seq: next, origin: &origin)
         seq = next
         if let changeId { remember(changeId, seq: next, digest: digest, hash: hash) }
@@ -787,6 +788,25 @@ public struct Table: Sendable {
         guard allowed else {
             throw ProtocolError(.invalidValue, "\(field) may only hold letters, digits and _ - . :", field: field)
         }
+    }
+
+    /// Refuses a change id that is not 1 to `maxKeyBytes` key bytes (``ChangeIdScope`` relies on it
+    /// holding no `/`).
+    static func checkChangeId(limits: TableLimits, _ id: String) throws(ProtocolError) {
+        try checkKey(limits: limits, id, field: "id")
+    }
+
+    /// Refuses a change id's key (``ChangeIdScope``) whose id, after the scope, is not a change id.
+    /// Read in place: every change with an id comes through here, and slicing the id out as a
+    /// string of its own would allocate for each.
+    static func checkChangeKey(limits: TableLimits, _ key: String) throws(ProtocolError) {
+        var key = key
+        let valid = key.withUTF8 { bytes in
+            let start = bytes.lastIndex(of: ChangeIdScope.separator).map { $0 + 1 } ?? 0
+            let count = bytes.count - start
+            return count > 0 && count <= limits.maxKeyBytes && bytes[start...].allSatisfy(Self.isKeyByte)
+        }
+        if !valid { try checkChangeId(limits: limits, ChangeIdScope.id(ofKey: key)) }
     }
 
     /// Whether a key may hold `byte`: letters, digits, `_ - . :`. One test against a bit set of

@@ -118,8 +118,11 @@ public enum TableCheckpoint {
         return table
     }
 
-    /// A log entry: the event, plus the request when its author gave a change id (the id window
-    /// needs what was asked, which may name a section by title where the event names its key).
+    /// A log entry: the event, its change id's whole key beside it when the key has a scope
+    /// (``ChangeIdScope``: members' events show only the id as its author sent it; an entry of
+    /// an older version, unscoped, has no key beside it and is read the same), plus the request
+    /// when its author gave a change id (the id window needs what was asked, which may name a
+    /// section by title where the event names its key).
     ///
     /// `encodedEvent`: the event as ``ServerMessage/event(_:)`` already encoded it for members.
     /// When that form is the whole event (``Change/membersGetWholeForm``) it is copied in as it
@@ -142,6 +145,10 @@ public enum TableCheckpoint {
         } else {
             ServerMessage.encode(event, into: &out, form: .whole)
         }
+        if let key = event.changeId, ChangeIdScope.hasScope(key) {
+            out.nextKey("id")
+            out.string(key)
+        }
         if let request, storesRequest(request, of: event) {
             out.nextKey("request")
             request.encode(into: &out)
@@ -149,9 +156,9 @@ public enum TableCheckpoint {
         out.byte(UInt8(ascii: "}"))
     }
 
-    /// Whether the entry of `event` is the event as members receive it and nothing more (most
-    /// entries): members get the whole event, and no request differs from it. Such an entry is
-    /// written from those bytes alone with ``encodeEntry(eventBytes:into:)``.
+    /// Whether the entry of `event` is the event as members receive it and nothing more but its
+    /// change id's key (most entries): members get the whole event, and no request differs from it.
+    /// Such an entry is written from those bytes and the id with ``encodeEntry(eventBytes:changeId:into:)``.
     public static func entryIsEventBytes(_ event: TableEvent, request: Change?) -> Bool {
         guard event.change.membersGetWholeForm else { return false }
         guard let request else { return true }
@@ -159,10 +166,14 @@ public enum TableCheckpoint {
     }
 
     /// The entry of an event that ``entryIsEventBytes(_:request:)``, from the event's bytes as
-    /// ``ServerMessage/event(_:)`` encoded them.
-    public static func encodeEntry(eventBytes: [UInt8], into out: inout JSONWriter) {
+    /// ``ServerMessage/event(_:)`` encoded them and its change id's key (written when it has a scope).
+    public static func encodeEntry(eventBytes: [UInt8], changeId: String?, into out: inout JSONWriter) {
         out.raw("{\"event\":")
         out.raw(eventBytes)
+        if let changeId, ChangeIdScope.hasScope(changeId) {
+            out.nextKey("id")
+            out.string(changeId)
+        }
         out.byte(UInt8(ascii: "}"))
     }
 
@@ -177,7 +188,8 @@ public enum TableCheckpoint {
         event: TableEvent, request: Change?
     ) {
         let reader = try FieldReader(try JSONParser.parse(bytes, limits: parserLimits(limits)), path: "entry.")
-        let event = try ServerMessage.decodeEvent(try reader.object("event").asValue)
+        var event = try ServerMessage.decodeEvent(try reader.object("event").asValue)
+        if let id = try reader.optionalString("id") { event.changeId = id }
         var request: Change?
         if reader.has("request") {
             let requestReader = try reader.object("request")

@@ -350,8 +350,13 @@ public final class Hub: TransportDelegate {
             sessions[name] = session
             log(.info, "session_loaded", ["session": name, "seq": String(session.core.committed.seq)])
         case .success:
-            // Deleted meanwhile (or loaded by another path): a resident session or a new one.
-            session = sessions[name] ?? createSession(name, table: newTable)
+            // Deleted meanwhile, or loaded by another path: a resident session, else none. Not
+            // made again here: whoever waits may not be allowed to create (a viewer's join).
+            guard let resident = sessions[name] else {
+                for waiter in waiting { waiter(.failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session"))) }
+                return
+            }
+            session = resident
         case .failure(let error):
             log(.error, "session_load_failed", ["session": name, "reason": error.description])
             for waiter in waiting { waiter(.failure(ProtocolError(.storageUnavailable, "the session could not be loaded; retry later"))) }
@@ -551,6 +556,11 @@ public final class Hub: TransportDelegate {
             reauthorize(client, token)
         case .success(.rename(let name)):
             guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            // A token that names its bearer fixes the name others see on every change; one
+            // without `name` leaves it to the member (as the join's name was).
+            guard client.grant?.name == nil else {
+                return refuse(connection, ProtocolError(.forbidden, "your name comes from your token", field: "name"), id: id)
+            }
             guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
             client.consecutiveErrors = 0
             session.handle(.rename(connection, name: name))
@@ -563,8 +573,17 @@ public final class Hub: TransportDelegate {
             // One reading of the clock for the rate limit and the core's `now`.
             let now = transport.nowMilliseconds()
             guard client.changes.take(now: now) else { return refuse(connection, rateLimited, id: id) }
+            // The id is the author's own: the session's window holds it under the author's scope.
+            var key: String?
+            if let id {
+                do {
+                    key = try ChangeIdScope.key(id, scope: client.idScope)
+                } catch {
+                    return refuse(connection, error, id: id)
+                }
+            }
             receiving = client
-            session.handle(.change(change, id: id, from: connection), now: now)
+            session.handle(.change(change, id: key, from: connection), now: now)
             receiving = nil
         case .success(.find(let query, let limit, let id)):
             // A read any member may make; it scans the whole table, so it counts against the
@@ -650,7 +669,12 @@ public final class Hub: TransportDelegate {
         }
         client.consecutiveErrors = 0
         client.joining = true
-        withSession(request.session, create: true) { [self] result in
+        client.idScope = ChangeIdScope.of(member: client.grant?.user, declared: request.idScope, connection: client.connection.id)
+        // Only who may make a session, and means to: a viewer's join (or a lookup like
+        // `foldtable get`) of a missing name must not leave an empty session behind, nor bring
+        // back one an owner just deleted. Everyone is an owner in open mode.
+        let create = request.create && client.role >= .owner
+        withSession(request.session, create: create) { [self] result in
             switch result {
             case .success(let session):
                 client.joining = false

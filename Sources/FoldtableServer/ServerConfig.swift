@@ -416,6 +416,15 @@ public struct ServerConfig: Sendable, Equatable {
                 "--host \(host) in open mode would let anyone who reaches it change every session: set a token secret (--token-secret-file or FOLDTABLE_TOKEN_SECRET) or pass --open"
             )
         }
+        if tokenSecretFile == nil && tokenSecret == nil && !open {
+            // A public name in Host means the internet reaches the server through a proxy on
+            // loopback: as open to everyone as a public bind, so it takes the same `--open`.
+            for url in publicURLs where Self.namesPublicHost(url) {
+                found.append(
+                    "--public-url \(url) in open mode would let anyone who reaches that name change and delete every session: set a token secret (--token-secret-file or FOLDTABLE_TOKEN_SECRET) or pass --open"
+                )
+            }
+        }
         for item in loadTables {
             let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
             if parts.count != 2 || !JoinRequest.isValidSessionName(parts[0]) || parts[1].isEmpty {
@@ -437,6 +446,14 @@ public struct ServerConfig: Sendable, Equatable {
             found.append("--public-url \(url) must look like https://tables.example.com")
         }
         return found
+    }
+
+    /// Whether `url`'s host is a name other than `localhost` (not an IP literal): one people on
+    /// other machines may be sent to. A URL that is not well formed is reported on its own.
+    static func namesPublicHost(_ url: String) -> Bool {
+        guard let authority = RequestPolicy.authority(ofURL: url) else { return false }
+        let name = RequestPolicy.hostPart(of: authority)
+        return !name.isEmpty && name != "localhost" && !RequestPolicy.isIPLiteral(name)
     }
 
     /// Whether `host` binds loopback only.

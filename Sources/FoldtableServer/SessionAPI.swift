@@ -558,7 +558,20 @@ final class SessionAPI {
         if let key, key.isEmpty || key.utf8.count > hub.messageLimits.maxNameBytes {
             return respond(Self.error(400, ProtocolError(.invalidValue, "Idempotency-Key must be 1 to 64 bytes", field: "Idempotency-Key")))
         }
-        hub.submitAPIChange(change, id: key.map { "api:" + $0 }, author: call.author, session: call.parameters["name"] ?? "") { result in
+        // The key is the caller's own (``ChangeIdScope``): nobody else's change can take it or be
+        // answered for it, a member's over a WebSocket nor another user's.
+        var scoped: String?
+        if let key {
+            do {
+                scoped = try ChangeIdScope.key(key, scope: ChangeIdScope.of(caller: call.grant?.user))
+            } catch {
+                // Its length was checked above: what is left is a byte outside the rule.
+                return respond(
+                    Self.error(
+                        400, ProtocolError(.invalidValue, "Idempotency-Key may only hold letters, digits and _ - . :", field: "Idempotency-Key")))
+            }
+        }
+        hub.submitAPIChange(change, id: scoped, author: call.author, session: call.parameters["name"] ?? "") { result in
             switch result {
             case .success(let seq):
                 if let count {

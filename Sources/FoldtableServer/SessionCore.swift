@@ -556,18 +556,20 @@ public struct SessionCore {
         return origin
     }
 
+    /// `id`: the change's key (``ChangeIdScope``); the reply names the id as its author sent it.
     private func refuse(_ origin: Origin, _ error: ProtocolError, id: String?, into effects: inout [SessionEffect]) {
         switch present(origin) {
-        case .member(let connection)?: effects.append(.refuse(connection, error, id: id))
+        case .member(let connection)?: effects.append(.refuse(connection, error, id: id.map(ChangeIdScope.id(ofKey:))))
         case .api(let request)?: effects.append(.answer(request: request, .failure(error)))
         case nil: break
         }
     }
 
-    /// Change `id` (when the author gave one) is durable as event `seq`.
+    /// Change `id` (when the author gave one; its key, ``ChangeIdScope``) is durable as event `seq`:
+    /// the ack names the id as its author sent it.
     private func acknowledge(_ origin: Origin, id: String?, seq: UInt64, into effects: inout [SessionEffect]) {
         switch present(origin) {
-        case .member(let connection)?: if let id { effects.append(.ack(connection, id: id, seq: seq)) }
+        case .member(let connection)?: if let id { effects.append(.ack(connection, id: ChangeIdScope.id(ofKey: id), seq: seq)) }
         case .api(let request)?: effects.append(.answer(request: request, .success(seq)))
         case nil: break
         }

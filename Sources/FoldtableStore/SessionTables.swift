@@ -328,7 +328,7 @@ final class SessionTables {
             // Most entries are the event's bytes: written without reading the event (see
             // `LoggedEvent.entryIsEncoded`).
             if events[index].entryIsEncoded, let eventBytes = events[index].encoded {
-                TableCheckpoint.encodeEntry(eventBytes: eventBytes, into: &entries)
+                TableCheckpoint.encodeEntry(eventBytes: eventBytes, changeId: events[index].event.changeId, into: &entries)
             } else {
                 TableCheckpoint.encodeEntry(events[index].event, request: events[index].request, encodedEvent: events[index].encoded, into: &entries)
             }

@@ -446,7 +446,7 @@ struct FanoutLoad {
     mutating func didOpen(_ index: Int) {
         guard options.kind == .foldtable else { return }
         let session = sessionName(index)
-        var join = Array(#"{"type":"join","session":"\#(session)","name":"c\#(index)"}"#.utf8)
+        var join = Array(#"{"type":"join","session":"\#(session)","name":"c\#(index)","create":true}"#.utf8)
         join.withUnsafeMutableBufferPointer {
             queueFrame(index, opcode: 0x1, payload: $0.baseAddress!, count: $0.count)  // safe: a join is never empty
         }

@@ -24,7 +24,9 @@ switch command {
 case .help:
     Console.out(Arguments.usage)
     exit(Console.Status.success)
-case .join(let options):
+case .join(var options):
+    // Opening a name that does not exist yet makes it (the server allows it to owners only).
+    options.create = true
     guard let terminal = Terminal() else {
         Console.error("join needs a terminal; for scripts use watch, get, find or the other commands (foldtable --help)")
         exit(Console.Status.usage)

@@ -150,6 +150,24 @@ private struct ReferenceWriter {
 /// Events as the log and members get them, byte for byte: the encoding is compared across
 /// versions (a log written by one is read back by the next), so it may not drift.
 @Suite struct EventBytes {
+    @Test func aLogEntryKeepsTheChangeIdBesideTheEventAndAnOlderEntryWithItInsideStillReads() throws {
+        var table = try sampleTable()
+        let author = Author(client: "c7", name: "ana")
+        let event = try #require(try table.apply(.toggle(section: .key("a")), by: author, changeId: "u:ana/t-1").appliedEvent)
+        let entry = String(decoding: TableCheckpoint.encodeEntry(event, request: .toggle(section: .key("a"))), as: UTF8.self)
+        #expect(
+            entry
+                == #"{"event":{"type":"event","seq":1,"by":{"client":"c7","name":"ana"},"id":"t-1","change":{"type":"toggle","section":"a"},"collapsed":{"a":true}},"id":"u:ana/t-1"}"#
+        )
+        #expect(try TableCheckpoint.decodeEntry(Array(entry.utf8), limits: TableLimits()).event == event)
+        // Written before ids were scoped: the id inside the event only.
+        let older =
+            #"{"event":{"type":"event","seq":1,"by":{"client":"c7","name":"ana"},"id":"t-1","change":{"type":"toggle","section":"a"},"collapsed":{"a":true}}}"#
+        let decoded = try TableCheckpoint.decodeEntry(Array(older.utf8), limits: TableLimits())
+        #expect(decoded.event.changeId == "t-1")
+        #expect(decoded.request == .toggle(section: .key("a")))
+    }
+
     @Test func eventsEncodeToTheirFixedBytes() throws {
         var table = try sampleTable()
         let author = Author(client: "c7", name: "Ana \"A\"\n")

@@ -664,7 +664,7 @@ func expectError(_ code: ProtocolError.Code, field: String? = nil, _ body: () th
             #expect(TableCheckpoint.entryIsEventBytes(event, request: request) == alone, "\(event.change)")
             if alone {
                 var out = JSONWriter(capacity: 0)
-                TableCheckpoint.encodeEntry(eventBytes: ServerMessage.event(event), into: &out)
+                TableCheckpoint.encodeEntry(eventBytes: ServerMessage.event(event), changeId: event.changeId, into: &out)
                 #expect(out.bytes == TableCheckpoint.encodeEntry(event, request: request))
             }
         }

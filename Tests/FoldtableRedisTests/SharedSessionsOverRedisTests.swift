@@ -69,7 +69,8 @@ final class RedisNode: Transport {
 
     func join(_ id: UInt64, session: String = "plan", name: String) {
         hub.connectionOpened(Connection(id: id), peer: "127.0.0.1")
-        say(id, #"{"type":"join","session":"\#(session)","name":"\#(name)"}"#)
+        // As a client opening the name: made when missing.
+        say(id, #"{"type":"join","session":"\#(session)","name":"\#(name)","create":true}"#)
     }
 
     func messages(_ id: UInt64, type: String) -> [JSONValue] {
@@ -121,6 +122,28 @@ struct SharedSessionsOverRedis {
         }
         return try! Table(options: TableOptions(), sections: sections, seq: 0)
     }()
+
+    @Test func aSharedSessionIsMadeOnlyByAJoinThatAsksAndNoOtherNodeFindsOneThatDidNot() throws {
+        try withTwoNodes { a, b throws in
+            settle([a, b]) { a.broker.isAvailable && b.broker.isAvailable }
+            a.hub.connectionOpened(Connection(id: 7), peer: "127.0.0.1")
+            a.say(7, #"{"type":"join","session":"lookup","name":"ana"}"#)
+            settle([a, b]) { !a.messages(7, type: "error").isEmpty }
+            #expect(a.messages(7, type: "error").first?["code"] == .string("session_not_found"))
+            // Nothing was written to the broker: the other node does not find it either.
+            b.hub.connectionOpened(Connection(id: 7), peer: "127.0.0.1")
+            b.say(7, #"{"type":"join","session":"lookup","name":"bo"}"#)
+            settle([a, b]) { !b.messages(7, type: "error").isEmpty }
+            #expect(b.messages(7, type: "error").first?["code"] == .string("session_not_found"))
+            // Asked for, it is made, and the other node opens that one.
+            a.join(8, session: "lookup", name: "ana")
+            settle([a, b]) { !a.messages(8, type: "welcome").isEmpty }
+            b.hub.connectionOpened(Connection(id: 9), peer: "127.0.0.1")
+            b.say(9, #"{"type":"join","session":"lookup","name":"bo"}"#)
+            settle([a, b]) { !b.messages(9, type: "welcome").isEmpty }
+            #expect(a.messages(8, type: "welcome").first?["epoch"] == b.messages(9, type: "welcome").first?["epoch"])
+        }
+    }
 
     @Test func theAppendsOfOneTurnReachAnotherNodeInOneDelivery() throws {
         try withTwoNodes { a, b throws in

@@ -122,6 +122,120 @@ import Testing
         #expect(h.transport.closed[2] == nil)
     }
 
+    func joinAs(_ h: Harness, _ id: UInt64, user: String, name: String? = "tok", role: Role, session: String = "demo", create: Bool = false) {
+        h.open(id)
+        let token = tokens.sign(user: user, name: name, sessions: ["*"], role: role, expires: now + 3_600)
+        h.say(id, #"{"type":"join","session":"\#(session)","name":"n\#(id)","token":"\#(token)"\#(create ? #","create":true"# : "")}"#)
+    }
+
+    @Test func aViewerAskingToCreateAMissingSessionGetsSessionNotFoundAndNothingIsMade() {
+        let h = Harness(verifier: tokens)
+        joinAs(h, 1, user: "vi", role: .viewer, session: "fresh", create: true)
+        #expect(h.transport.messages(1, type: "error").first?["code"] == .string("session_not_found"))
+        #expect(h.transport.messages(1, type: "welcome").isEmpty)
+        #expect(!h.hub.residentSessions.contains("fresh"))
+        #expect(h.hub.sessionSummaries(visibleTo: nil).map(\.name) == ["demo"])
+        // An editor may not create either; an owner who asks may.
+        joinAs(h, 2, user: "ed", role: .editor, session: "fresh", create: true)
+        #expect(h.transport.messages(2, type: "error").first?["code"] == .string("session_not_found"))
+        joinAs(h, 3, user: "ow", role: .owner, session: "fresh")
+        #expect(h.transport.messages(3, type: "error").first?["code"] == .string("session_not_found"))
+        joinAs(h, 4, user: "ow", role: .owner, session: "fresh", create: true)
+        #expect(h.transport.messages(4, type: "welcome").count == 1)
+        #expect(h.hub.residentSessions.contains("fresh"))
+    }
+
+    @Test func aSessionAnOwnerDeletedIsNotBroughtBackByAViewer() {
+        let h = Harness(verifier: tokens)
+        joinAs(h, 1, user: "ow", role: .owner, session: "gone", create: true)
+        h.say(1, #"{"type":"deleteSession"}"#)
+        #expect(h.transport.closed[1]?.code == CloseCode.sessionDeleted)
+        joinAs(h, 2, user: "vi", role: .viewer, session: "gone", create: true)
+        #expect(h.transport.messages(2, type: "error").first?["code"] == .string("session_not_found"))
+        #expect(!h.hub.residentSessions.contains("gone"))
+        #expect(!h.hub.sessionSummaries(visibleTo: nil).map(\.name).contains("gone"))
+    }
+
+    @Test func inOpenModeAJoinCreatesOnlyWhenItAsks() {
+        let h = Harness()
+        h.join(1, session: "lookup", create: false)
+        #expect(h.transport.messages(1, type: "error").first?["code"] == .string("session_not_found"))
+        #expect(!h.hub.sessionSummaries(visibleTo: nil).map(\.name).contains("lookup"))
+        h.join(2, session: "lookup", create: true)
+        #expect(h.transport.messages(2, type: "welcome").count == 1)
+    }
+
+    @Test func renameIsRefusedWhenTheTokenNamesTheMemberAndAllowedWhenItDoesNot() {
+        let h = Harness(verifier: tokens)
+        joinAs(h, 1, user: "ana", name: "ana", role: .editor)
+        joinAs(h, 2, user: "bo", name: nil, role: .editor)
+        h.transport.clear()
+        h.say(1, #"{"type":"rename","name":"Boss"}"#)
+        let refusal = h.transport.messages(1, type: "error").first
+        #expect(refusal?["code"] == .string("forbidden"))
+        #expect(refusal?["message"] == .string("your name comes from your token"))
+        h.say(1, #"{"type":"toggle","section":"mac","id":"t1"}"#)
+        #expect(h.transport.messages(2, type: "event").last?["by"]?["name"] == .string("ana"))
+        // A token without a name leaves the name to its bearer.
+        h.say(2, #"{"type":"rename","name":"Bo B"}"#)
+        #expect(h.transport.messages(2, type: "error").isEmpty)
+        h.say(2, #"{"type":"toggle","section":"mac","id":"t2"}"#)
+        #expect(h.transport.messages(1, type: "event").last?["by"]?["name"] == .string("Bo B"))
+    }
+
+    @Test func anotherMembersChangeIdNeitherUsesUpNorAnswersForTheVictims() {
+        let h = Harness(verifier: tokens)
+        joinAs(h, 1, user: "ana", role: .editor)
+        joinAs(h, 2, user: "mallory", role: .editor)
+        h.transport.clear()
+        // The attacker takes the victim's next id first, with a change of its own.
+        h.say(2, #"{"type":"toggle","section":"mac","id":"ana-7"}"#)
+        #expect(h.transport.messages(2, type: "ack").first?["seq"] == .integer(1))
+        // The victim's change with that id is applied as its own: not id_reused, not seq 1.
+        h.say(1, #"{"type":"toggle","section":"ipad","id":"ana-7"}"#)
+        #expect(h.transport.messages(1, type: "error").isEmpty)
+        #expect(h.transport.messages(1, type: "ack").last?["seq"] == .integer(2))
+        #expect(h.transport.messages(1, type: "event").last?["change"]?["section"] == .string("ipad"))
+        // The attacker repeating the victim's next id with the victim's change gets a change of its own.
+        h.say(1, #"{"type":"toggle","section":"mac","id":"ana-8"}"#)
+        h.say(2, #"{"type":"toggle","section":"mac","id":"ana-8"}"#)
+        #expect(h.transport.messages(2, type: "ack").last?["seq"] == .integer(4))
+        #expect(h.transport.messages(1, type: "event").count == 4)
+        // Each author's own retry is still recognised: acknowledged again, applied once.
+        h.say(1, #"{"type":"toggle","section":"ipad","id":"ana-7"}"#)
+        #expect(h.transport.messages(1, type: "ack").last?["seq"] == .integer(2))
+        // Events show each id as its author sent it, never the scope it is kept under.
+        #expect(h.transport.messages(1, type: "event").compactMap { $0["id"] } == ["ana-7", "ana-7", "ana-8", "ana-8"].map { .string($0) })
+        #expect(h.transport.messages(1, type: "event").count == 4)
+    }
+
+    @Test func inOpenModeIdsAreTheConnectionsOwnOrItsIdScopesAcrossAReconnect() {
+        let h = Harness()
+        h.join(1)
+        h.join(2)
+        h.say(1, #"{"type":"toggle","section":"mac","id":"x-1"}"#)
+        h.say(2, #"{"type":"toggle","section":"mac","id":"x-1"}"#)
+        #expect(h.transport.messages(2, type: "ack").last?["seq"] == .integer(2))
+        // A client that names its idScope keeps its ids across connections.
+        h.open(3)
+        h.say(3, #"{"type":"join","session":"demo","name":"a","idScope":"0123456789abcdefXYZ"}"#)
+        h.say(3, #"{"type":"toggle","section":"ipad","id":"t-1"}"#)
+        #expect(h.transport.messages(3, type: "ack").last?["seq"] == .integer(3))
+        h.close(3)
+        h.open(4)
+        h.say(4, #"{"type":"join","session":"demo","name":"a","idScope":"0123456789abcdefXYZ"}"#)
+        h.say(4, #"{"type":"toggle","section":"ipad","id":"t-1"}"#)
+        #expect(h.transport.messages(4, type: "ack").last?["seq"] == .integer(3))
+        #expect(h.transport.messages(1, type: "event").count == 3)
+        // Too short to be unguessable: refused.
+        h.open(5)
+        h.say(5, #"{"type":"join","session":"demo","name":"a","idScope":"short"}"#)
+        #expect(h.transport.messages(5, type: "error").first?["field"] == .string("idScope"))
+        // An id that could pass for a scope is refused before it reaches the session.
+        h.say(1, #"{"type":"toggle","section":"mac","id":"k:0123456789abcdefXYZ/t-1"}"#)
+        #expect(h.transport.messages(1, type: "error").last?["code"] == .string("invalid_value"))
+    }
+
     @Test func openModeNeedsNoTokenAndEveryoneMayDoEverything() {
         let h = Harness()
         h.join(1)

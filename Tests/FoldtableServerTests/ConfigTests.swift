@@ -55,6 +55,7 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
                port = 9000   # after a space, a comment
             web-root = "/srv/my web #1"
             public-url = https://a.example.com/#not-a-comment
+            open = true
             tls-cert = "say \\"hi\\" \\\\ bye"\r
             tls-key=key.pem
             """
@@ -140,6 +141,17 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
         // A heartbeat expiring before the next beat would blink every other node's members out.
         #expect(problems(["--config", "f.conf", "--presence-expiry-ms", "1000"], file: "presence-heartbeat-ms = 1000").count == 1)
         #expect(problems(["--config", "f.conf", "--presence-expiry-ms", "1001"], file: "presence-heartbeat-ms = 1000") == [])
+    }
+
+    @Test func aPublicURLNamingAHostNeedsATokenSecretOrOpenLikeAPublicBind() {
+        let refused = problems(["--public-url", "https://tables.example.com"])
+        #expect(refused.count == 1)
+        #expect(refused.first?.contains("--public-url https://tables.example.com in open mode") == true)
+        #expect(refused.first?.contains("--open") == true)
+        #expect(problems(["--public-url", "https://tables.example.com", "--open"]) == [])
+        #expect(problems(["--public-url", "https://tables.example.com", "--token-secret-file", "/run/secrets/token"]) == [])
+        // Addresses and localhost name no public host: nothing more is asked of them.
+        #expect(problems(["--public-url", "https://127.0.0.1:8443,http://localhost:8080,https://[::1]:8443"]) == [])
     }
 
     @Test func aMissingConfigFileIsAnError() {

@@ -151,7 +151,9 @@ import Testing
             transport.settle()
         }
         hub.connectionOpened(Connection(id: 1), peer: "127.0.0.1")
-        Array(#"{"type":"join","session":"s","name":"ana"}"#.utf8).withUnsafeBytes { hub.connectionReceived(Connection(id: 1), message: $0) }
+        Array(#"{"type":"join","session":"s","name":"ana","create":true}"#.utf8).withUnsafeBytes {
+            hub.connectionReceived(Connection(id: 1), message: $0)
+        }
         transport.settle()
         #expect(readiness(1) == 200)
 

@@ -40,7 +40,8 @@ import Testing
 
     @Test func aQuietSessionIsEvictedAndTheNextJoinGetsItBackWithItsEpochAndHistory() {
         let h = Harness { $0.idleEvictSecs = 1 }
-        h.join(1, session: "x")
+        h.open(1)
+        h.say(1, #"{"type":"join","session":"x","name":"bo","create":true,"idScope":"tab-0123456789abcdef"}"#)
         h.say(1, #"{"type":"addSection","title":"A","id":"a"}"#)
         h.say(1, #"{"type":"addSection","title":"B","id":"b"}"#)
         h.close(1)
@@ -48,11 +49,12 @@ import Testing
         h.transport.fireTimers()
         #expect(!h.hub.residentSessions.contains("x"))
         h.open(2)
-        h.say(2, #"{"type":"join","session":"x","name":"bo","since":1,"epoch":"e1"}"#)
+        // The same client again (its idScope), on a new connection.
+        h.say(2, #"{"type":"join","session":"x","name":"bo","since":1,"epoch":"e1","idScope":"tab-0123456789abcdef"}"#)
         #expect(h.transport.messages(2).first?["type"] == .string("resume"))
         #expect(h.transport.messages(2, type: "event").map { $0["seq"] } == [.integer(2)])
         #expect(h.hub.residentSessions.contains("x"))
-        // The change-id window came back too: a retry is acknowledged, not applied again.
+        // The change-id window came back too: the client's retry is acknowledged, not applied again.
         h.say(2, #"{"type":"addSection","title":"A","id":"a"}"#)
         #expect(h.transport.messages(2, type: "ack").first?["seq"] == .integer(1))
         h.say(2, #"{"type":"list"}"#)

@@ -137,9 +137,11 @@ final class Harness {
         transport.settle()
     }
 
-    func join(_ id: UInt64, session: String = "demo", name: String? = nil) {
+    /// Joins as a client opening `session` would: `create` asks to make it when it is missing
+    /// (what the clients send for a new name).
+    func join(_ id: UInt64, session: String = "demo", name: String? = nil, create: Bool = true) {
         open(id)
-        say(id, #"{"type":"join","session":"\#(session)","name":"\#(name ?? "n\(id)")"}"#)
+        say(id, #"{"type":"join","session":"\#(session)","name":"\#(name ?? "n\(id)")"\#(create ? #","create":true"# : "")}"#)
     }
 
     func close(_ id: UInt64) {

@@ -72,7 +72,7 @@ class Server:
 
 async def join(url, session, name):
     ws = await connect(url, max_size=None, open_timeout=30, compression="deflate")
-    await ws.send(f'{{"type":"join","session":"{session}","name":"{name}"}}')
+    await ws.send(f'{{"type":"join","session":"{session}","name":"{name}","create":true}}')
     while '"type":"welcome"' not in await ws.recv():
         pass
     return ws

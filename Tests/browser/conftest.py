@@ -111,7 +111,7 @@ class Peer:
         self.ws = self.stack.enter_context(connect(server.ws_url, max_size=None, open_timeout=5))
         self.n = 0
         self.prefix = uuid.uuid4().hex[:6]
-        self.ws.send(json.dumps({"type": "join", "session": session, "name": name}))
+        self.ws.send(json.dumps({"type": "join", "session": session, "name": name, "create": True}))
         self.welcome = self.wait(lambda m: m["type"] == "welcome")
 
     def messages(self, timeout):

@@ -266,13 +266,15 @@ def test_with_tokens_only_an_owner_gets_the_options_panel(browsers, session_name
     (tmp_path / "secret").write_text(secret)
     s = Server(extra=["--token-secret-file", str(tmp_path / "secret")]).start()
     try:
-        def page(role, name):
+        def page(role, name, new=False):
             claims = {"sub": name, "name": name, "sessions": [session_name], "role": role, "exp": int(time.time()) + 600}
             b = browsers()
-            b.get(f"{s.url}/s/{session_name}?token={hs256(claims, secret)}")
+            # `?new` (what the lobby's form adds) makes the session: only an owner's page may.
+            b.get(f"{s.url}/s/{session_name}?{'new&' if new else ''}token={hs256(claims, secret)}")
             wait(b, lambda b: "here:" in b.find_element(By.ID, "people").text, timeout=10)
             return b
-        owner, editor = page("owner", "olga"), page("editor", "ed")
+        owner = page("owner", "olga", new=True)
+        editor = page("editor", "ed")
         # The owner has the panel without edit mode; the editor has it in neither (the server
         # would refuse its setOptions), and its accordion switch is off limits too.
         wait(owner, lambda o: o.find_element(By.ID, "options").is_displayed())

@@ -487,3 +487,22 @@ def test_rows_imported_over_the_api_replace_a_shown_section_and_wait_in_a_collap
     post("Nuts", "label\nWalnut\n", "?by=title&mode=append")
     press(b, "nuts")
     wait(b, lambda b: labels("nuts") == ["Pecan", "Walnut"])
+
+
+def test_a_link_to_a_missing_session_says_so_and_makes_nothing_while_the_lobby_form_creates_it(browsers, session_name):
+    server = Server().start()
+    try:
+        b = browsers()
+        open_as(b, server, "ana", "/")
+        b.get(f"{server.url}/s/{session_name}")
+        wait(b, lambda b: "No session has this name" in b.find_element(By.ID, "banner").text, timeout=10)
+        b.get(server.url + "/")
+        # The lobby lists what exists (demo, once the list came): the link made nothing.
+        wait(b, lambda b: any("demo" in li.text for li in b.find_elements(By.CSS_SELECTOR, "#sessions li")))
+        assert not any(session_name in li.text for li in b.find_elements(By.CSS_SELECTOR, "#sessions li"))
+        b.find_element(By.ID, "session-name").send_keys(session_name, Keys.ENTER)
+        wait(b, lambda b: "here:" in b.find_element(By.ID, "people").text, timeout=10)
+        # The address shared from here opens the session, and never asks to create it.
+        assert b.current_url.endswith(f"/s/{session_name}"), b.current_url
+    finally:
+        server.stop()

@@ -56,10 +56,11 @@ class Client:
         self.all = []
 
     @classmethod
-    async def join(cls, url, session="demo", name="ana", **extra):
+    async def join(cls, url, session="demo", name="ana", create=True, **extra):
+        """Joins as a client opening `session`: with `create`, made when missing (and allowed)."""
         ws = await connect(url, max_size=None, open_timeout=5)
         client = cls(ws)
-        await client.send({"type": "join", "session": session, "name": name, **extra})
+        await client.send({"type": "join", "session": session, "name": name, **({"create": True} if create else {}), **extra})
         client.welcome = await client.next(lambda m: m["type"] in ("welcome", "resume"))
         return client
 

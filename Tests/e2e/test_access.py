@@ -105,12 +105,20 @@ async def refused_join(url, session, join_token=None, name="intruder"):
     """A join that must be refused: returns (messages before the close, close code)."""
     ws = await connect(url, max_size=None, open_timeout=5)
     client = Client(ws)
-    join = {"type": "join", "session": session, "name": name}
+    join = {"type": "join", "session": session, "name": name, "create": True}
     if join_token is not None:
         join["token"] = join_token
     await client.send(join)
     code = await read_until_closed(client, timeout=5)
     return client.all, code
+
+
+async def made(server, *sessions):
+    """Makes each session as its owner would (a join asking to create it), then leaves: viewers
+    and editors only join sessions that exist."""
+    for session in sessions:
+        owner = await Client.join(server.ws, session=session, name="maker", token=token([session], role="owner", sub="maker"))
+        await owner.close()
 
 
 def assert_join_refused(server, join_token, session=None, watch_session=None):
@@ -120,6 +128,7 @@ def assert_join_refused(server, join_token, session=None, watch_session=None):
     watch_session = watch_session or session
 
     async def scenario():
+        await made(server, watch_session)
         watcher = await Client.join(server.ws, session=watch_session, name="watcher",
                                     token=token([watch_session], role="viewer"))
         messages, code = await refused_join(server.ws, session, join_token)
@@ -259,6 +268,7 @@ def test_a_viewer_cannot_change_anything_and_nobody_sees_an_event(tokens):
     session = unique("viewer")
 
     async def scenario():
+        await made(tokens, session)
         editor = await Client.join(tokens.ws, session=session, name="ed", token=token([session], role="editor"))
         await editor.send({"type": "addSection", "title": "Base", "key": "base", "id": "base"})
         base_ack = await editor.next(lambda m: m["type"] == "ack" and m["id"] == "base")
@@ -294,6 +304,7 @@ def test_an_editor_changes_the_table_and_other_members_see_it(tokens):
     session = unique("editor")
 
     async def scenario():
+        await made(tokens, session)
         editor = await Client.join(tokens.ws, session=session, name="ed", token=token([session], role="editor"))
         assert editor.welcome["type"] == "welcome" and editor.welcome["role"] == "editor"
         other = await Client.join(tokens.ws, session=session, name="other", token=token([session], role="viewer"))
@@ -319,6 +330,7 @@ def test_an_editor_cannot_change_options_or_delete_the_session(tokens):
     session = unique("editor-opts")
 
     async def scenario():
+        await made(tokens, session)
         editor = await Client.join(tokens.ws, session=session, name="ed", token=token([session], role="editor"))
         other = await Client.join(tokens.ws, session=session, name="other", token=token([session], role="editor"))
         await editor.send({"type": "setOptions", "options": {"accordion": True, "collapsedIndicator": ">"}, "id": "o1"})
@@ -343,6 +355,7 @@ def test_an_owner_changes_options_and_deleting_the_session_closes_every_member_w
     session = unique("owner")
 
     async def scenario():
+        await made(tokens, session)
         owner = await Client.join(tokens.ws, session=session, name="own", token=token([session], role="owner"))
         assert owner.welcome["role"] == "owner"
         member = await Client.join(tokens.ws, session=session, name="mem", token=token([session], role="editor"))
@@ -358,7 +371,8 @@ def test_an_owner_changes_options_and_deleting_the_session_closes_every_member_w
         codes = await asyncio.gather(read_until_closed(owner), read_until_closed(member))
         assert codes == [4501, 4501], codes
         assert not [m for m in owner.all if m["type"] == "error"], owner.all
-        fresh = await Client.join(tokens.ws, session=session, name="new", token=token([session], role="viewer"))
+        # Only an owner asking to create makes the name again (a viewer would get session_not_found).
+        fresh = await Client.join(tokens.ws, session=session, name="new", token=token([session], role="owner"))
         assert fresh.welcome["epoch"] != epoch and fresh.welcome["table"]["sections"] == []
         await fresh.close()
     run(scenario())
@@ -378,6 +392,7 @@ def test_list_shows_only_the_sessions_the_token_names(tokens):
     names = [unique(p) for p in ("alpha", "beta", "gamma")]
 
     async def scenario():
+        await made(tokens, *names)
         creators = [await Client.join(tokens.ws, session=n, name="c", token=token([n], role="editor")) for n in names]
         ws = await connect(tokens.ws, open_timeout=5)
         reply = await list_sessions(ws, token(names[:2], role="viewer"))
@@ -424,6 +439,7 @@ def test_an_expired_member_without_a_fresh_token_is_closed_with_4002_after_the_g
     session = unique("expiry")
 
     async def scenario():
+        await made(tokens, session)
         member = await Client.join(tokens.ws, session=session, name="m", token=about_to_expire([session]))
         watcher = await Client.join(tokens.ws, session=session, name="w", token=token([session], role="viewer"))
         warning = await member.next(lambda m: m["type"] == "error", timeout=5)
@@ -438,7 +454,8 @@ def test_an_expired_member_without_a_fresh_token_is_closed_with_4002_after_the_g
         code = await read_until_closed(member, timeout=5)
         assert code == 4002, code
         assert 0.7 <= time.monotonic() - warned_at < 4, time.monotonic() - warned_at
-        left = await watcher.next(lambda m: m["type"] == "presence" and m.get("left"))
+        # (The session's maker may be seen leaving first: it left as the others came.)
+        left = await watcher.next(lambda m: m["type"] == "presence" and member.welcome["client"] in m.get("left", []))
         assert left["left"] == [member.welcome["client"]]
         await watcher.close()
     run(scenario())
@@ -448,6 +465,7 @@ def test_an_expired_member_that_sends_a_fresh_token_in_time_stays(tokens):
     session = unique("refresh")
 
     async def scenario():
+        await made(tokens, session)
         member = await Client.join(tokens.ws, session=session, name="m", token=about_to_expire([session], role="viewer"))
         assert member.welcome["role"] == "viewer"
         warning = await member.next(lambda m: m["type"] == "error", timeout=5)
@@ -471,6 +489,7 @@ def test_the_token_name_overrides_the_name_the_join_asks_for(tokens):
     session = unique("named")
 
     async def scenario():
+        await made(tokens, session)
         watcher = await Client.join(tokens.ws, session=session, name="watcher", token=token([session], role="viewer"))
         member = await Client.join(tokens.ws, session=session, name="Impostor", token=token([session], name="Ana Real"))
         assert member.welcome["name"] == "Ana Real", member.welcome
@@ -551,7 +570,7 @@ def test_changes_past_the_rate_are_refused_then_the_flooder_is_closed_with_4500_
             code = await read_until_closed(flooder, timeout=5)
             assert code == 4500, code
             # Refused changes were not applied: the bystander saw only the acknowledged ones.
-            seen = [(await bystander.next(lambda m: m["type"] == "event"))["id"] for _ in acked]
+            seen = [(await bystander.next(lambda m: m["type"] == "event"))["change"]["key"] for _ in acked]
             assert seen == acked, (seen, acked)
             await quiet_for(bystander, lambda m: m["type"] == "event", 0.3)
             # The bystander has its own allowance and keeps receiving events.
@@ -559,7 +578,7 @@ def test_changes_past_the_rate_are_refused_then_the_flooder_is_closed_with_4500_
             assert (await bystander.next(lambda m: m["type"] in ("ack", "error")))["type"] == "ack"
             third = await Client.join(s.ws, session=session, name="third")
             await third.send({"type": "addSection", "title": "Third", "key": "third", "id": "t1"})
-            event = await bystander.next(lambda m: m["type"] == "event" and m.get("id") == "t1")
+            event = await bystander.next(lambda m: m["type"] == "event" and m["change"].get("key") == "third")
             assert event["by"]["name"] == "third"
             assert [sec["key"] for sec in third.welcome["table"]["sections"]] == [*acked, "calm"]
             await bystander.close()
@@ -701,7 +720,8 @@ def test_a_dns_rebinding_page_request_with_a_foreign_host_gets_421(plain):
 
 def test_a_name_given_with_public_url_is_accepted_in_host_and_origin():
     port = free_port()
-    s = Server("--memory", "--port", str(port), "--public-url", f"http://tables.test:{port}")
+    # A public name in open mode takes --open (as a public bind does).
+    s = Server("--memory", "--open", "--port", str(port), "--public-url", f"http://tables.test:{port}")
     try:
         assert s.port == port
         host = f"tables.test:{port}"
@@ -719,7 +739,7 @@ def test_a_name_given_with_public_url_is_accepted_in_host_and_origin():
         async def scenario():
             ws = await connect(f"ws://127.0.0.1:{port}/ws", open_timeout=5,
                                additional_headers={"Origin": f"http://{host}"})
-            await ws.send(json.dumps({"type": "join", "session": "pub", "name": "p"}))
+            await ws.send(json.dumps({"type": "join", "session": "pub", "name": "p", "create": True}))
             assert json.loads((await asyncio.wait_for(ws.recv(), 5)).split("\n")[0])["type"] == "welcome"
             await ws.close()
         run(scenario())
@@ -832,3 +852,126 @@ def test_the_token_command_prints_a_working_token_and_fails_without_a_session(se
         result = token_command(*args)
         assert result.returncode != 0, args
         assert result.stderr.strip() and not result.stdout.strip(), (args, result.stdout, result.stderr)
+
+
+# MARK: - Roles and identity hold
+
+def test_a_viewer_with_every_session_cannot_create_one_and_nothing_is_there_after_a_restart(secret_file, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    args = ("--data-dir", str(data), "--token-secret-file", str(secret_file))
+    server = Server(*args)
+    name = unique("ghost")
+    try:
+        async def scenario():
+            ws = await connect(server.ws, max_size=None, open_timeout=5)
+            viewer = Client(ws)
+            await viewer.send({"type": "join", "session": name, "name": "v", "create": True,
+                               "token": token(["*"], role="viewer", sub="viewer-1")})
+            refusal = await viewer.next(lambda m: m["type"] in ("error", "welcome"))
+            assert refusal["type"] == "error" and refusal["code"] == "session_not_found", refusal
+            await viewer.close()
+            lister = await connect(server.ws, max_size=None, open_timeout=5)
+            await lister.send(json.dumps({"type": "list", "token": token(["*"], role="viewer")}))
+            listed = json.loads(await asyncio.wait_for(lister.recv(), 5))
+            await lister.close()
+            return [s["name"] for s in listed["sessions"]]
+
+        assert name not in run(scenario())
+    finally:
+        assert server.stop() == 0
+    server = Server(*args)
+    try:
+        async def after():
+            lister = await connect(server.ws, max_size=None, open_timeout=5)
+            await lister.send(json.dumps({"type": "list", "token": token(["*"], role="owner")}))
+            listed = json.loads(await asyncio.wait_for(lister.recv(), 5))
+            await lister.close()
+            return [s["name"] for s in listed["sessions"]]
+
+        assert name not in run(after())
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_session_an_owner_deleted_is_not_brought_back_by_a_viewer(tokens):
+    name = unique("deleted")
+
+    async def scenario():
+        owner = await Client.join(tokens.ws, session=name, name="o", token=token([name], role="owner", sub="owner-1"))
+        await owner.send({"type": "addSection", "title": "Doomed", "id": "d1"})
+        await owner.next(lambda m: m["type"] == "ack")
+        await owner.send({"type": "deleteSession"})
+        assert await read_until_closed(owner) == 4501
+        ws = await connect(tokens.ws, max_size=None, open_timeout=5)
+        viewer = Client(ws)
+        await viewer.send({"type": "join", "session": name, "name": "v", "create": True,
+                           "token": token([name], role="viewer", sub="viewer-1")})
+        answer = await viewer.next(lambda m: m["type"] in ("error", "welcome"))
+        assert answer["type"] == "error" and answer["code"] == "session_not_found", answer
+        await viewer.close()
+        # Nothing was made: an owner looking (without create) finds no session either.
+        ws = await connect(tokens.ws, max_size=None, open_timeout=5)
+        looker = Client(ws)
+        await looker.send({"type": "join", "session": name, "name": "o",
+                           "token": token([name], role="owner", sub="owner-1")})
+        answer = await looker.next(lambda m: m["type"] in ("error", "welcome"))
+        assert answer["type"] == "error" and answer["code"] == "session_not_found", answer
+        await looker.close()
+
+    run(scenario())
+
+
+def test_rename_is_refused_when_the_token_names_the_member(tokens):
+    name = unique("names")
+
+    async def scenario():
+        ana = await Client.join(tokens.ws, session=name, name="x", token=token([name], role="owner", name="ana", sub="ana"))
+        bo = await Client.join(tokens.ws, session=name, name="bo", token=token([name], role="editor", sub="bo"))
+        await ana.send({"type": "rename", "name": "Boss"})
+        refusal = await ana.next(lambda m: m["type"] == "error")
+        assert refusal["code"] == "forbidden" and refusal["message"] == "your name comes from your token", refusal
+        await ana.send({"type": "addSection", "title": "Mine", "id": "a1"})
+        event = await bo.next(lambda m: m["type"] == "event")
+        assert event["by"]["name"] == "ana", event
+        # A token without a name leaves it to its bearer.
+        await bo.send({"type": "rename", "name": "Bo B"})
+        await bo.send({"type": "addSection", "title": "His", "id": "b1"})
+        event = await ana.next(lambda m: m["type"] == "event" and m["change"].get("title") == "His")
+        assert event["by"]["name"] == "Bo B", event
+        await ana.close()
+        await bo.close()
+
+    run(scenario())
+
+
+def test_a_change_with_another_members_id_is_applied_for_the_victim_and_not_for_the_attacker(tokens):
+    name = unique("ids")
+
+    async def scenario():
+        victim = await Client.join(tokens.ws, session=name, name="v", token=token([name], role="owner", sub="victim"))
+        attacker = await Client.join(tokens.ws, session=name, name="a", token=token([name], role="editor", sub="attacker"))
+        await victim.send({"type": "addSection", "title": "Victim 1", "id": "tab-1"})
+        ack = await victim.next(lambda m: m["type"] == "ack")
+        event = await attacker.next(lambda m: m["type"] == "event")
+        assert event["id"] == "tab-1", event  # the id as sent, never the scope it is kept under
+        # The attacker guesses the victim's next id and sends a change of its own with it first.
+        await attacker.send({"type": "addSection", "title": "Attacker", "id": "tab-2"})
+        squat = await attacker.next(lambda m: m["type"] in ("ack", "error"))
+        assert squat["type"] == "ack" and squat["seq"] == ack["seq"] + 1, squat
+        # The victim's change with that id is applied, acknowledged with its own seq.
+        await victim.send({"type": "addSection", "title": "Victim 2", "id": "tab-2"})
+        mine = await victim.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == "tab-2")
+        assert mine["type"] == "ack" and mine["seq"] == squat["seq"] + 1, mine
+        # The attacker replaying the victim's first id is a change of its own, never the victim's seq.
+        await attacker.send({"type": "addSection", "title": "Victim 1", "id": "tab-1"})
+        replay = await attacker.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == "tab-1")
+        assert replay["type"] == "ack" and replay["seq"] == mine["seq"] + 1, replay
+        # And the victim's own retry is still recognised.
+        await victim.send({"type": "addSection", "title": "Victim 2", "id": "tab-2"})
+        again = await victim.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == "tab-2")
+        assert again == mine, again
+        await victim.close()
+        await attacker.close()
+
+    run(scenario())

@@ -284,3 +284,28 @@ def test_past_the_memory_budget_joins_and_new_sessions_are_refused_and_counted()
         assert values["foldtable_resident_bytes"] > 1_048_576
     finally:
         s.stop()
+
+
+def test_an_idempotency_key_cannot_be_squatted_by_another_user(token_server):
+    s = token_server
+    name = unique("keys")
+    owner = token(s, "--session", name, "--role", "owner", "--user", "victim")
+    attacker = token(s, "--session", name, "--role", "owner", "--user", "attacker")
+
+    async def create():
+        member = await Client.join(s.ws, session=name, name="o", token=owner)
+        await member.close()
+
+    run(create())
+    path = f"/api/v1/sessions/{name}/changes"
+    # The attacker takes the key first, with a change of its own.
+    squat = call(s, "POST", path, {"type": "addSection", "title": "Attacker"}, {"Authorization": f"Bearer {attacker}", "Idempotency-Key": "nightly-7"})
+    assert squat[0] == 200, squat
+    # The victim's change with the same key is applied as its own, not refused nor answered with the attacker's seq.
+    mine = call(s, "POST", path, {"type": "addSection", "title": "Victim"}, {"Authorization": f"Bearer {owner}", "Idempotency-Key": "nightly-7"})
+    assert mine[0] == 200 and mine[2]["seq"] == squat[2]["seq"] + 1, mine
+    # Each one's retry is still its own.
+    again = call(s, "POST", path, {"type": "addSection", "title": "Victim"}, {"Authorization": f"Bearer {owner}", "Idempotency-Key": "nightly-7"})
+    assert again[0] == 200 and again[2]["seq"] == mine[2]["seq"], again
+    titles = [x["title"] for x in call(s, "GET", f"/api/v1/sessions/{name}", headers={"Authorization": f"Bearer {owner}"})[2]["sections"]]
+    assert titles == ["Attacker", "Victim"], titles

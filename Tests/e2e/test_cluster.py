@@ -427,7 +427,7 @@ def test_a_node_started_while_redis_is_down_is_alive_not_ready_refuses_joins_the
         status, body = readiness(node)
         assert status == 503 and "redis" in body["reason"]
         ws = await connect(node.ws, open_timeout=5)
-        await ws.send(json.dumps({"type": "join", "session": name, "name": "ana"}))
+        await ws.send(json.dumps({"type": "join", "session": name, "name": "ana", "create": True}))
         error = json.loads(await asyncio.wait_for(ws.recv(), 10))
         assert error["type"] == "error" and error["code"] == "storage_unavailable"
         await ws.close()
@@ -532,7 +532,9 @@ class Member:
     async def connect(self, url):
         self.url, self.buffer = url, []
         self.ws = await connect(url, max_size=None, open_timeout=10)
-        join = {"type": "join", "session": self.session, "name": self.name}
+        # Its idScope, the same on every node and connection: its retries are recognised as its own.
+        join = {"type": "join", "session": self.session, "name": self.name, "create": True,
+                "idScope": f"member-{self.name}".ljust(16, "0")}
         if self.seq is not None:
             join.update(since=self.seq, epoch=self.epoch)
         await self.ws.send(json.dumps(join))

@@ -184,7 +184,7 @@ def cluster(tmp_path_factory):
 async def join_through_nginx(cluster, session, name):
     ws = await connect(cluster["ws"], ssl=cluster["context"], open_timeout=5, max_size=None, local_addr=("127.0.0.5", 0))
     client = Client(ws)
-    await client.send({"type": "join", "session": session, "name": name})
+    await client.send({"type": "join", "session": session, "name": name, "create": True})
     client.welcome = await client.next(lambda m: m["type"] in ("welcome", "resume"), timeout=10)
     return client
 

@@ -203,6 +203,7 @@ def test_check_config_creates_nothing(tmp_path):
     (["--port"], 2, ["--port needs a value"]),
     (["--no-open"], 2, ["--open=false"]),
     (["--host", "0.0.0.0"], 1, ["--open"]),
+    (["--public-url", "https://tables.example.com"], 1, ["--public-url https://tables.example.com in open mode"]),
     (["--token-secret-file", "/nonexistent/secret"], 1, ["cannot read the token secret file /nonexistent/secret"]),
     (["--web-root", "/nonexistent-dir"], 1, ["--web-root /nonexistent-dir is not a directory"]),
     (["--data-dir", "/nonexistent/deeper/data"], 1, ["--data-dir /nonexistent/deeper/data does not exist"]),
@@ -218,6 +219,22 @@ def test_check_config_exits_1_for_bad_settings_and_2_for_a_bad_command_line(args
     for line, word in zip(lines, words):
         assert line.startswith("foldtabled: ") and word in line, (args, lines)
     assert "config ok" not in result.stdout
+
+
+def test_a_public_url_without_a_token_secret_is_refused_at_start_unless_open(tmp_path):
+    # On 127.0.0.1 behind a proxy, a public name in --public-url puts the server on the internet:
+    # without a token secret that takes --open, as a public bind does.
+    args = ["--memory", "--host", "127.0.0.1", "--port", "0", "--web-root", WEB, "--public-url", "https://tables.example.com"]
+    refused = foldtabled(*args)
+    assert refused.returncode == 1, refused
+    lines = lines_of(refused.stderr)
+    assert len(lines) == 1 and lines[0].startswith("foldtabled: --public-url https://tables.example.com in open mode"), lines
+    assert "--open" in lines[0] and "listening" not in refused.stdout
+    started = Started(*args, "--open")
+    assert started.stop() == 0
+    secret = write(tmp_path / "token.secret", "s" * 40)
+    started = Started(*args, "--token-secret-file", secret)
+    assert started.stop() == 0
 
 
 def test_a_short_token_secret_fails_the_check(tmp_path):

@@ -65,12 +65,17 @@ class Writes:
         self.trigger.acked()
 
 
+# The writers and the retrier are one client as far as change ids go (one idScope, as a browser
+# tab reconnecting keeps): the retrier's retries of the writers' ids are that client's own.
+WRITERS_ID_SCOPE = "crash-writers-0001"
+
+
 async def writer(index, ws, session, rng, writes, depth, limit):
     """Adds its own section, then keeps `depth` changes in flight: addRow (at the end or the
     front), toggle of its section, updateRow of one of its acknowledged rows."""
     section = f"w{index}"
     try:
-        client = await Client.join(ws, session=session, name=f"writer{index}")
+        client = await Client.join(ws, session=session, name=f"writer{index}", idScope=WRITERS_ID_SCOPE)
     except GONE:
         return
     inflight = set()
@@ -297,7 +302,7 @@ async def verify_session(server, session, writes, observed, first_welcome, histo
     # Retries after the restart: acknowledged ids get their original seq and change nothing;
     # sent-but-unacknowledged ones are applied at most once.
     retried = {}
-    retrier = await Client.join(server.ws, session=session, name="retrier")
+    retrier = await Client.join(server.ws, session=session, name="retrier", idScope=WRITERS_ID_SCOPE)
     acked_ids = sorted(writes.acked, key=writes.acked.get)
     picks = rng.sample(acked_ids, min(5, len(acked_ids))) + acked_ids[-1:]
     unacked = [i for i, m in writes.sent.items() if i not in writes.acked and m["type"] in ("addRow", "toggle", "addSection")]

@@ -44,7 +44,7 @@ def metric(server, name):
 async def join(server, compression, session, name):
     ws = await connect(server.ws, max_size=None, open_timeout=5, compression=compression)
     client = Client(ws)
-    await client.send({"type": "join", "session": session, "name": name})
+    await client.send({"type": "join", "session": session, "name": name, "create": True})
     client.welcome = await client.next(lambda m: m["type"] in ("welcome", "resume"))
     return client
 

@@ -185,7 +185,7 @@ def test_through_nginx_clients_share_toggles_the_page_and_healthz_load_and_the_r
         b = await connect(behind_nginx["ws"], ssl=context, open_timeout=5)
         ca, cb = Client(a), Client(b)
         for c, name in ((ca, "ana"), (cb, "bo")):
-            await c.send({"type": "join", "session": "proxied", "name": name})
+            await c.send({"type": "join", "session": "proxied", "name": name, "create": True})
             await c.next(lambda m: m["type"] == "welcome")
         await ca.send({"type": "addSection", "key": "s", "title": "Through nginx", "id": "a1"})
         await ca.send({"type": "toggle", "section": "s", "id": "a2"})

@@ -21,6 +21,10 @@ from foldtabled import BIN, Client, LoggedServer, StartFailed, frame, http_get, 
 SMALL_DEMO = ("--demo-large-rows", "100")
 
 
+# One client reconnecting (its idScope, kept across connections): its change ids are its own, so
+# its retries after a restart are recognised (another client's same id would be a new change).
+RETRYING_CLIENT = "durability-client-0001"
+
 def run(coro, timeout=60):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
@@ -127,7 +131,7 @@ def test_changes_a_client_sends_in_one_write_are_committed_in_one_append_and_eac
     server = launch("--data-dir", str(tmp_path / "data"))
     sock, response = raw_ws(server.port)
     assert " 101 " in response.split("\r\n")[0]
-    sock.sendall(frame(json.dumps({"type": "join", "session": "one-read", "name": "ana"}).encode()))
+    sock.sendall(frame(json.dumps({"type": "join", "session": "one-read", "name": "ana", "create": True}).encode()))
     buffer = b""
     while True:
         messages, buffer = server_lines(sock, buffer)
@@ -161,7 +165,7 @@ def test_an_acknowledged_change_survives_a_sigterm_restart_and_a_kill_9_restart(
 
     async def scenario():
         server = launch(*args)
-        a = await Client.join(server.ws, session="keep", name="ana")
+        a = await Client.join(server.ws, session="keep", name="ana", idScope=RETRYING_CLIENT)
         epoch = a.welcome["epoch"]
         assert await acked(a, {"type": "addSection", "title": "Kept", "key": "k", "id": "keep-1"}) == 1
         assert await acked(a, add_row("k", "r1", "keep-2", value="before sigterm")) == 2
@@ -172,7 +176,7 @@ def test_an_acknowledged_change_survives_a_sigterm_restart_and_a_kill_9_restart(
         welcome, sections = await snapshot(server.ws, "keep")
         assert (welcome["seq"], welcome["epoch"]) == (2, epoch)
         assert sections["k"]["rows"] == [{"key": "r1", "label": "label r1", "value": "before sigterm"}]
-        b = await Client.join(server.ws, session="keep", name="bo")
+        b = await Client.join(server.ws, session="keep", name="bo", idScope=RETRYING_CLIENT)
         assert await acked(b, add_row("k", "r2", "keep-3", value="before kill -9")) == 3
         server.kill9()
 
@@ -181,7 +185,7 @@ def test_an_acknowledged_change_survives_a_sigterm_restart_and_a_kill_9_restart(
         assert (welcome["seq"], welcome["epoch"]) == (3, epoch)
         assert [(r["key"], r["value"]) for r in sections["k"]["rows"]] == [("r1", "before sigterm"), ("r2", "before kill -9")]
         # A retry of an acknowledged change after the restarts: its original seq, applied once.
-        c = await Client.join(server.ws, session="keep", name="cy")
+        c = await Client.join(server.ws, session="keep", name="cy", idScope=RETRYING_CLIENT)
         assert await change(c, add_row("k", "r2", "keep-3", value="before kill -9")) == {"type": "ack", "id": "keep-3", "seq": 3}
         assert await change(c, add_row("k", "r1", "keep-2", value="before sigterm")) == {"type": "ack", "id": "keep-2", "seq": 2}
         # The same id for a different change is still told apart from a retry.
@@ -318,7 +322,7 @@ def test_an_idle_session_is_evicted_and_the_next_join_loads_the_same_table_seq_a
 
     async def scenario():
         server = launch(*store, "--idle-evict-secs", "1", "--log-level", "info")
-        a = await Client.join(server.ws, session="sleepy", name="ana")
+        a = await Client.join(server.ws, session="sleepy", name="ana", idScope=RETRYING_CLIENT)
         await acked(a, {"type": "addSection", "title": "Open", "key": "open", "id": "e1"})
         await acked(a, {"type": "addSection", "title": "Shut", "key": "shut", "id": "e2"})
         await acked(a, add_row("open", "o1", "e3", value="one"))
@@ -336,7 +340,7 @@ def test_an_idle_session_is_evicted_and_the_next_join_loads_the_same_table_seq_a
         assert after["table"] == before["table"] and after_sections == before_sections
         assert f"event=session_loaded session=sleepy seq=5" in server.stderr()
         # The history and the change-id window came back too.
-        b = await Client.join(server.ws, session="sleepy", name="bo", since=3, epoch=before["epoch"])
+        b = await Client.join(server.ws, session="sleepy", name="bo", since=3, epoch=before["epoch"], idScope=RETRYING_CLIENT)
         assert b.welcome["type"] == "resume", b.welcome
         assert [(await b.next(lambda m: m["type"] == "event"))["id"] for _ in range(2)] == ["e4", "e5"]
         assert await change(b, add_row("open", "o1", "e3", value="one")) == {"type": "ack", "id": "e3", "seq": 3}
@@ -554,7 +558,7 @@ def test_a_session_created_while_the_disk_is_full_takes_changes_once_space_retur
         # welcomed; a welcomed member's changes are refused...
         first = {"type": "addSection", "title": "N", "key": "n", "id": "n1"}
         newbie = Client(await connect(server.ws, open_timeout=5))
-        await newbie.send({"type": "join", "session": "newbie", "name": "newbie"})
+        await newbie.send({"type": "join", "session": "newbie", "name": "newbie", "create": True})
         reply = await newbie.next(lambda m: m["type"] in ("welcome", "error"))
         if reply["type"] == "welcome":
             assert reply["seq"] == 0
@@ -648,7 +652,7 @@ def test_a_session_created_while_the_database_is_locked_takes_changes_after_the_
         try:
             lock.execute("BEGIN EXCLUSIVE")
             newbie = Client(await connect(server.ws, open_timeout=5))
-            await newbie.send({"type": "join", "session": "newbie", "name": "newbie"})
+            await newbie.send({"type": "join", "session": "newbie", "name": "newbie", "create": True})
             joined = await newbie.next(lambda m: m["type"] in ("welcome", "error"))
             if joined["type"] == "welcome":
                 await newbie.send(first)

@@ -243,7 +243,7 @@ def test_a_vanished_client_leaves_within_the_hangup_time(web_root):
             watcher = await Client.join(s.ws, session="vanish", name="watcher")
             sock, response = raw_ws(s.port)
             assert " 101 " in response
-            sock.sendall(frame(json.dumps({"type": "join", "session": "vanish", "name": "ghost"}).encode()))
+            sock.sendall(frame(json.dumps({"type": "join", "session": "vanish", "name": "ghost", "create": True}).encode()))
             joined = await watcher.next(lambda m: m["type"] == "presence" and "ghost" in names(m.get("joined")))
             ghost = next(p["client"] for p in joined["joined"] if p["name"] == "ghost")
             started = time.monotonic()
@@ -450,7 +450,7 @@ def test_a_client_that_stops_reading_is_closed_as_slow_and_others_are_unaffected
         async def scenario():
             slow, response = raw_ws(s.port)
             assert " 101 " in response
-            slow.sendall(frame(json.dumps({"type": "join", "session": "slow", "name": "sloth"}).encode()))
+            slow.sendall(frame(json.dumps({"type": "join", "session": "slow", "name": "sloth", "create": True}).encode()))
             author = await Client.join(s.ws, session="slow", name="author")
             reader = await Client.join(s.ws, session="slow", name="reader")
             await author.send({"type": "addSection", "title": "x" * 1000, "key": "k", "id": "setup"})
@@ -503,7 +503,7 @@ def test_with_a_certificate_the_same_port_speaks_wss(web_root, tmp_path):
 
         async def scenario():
             ws = await connect(f"wss://127.0.0.1:{port}/ws", ssl=context)
-            await ws.send(json.dumps({"type": "join", "session": "tls", "name": "ana"}))
+            await ws.send(json.dumps({"type": "join", "session": "tls", "name": "ana", "create": True}))
             welcome = json.loads((await ws.recv()).split("\n")[0])
             assert welcome["type"] == "welcome"
             await ws.close()

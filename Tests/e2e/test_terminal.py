@@ -367,6 +367,15 @@ def test_a_retried_id_is_still_recognised_after_a_restart(tmp_path):
 
 def test_options_prints_and_sets_the_table_options(server):
     url = server.ws
+    # Reading options makes no session: a missing one is refused, then one is made on purpose.
+    missing = ft("options", url, "opts")
+    assert missing.returncode == 1 and "no session is named" in missing.stderr, missing
+
+    async def create():
+        member = await Client.join(url, session="opts", name="maker")
+        await member.close()
+
+    run(create())
     before = ft("options", url, "opts")
     assert before.returncode == 0 and before.stderr == ""
     options = json.loads(before.stdout)
@@ -484,6 +493,16 @@ def test_tokens_open_the_sessions_they_name_and_a_refused_join_exits_1(tmp_path)
     try:
         url = server.ws
         editor = make("notes", "editor")
+        # Only an owner makes a session: the editor's first change is refused until one has.
+        refused = ft("add-section", url, "notes", "Todo", "--token", editor, "--json")
+        assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "session_not_found", refused
+        owner = make("notes", "owner")
+
+        async def create():
+            member = await Client.join(url, session="notes", name="owner", token=owner)
+            await member.close()
+
+        run(create())
         assert ft("add-section", url, "notes", "Todo", "--token", editor).stdout == "s1\n"
         assert ft_json("list", url, "--token", make("*", "viewer"))["sessions"] == [
             {"name": "demo", "members": 0}, {"name": "notes", "members": 0}]
@@ -503,6 +522,7 @@ def test_tokens_open_the_sessions_they_name_and_a_refused_join_exits_1(tmp_path)
 
 
 def test_a_deleted_session_ends_watch_with_what_the_close_means(server):
+    assert ft("add-section", server.ws, "gone", "Doomed").returncode == 0  # watch makes no session
     watch = subprocess.Popen([CLIENT, "watch", server.ws, "gone"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert json.loads(watch.stdout.readline())["type"] == "welcome"
@@ -908,3 +928,14 @@ def test_the_interactive_client_exits_with_one_line_when_the_server_is_unreachab
             pane.close()
 
     run(scenario())
+
+
+def test_get_of_a_missing_name_fails_and_leaves_no_session_behind(server):
+    name = f"nosuch{time.monotonic_ns() % 10**9}"
+    done = ft("get", server.ws, name)
+    assert done.returncode == 1, done
+    assert one_line(done.stderr) == f'foldtable: the server refused to join {name}: no session is named "{name}"', done.stderr
+    assert name not in ft("list", server.ws, "--json").stdout
+    # Opening the name on purpose (a change here, as `join` does) makes it.
+    assert ft("add-section", server.ws, name, "First").returncode == 0
+    assert name in ft("list", server.ws, "--json").stdout
