@@ -1,6 +1,7 @@
 """Helpers for end-to-end tests: start the real foldtabled binary and talk to it with real
 WebSocket clients (the Python `websockets` library) or raw sockets."""
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import tempfile
 import time
 
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 BIN = os.environ.get("FOLDTABLE_BIN", ".build/debug/foldtabled")
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -83,7 +85,16 @@ class Client:
                 self.all.append(message)
 
     async def close(self):
+        """Closes, reading (and dropping) whatever the server still sends meanwhile: websockets
+        stops reading once 16 frames wait unread, and would then not see the server's close frame
+        and wait out its 10 s close timeout."""
+        async def drain():
+            with contextlib.suppress(ConnectionClosed):
+                async for _ in self.ws:
+                    pass
+        drainer = asyncio.create_task(drain())
         await self.ws.close()
+        await drainer
 
 
 def raw_ws(port, path="/ws", headers=()):
