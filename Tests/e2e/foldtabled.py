@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -29,7 +30,13 @@ class Server:
         self.proc = subprocess.Popen(
             [BIN, "--port", "0", "--web-root", web_root, *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        line = self.proc.stdout.readline().strip()
+        # Bounded (generously: a loaded machine starts slowly), so a server that never prints
+        # its start line fails the test instead of hanging the whole run.
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline().strip() if ready else ""
+        if not line.startswith("listening on http"):
+            self.proc.kill()
+            self.proc.wait()
         assert line.startswith("listening on http"), f"unexpected start line {line!r}: {self.proc.stderr.read()}"
         self.url = line.split()[-1]
         self.port = int(self.url.rsplit(":", 1)[1])
