@@ -10,6 +10,7 @@ Binaries: FOLDTABLE_BIN (server) and FOLDTABLE_CLIENT_BIN (client), default .bui
 import asyncio
 import json
 import os
+import queue
 import shlex
 import signal
 import socket
@@ -63,6 +64,26 @@ def collapsed_map(url, session="demo"):
 
 def run(coroutine):
     return asyncio.run(coroutine)
+
+
+class Lines:
+    """A process's output line by line, each read bounded: a thread reads the pipe into a queue
+    (a select on the pipe would miss lines Python has already buffered). "" at the end."""
+
+    def __init__(self, stream):
+        self.queue = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            self.queue.put(line)
+        self.queue.put("")
+
+    def next(self, timeout=15):
+        try:
+            return self.queue.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line of output within {timeout} s") from None
 
 
 # ---- script mode -----------------------------------------------------------------------------
@@ -187,20 +208,21 @@ def test_a_server_that_never_answers_times_out():
 def test_watch_prints_every_message_as_one_json_line_until_interrupted(server):
     watch = subprocess.Popen([CLIENT, "watch", server.ws, "demo", "--name", "watcher"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = Lines(watch.stdout)
     try:
-        first = json.loads(watch.stdout.readline())
+        first = json.loads(output.next())
         assert first["type"] == "welcome" and first["name"] == "watcher"
         assert ft("toggle", server.ws, "demo", "iphone").returncode == 0
         seen = []
         while not any(m["type"] == "event" for m in seen):
-            line = watch.stdout.readline()
+            line = output.next()
             assert line.endswith("\n")
             seen.append(json.loads(line))  # every line is exactly one JSON object
         event = next(m for m in seen if m["type"] == "event")
         assert event["change"] == {"type": "toggle", "section": "iphone"}
         assert event["collapsed"] == {"iphone": False}
         # The expansion's rows follow as a rows message.
-        rows = json.loads(watch.stdout.readline())
+        rows = json.loads(output.next())
         assert rows["type"] == "rows" and rows["section"] == "iphone" and rows["final"] is True
     finally:
         watch.send_signal(signal.SIGINT)
@@ -393,8 +415,9 @@ def test_get_and_watch_take_json_too(server):
     assert ft_json("get", server.ws, "demo") == collapsed_map(server.ws)
     watch = subprocess.Popen([CLIENT, "watch", server.ws, "demo", "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = Lines(watch.stdout)
     try:
-        assert json.loads(watch.stdout.readline())["type"] == "welcome"
+        assert json.loads(output.next())["type"] == "welcome"
     finally:
         watch.send_signal(signal.SIGINT)
         assert watch.wait(5) == 0
@@ -504,8 +527,9 @@ def test_tokens_open_the_sessions_they_name_and_a_refused_join_exits_1(tmp_path)
 
 def test_a_deleted_session_ends_watch_with_what_the_close_means(server):
     watch = subprocess.Popen([CLIENT, "watch", server.ws, "gone"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = Lines(watch.stdout)
     try:
-        assert json.loads(watch.stdout.readline())["type"] == "welcome"
+        assert json.loads(output.next())["type"] == "welcome"
 
         async def delete():
             member = await Client.join(server.ws, session="gone", name="bo")
@@ -586,11 +610,12 @@ def test_watch_reconnects_after_a_drop_and_resumes_where_it_left_off(server):
     proxy = Proxy(server.port)
     watch = subprocess.Popen([CLIENT, "watch", f"ws://127.0.0.1:{proxy.port}/ws", "demo"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = Lines(watch.stdout)
     try:
-        welcome = json.loads(watch.stdout.readline())
+        welcome = json.loads(output.next())
         assert welcome["type"] == "welcome"
         assert ft("toggle", server.ws, "demo", "friends").returncode == 0
-        while json.loads(watch.stdout.readline())["type"] != "event":
+        while json.loads(output.next())["type"] != "event":
             pass
         proxy.accepting = False
         proxy.drop_all()
@@ -600,7 +625,7 @@ def test_watch_reconnects_after_a_drop_and_resumes_where_it_left_off(server):
         proxy.accepting = True
         messages = []
         while not any(m["type"] == "event" for m in messages):
-            messages.append(json.loads(watch.stdout.readline()))
+            messages.append(json.loads(output.next()))
         resume = next(m for m in messages if m["type"] in ("resume", "welcome"))
         assert resume["type"] == "resume" and resume["epoch"] == welcome["epoch"]
         event = next(m for m in messages if m["type"] == "event")
