@@ -93,7 +93,7 @@ struct TalkingToARealRedis {
             read.withLock { $0 = result }
             done.signal()
         }
-        usleep(200_000)
+        try server.waitForBlockedClients(1)
         #expect(read.withLock { $0 } == nil, "the read returned before anything was appended")
         let id = try wait { writer.xadd("session:s13", fields: [StreamField("change", "toggle")], completion: $0) }.get()
         #expect(done.wait(timeout: .now() + 5) == .success)
@@ -152,7 +152,7 @@ struct TalkingToARealRedis {
             read.withLock { $0 = result }
             done.signal()
         }
-        usleep(200_000)
+        try server.waitForBlockedClients(1)
         let appends = (1...5).map { RedisCommand("XADD", "session:t", "*", "change", "c\($0)") }
         let results = try wait { completion in writer.transaction(appends) { completion(.success($0)) } }.get()
         let ids = try results.map { try #require($0.get().string.flatMap(StreamID.init)) }
@@ -292,7 +292,8 @@ struct TalkingToARealRedis {
             results.withLock { $0 = all }
             done.signal()
         }
-        usleep(300_000)
+        // The read blocks, so the INCR before it in the pipeline has run and been answered.
+        try server.waitForBlockedClients(1)
         server.kill()
         #expect(done.wait(timeout: .now() + 5) == .success)
         let got = results.withLock { $0 }
@@ -377,7 +378,7 @@ struct TalkingToARealRedis {
             read.withLock { $0 = result }
             done.signal()
         }
-        usleep(200_000)
+        try server.waitForBlockedClients(1)
         let started = Date()
         redis.close()
         #expect(Date().timeIntervalSince(started) < 2)

@@ -196,6 +196,51 @@ final class RedisServer: @unchecked Sendable {
         // +PONG, or -NOAUTH from a server that wants a password: either way it is serving.
         return count > 0 && (reply[0] == UInt8(ascii: "+") || reply[0] == UInt8(ascii: "-"))
     }
+
+    /// Waits until the server counts `count` clients blocked in a command (a blocking XREAD):
+    /// what a test needs before it acts on a blocked read, instead of sleeping for what is long
+    /// enough for the client's thread to send it on a quick machine.
+    func waitForBlockedClients(_ count: Int, timeoutSeconds: Double = 20) throws {
+        let deadline = Date().addingTimeInterval(timeoutSeconds)
+        var seen: Int?
+        repeat {
+            seen = Self.blockedClients(port: port)
+            if seen == count { return }
+            usleep(5_000)
+        } while Date() < deadline
+        throw RedisTestError("expected \(count) blocked clients within \(timeoutSeconds) s, INFO says \(seen.map(String.init) ?? "nothing")")
+    }
+
+    /// `blocked_clients` from `INFO clients`, asked over a raw socket (like ``answersPing(port:)``,
+    /// not through the client under test); `nil` without an answer.
+    static func blockedClients(port: Int) -> Int? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = loopback(port: port)
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard connected else { return nil }
+        let info = Array("INFO clients\r\n".utf8)
+        guard send(fd, info, info.count, Int32(MSG_NOSIGNAL)) == info.count else { return nil }
+        let key = Array("blocked_clients:".utf8)
+        var reply: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4_096)
+        while reply.count < 65_536 {
+            let count = recv(fd, &chunk, chunk.count, 0)
+            guard count > 0 else { return nil }
+            reply += chunk[0..<count]
+            if let value = reply.firstRange(of: key)?.upperBound,
+                let end = reply[value...].firstIndex(of: UInt8(ascii: "\r"))
+            {
+                return Int(String(decoding: reply[value..<end], as: UTF8.self))
+            }
+        }
+        return nil
+    }
 }
 
 struct RedisTestError: Error, CustomStringConvertible {

@@ -1,8 +1,10 @@
 """Helpers for end-to-end tests: start the real foldtabled binary and talk to it with real
 WebSocket clients (the Python `websockets` library) or raw sockets."""
 import asyncio
+import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -10,6 +12,7 @@ import tempfile
 import time
 
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 BIN = os.environ.get("FOLDTABLE_BIN", ".build/debug/foldtabled")
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -27,7 +30,13 @@ class Server:
         self.proc = subprocess.Popen(
             [BIN, "--port", "0", "--web-root", web_root, *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        line = self.proc.stdout.readline().strip()
+        # Bounded (generously: a loaded machine starts slowly), so a server that never prints
+        # its start line fails the test instead of hanging the whole run.
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline().strip() if ready else ""
+        if not line.startswith("listening on http"):
+            self.proc.kill()
+            self.proc.wait()
         assert line.startswith("listening on http"), f"unexpected start line {line!r}: {self.proc.stderr.read()}"
         self.url = line.split()[-1]
         self.port = int(self.url.rsplit(":", 1)[1])
@@ -84,7 +93,16 @@ class Client:
                 self.all.append(message)
 
     async def close(self):
+        """Closes, reading (and dropping) whatever the server still sends meanwhile: websockets
+        stops reading once 16 frames wait unread, and would then not see the server's close frame
+        and wait out its 10 s close timeout."""
+        async def drain():
+            with contextlib.suppress(ConnectionClosed):
+                async for _ in self.ws:
+                    pass
+        drainer = asyncio.create_task(drain())
         await self.ws.close()
+        await drainer
 
 
 def raw_ws(port, path="/ws", headers=()):

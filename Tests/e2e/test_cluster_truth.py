@@ -68,7 +68,7 @@ def busy_writers(a, b, name, during=None):
         tasks = [writer(node.ws, name, f"{tag}{i}", answers)
                  for tag, node in (("a", a), ("b", b)) for i in range(WRITERS_PER_NODE)]
         if during:
-            tasks.append(during())
+            tasks.append(during(answers))
         await asyncio.gather(*tasks)
 
     run(scenario(), timeout=180)
@@ -115,8 +115,11 @@ def test_busy_writers_on_two_nodes_of_a_new_session_get_no_refusal_and_every_row
 def test_a_node_stopped_and_continued_mid_run_gives_only_true_answers(redis, tmp_path):
     a, b = (cluster_node(redis, node, tmp_path) for node in ("a", "b"))
     try:
-        async def pause_b():
-            await asyncio.sleep(0.3)
+        async def pause_b(answers):
+            # Mid-run by count, not by time: after 0.3 s a quick machine had every answer already
+            # (all 656 here), and the pause tested nothing.
+            while len(answers) < WRITERS_PER_NODE * ROWS_PER_WRITER // 2:
+                await asyncio.sleep(0.002)
             os.kill(b.proc.pid, signal.SIGSTOP)
             await asyncio.sleep(2)
             os.kill(b.proc.pid, signal.SIGCONT)

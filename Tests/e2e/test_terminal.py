@@ -10,6 +10,7 @@ Binaries: FOLDTABLE_BIN (server) and FOLDTABLE_CLIENT_BIN (client), default .bui
 import asyncio
 import json
 import os
+import queue
 import shlex
 import signal
 import socket
@@ -63,6 +64,26 @@ def collapsed_map(url, session="demo"):
 
 def run(coroutine):
     return asyncio.run(coroutine)
+
+
+class Lines:
+    """A process's output line by line, each read bounded: a thread reads the pipe into a queue
+    (a select on the pipe would miss lines Python has already buffered). "" at the end."""
+
+    def __init__(self, stream):
+        self.queue = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            self.queue.put(line)
+        self.queue.put("")
+
+    def next(self, timeout=15):
+        try:
+            return self.queue.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line of output within {timeout} s") from None
 
 
 # ---- script mode -----------------------------------------------------------------------------
@@ -187,20 +208,21 @@ def test_a_server_that_never_answers_times_out():
 def test_watch_prints_every_message_as_one_json_line_until_interrupted(server):
     watch = subprocess.Popen([CLIENT, "watch", server.ws, "demo", "--name", "watcher"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = Lines(watch.stdout)
     try:
-        first = json.loads(watch.stdout.readline())
+        first = json.loads(output.next())
         assert first["type"] == "welcome" and first["name"] == "watcher"
         assert ft("toggle", server.ws, "demo", "iphone").returncode == 0
         seen = []
         while not any(m["type"] == "event" for m in seen):
-            line = watch.stdout.readline()
+            line = output.next()
             assert line.endswith("\n")
             seen.append(json.loads(line))  # every line is exactly one JSON object
         event = next(m for m in seen if m["type"] == "event")
         assert event["change"] == {"type": "toggle", "section": "iphone"}
         assert event["collapsed"] == {"iphone": False}
         # The expansion's rows follow as a rows message.
-        rows = json.loads(watch.stdout.readline())
+        rows = json.loads(output.next())
         assert rows["type"] == "rows" and rows["section"] == "iphone" and rows["final"] is True
     finally:
         watch.send_signal(signal.SIGINT)
@@ -402,8 +424,9 @@ def test_get_and_watch_take_json_too(server):
     assert ft_json("get", server.ws, "demo") == collapsed_map(server.ws)
     watch = subprocess.Popen([CLIENT, "watch", server.ws, "demo", "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = Lines(watch.stdout)
     try:
-        assert json.loads(watch.stdout.readline())["type"] == "welcome"
+        assert json.loads(output.next())["type"] == "welcome"
     finally:
         watch.send_signal(signal.SIGINT)
         assert watch.wait(5) == 0
@@ -524,8 +547,9 @@ def test_tokens_open_the_sessions_they_name_and_a_refused_join_exits_1(tmp_path)
 def test_a_deleted_session_ends_watch_with_what_the_close_means(server):
     assert ft("add-section", server.ws, "gone", "Doomed").returncode == 0  # watch makes no session
     watch = subprocess.Popen([CLIENT, "watch", server.ws, "gone"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = Lines(watch.stdout)
     try:
-        assert json.loads(watch.stdout.readline())["type"] == "welcome"
+        assert json.loads(output.next())["type"] == "welcome"
 
         async def delete():
             member = await Client.join(server.ws, session="gone", name="bo")
@@ -606,11 +630,12 @@ def test_watch_reconnects_after_a_drop_and_resumes_where_it_left_off(server):
     proxy = Proxy(server.port)
     watch = subprocess.Popen([CLIENT, "watch", f"ws://127.0.0.1:{proxy.port}/ws", "demo"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = Lines(watch.stdout)
     try:
-        welcome = json.loads(watch.stdout.readline())
+        welcome = json.loads(output.next())
         assert welcome["type"] == "welcome"
         assert ft("toggle", server.ws, "demo", "friends").returncode == 0
-        while json.loads(watch.stdout.readline())["type"] != "event":
+        while json.loads(output.next())["type"] != "event":
             pass
         proxy.accepting = False
         proxy.drop_all()
@@ -620,7 +645,7 @@ def test_watch_reconnects_after_a_drop_and_resumes_where_it_left_off(server):
         proxy.accepting = True
         messages = []
         while not any(m["type"] == "event" for m in messages):
-            messages.append(json.loads(watch.stdout.readline()))
+            messages.append(json.loads(output.next()))
         resume = next(m for m in messages if m["type"] in ("resume", "welcome"))
         assert resume["type"] == "resume" and resume["epoch"] == welcome["epoch"]
         event = next(m for m in messages if m["type"] == "event")
@@ -881,13 +906,22 @@ def test_the_screen_follows_terminal_resizes(server):
         pane = Pane(join_command(server.ws))
         try:
             await pane.wait_for("connected", "Inventory")
+
+            def redrawn(width, height):
+                # tmux itself keeps the old bottom line (the status) at the bottom of a resized
+                # pane and cuts or pads the old lines: only the Mac line's detail, right-aligned
+                # to the new width, shows that the client has drawn the new size.
+                def check(text):
+                    mac = (line_with(text, "Mac") or "").rstrip()
+                    return ("● connected" in text.split("\n")[height - 1] and mac.endswith("4 models     4")
+                            and len(mac) > width - 5)
+                return check
+
             pane.resize(60, 15)
-            screen = await pane.wait(lambda t: "● connected" in t.split("\n")[14], what="status on line 15")
-            lines = screen.split("\n")
-            assert line_with(screen, "Mac").rstrip().endswith("4 models     4")
-            assert all(len(line) <= 60 for line in lines)
+            screen = await pane.wait(redrawn(60, 15), what="the table drawn 60 wide, status on line 15")
+            assert all(len(line) <= 60 for line in screen.split("\n"))
             pane.resize(100, 40)
-            await pane.wait(lambda t: "● connected" in t.split("\n")[39], what="status on line 40")
+            await pane.wait(redrawn(100, 40), what="the table drawn 100 wide, status on line 40")
         finally:
             pane.close()
 

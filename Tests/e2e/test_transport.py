@@ -142,7 +142,7 @@ def test_a_read_with_no_reply_has_its_tcp_ack_held_for_the_next_reply(echo_serve
     sock = raw_ws(echo_server.port)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.sendall(frame(TEXT, b"a", fin=False))
-    timely = False
+    timely = held = 0
     for attempt in range(10):
         time.sleep(0.3)  # the delayed-ACK timer (40 ms to 200 ms) has fired
         sock.sendall(frame(CONT, b"b", fin=False))
@@ -154,12 +154,16 @@ def test_a_read_with_no_reply_has_its_tcp_ack_held_for_the_next_reply(echo_serve
         sent = time.monotonic()
         sock.sendall(frame(PONG))
         time.sleep(0.005)
-        held = unacked_segments(sock)
+        unacked = unacked_segments(sock)
         if time.monotonic() - sent < 0.03:  # well inside the 40 ms timer, so the answer counts
-            timely = True
-            break
+            timely += 1
+            # A server that has not yet run since the fragment arrived (a busy machine) still
+            # quick-acks: only a server that never holds the ACK gets it sent at once every time.
+            if unacked == 1:
+                held += 1
+                break
     assert timely, "the test never sampled within 30 ms of its send (an overloaded machine)"
-    assert held == 1, "the server acknowledged a read at once instead of holding the ACK"
+    assert held, f"the server acknowledged a read at once instead of holding the ACK ({timely} timely tries)"
     deadline = time.monotonic() + 2
     while unacked_segments(sock) and time.monotonic() < deadline:
         time.sleep(0.005)
