@@ -161,8 +161,10 @@ def test_a_pathological_find_leaves_healthz_and_another_sessions_changes_answere
     # Seconds on the service thread before (2.2 s here for one find); now it serves on.
     print(f"healthz quiet max {max(t for _, t in quiet):.3f}s, during finds max {max(health):.3f}s; "
           f"toggle ack max {max(toggles):.3f}s; find took {min(t for _, _, t in finds):.3f}-{max(t for _, _, t in finds):.3f}s")
-    assert max(health) < 0.5, health
-    assert max(toggles) < 0.5, toggles
+    # Bounds far above what the fix gives (milliseconds) and below what one find on the service
+    # thread cost even on a quiet machine (2.2 s): they hold with a busy core beside the tests.
+    assert max(health) < 1.0, health
+    assert max(toggles) < 1.0, toggles
 
 
 def test_finds_sent_while_ones_own_runs_are_refused_and_do_not_delay_another_members_find(big):
