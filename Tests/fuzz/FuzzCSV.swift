@@ -18,11 +18,6 @@
 
 @testable import FoldtableCore
 
-/// Traps with `message` (libFuzzer reports it as a crash and writes the input to a file).
-private func require(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
-    if !condition() { fatalError("fuzz invariant: \(message())") }
-}
-
 /// Small limits so that a short input can reach every "limit reached" branch.
 private let limits: TableLimits = {
     var limits = TableLimits()

@@ -49,11 +49,6 @@ private let replyLimits = JSONParser.Limits(maxDepth: 32, maxStringBytes: 4_096)
 
 private let authors = [Author(client: "c1", name: "ana"), Author(client: "c2", name: "bo")]
 
-/// Traps with `message` (libFuzzer reports it as a crash and writes the input to a file).
-private func require(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
-    if !condition() { fatalError("fuzz invariant: \(message())") }
-}
-
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDecoder(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = UnsafeBufferPointer(start: data, count: size)

@@ -25,11 +25,6 @@
 @testable import FoldtableCore
 @testable import FoldtableServer
 
-/// Traps with `message` (libFuzzer reports it as a crash and writes the input to a file).
-private func require(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
-    if !condition() { fatalError("fuzz invariant: \(message())") }
-}
-
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPolicy(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = UnsafeBufferPointer(start: data, count: size)

@@ -27,11 +27,6 @@
 @testable import FoldtableRedis
 @testable import FoldtableServer
 
-/// Traps with `message` (libFuzzer reports it as a crash and writes the input to a file).
-private func require(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
-    if !condition() { fatalError("fuzz invariant: \(message())") }
-}
-
 /// Small limits so that a short snapshot or request can reach them.
 private let limits: TableLimits = {
     var limits = TableLimits()

@@ -23,11 +23,6 @@
 @testable import FoldtableCore
 @testable import FoldtableServer
 
-/// Traps with `message` (libFuzzer reports it as a crash and writes the input to a file).
-private func require(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
-    if !condition() { fatalError("fuzz invariant: \(message())") }
-}
-
 /// 32 bytes, the least the server accepts.
 private let secret = Array("fuzz-secret-fuzz-secret-fuzz-sec".utf8)
 private let tokens = HMACTokens(secret: secret)

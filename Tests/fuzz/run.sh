@@ -144,7 +144,7 @@ build_target() {
         echo "fuzz: no target named $target (targets: ${all_targets[*]})" >&2
         return 1
     }
-    local inputs=("$harness") libraries=()
+    local inputs=("$harness" Tests/fuzz/FuzzSupport.swift) libraries=()
     for module in $(target_modules "$target"); do
         build_module "$module" || {
             echo "fuzz: module $module does not build" >&2
@@ -157,7 +157,7 @@ build_target() {
     echo "fuzz: building $binary"
     # lld: the system's gold linker warns about every local ASan symbol it cannot export.
     # shellcheck disable=SC2046
-    "$swiftc" "${flags[@]}" -use-ld=lld "$harness" -L "$modules" "${libraries[@]}" $(target_link "$target") \
+    "$swiftc" "${flags[@]}" -use-ld=lld "$harness" Tests/fuzz/FuzzSupport.swift -L "$modules" "${libraries[@]}" $(target_link "$target") \
         -o "$binary.tmp" || {
         echo "fuzz: the $target target does not build" >&2
         return 1
