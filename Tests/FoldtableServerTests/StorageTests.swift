@@ -80,6 +80,63 @@ import Testing
         #expect(h.transport.messages(3, type: "welcome").first?["seq"] == .integer(1))
     }
 
+    /// Sends `text` as a message read in the current turn, before anything queued runs.
+    func receive(_ h: Harness, _ id: UInt64, _ text: String) {
+        let bytes = Array(text.utf8)
+        bytes.withUnsafeBytes { h.hub.connectionReceived(Connection(id: id), message: $0) }
+    }
+
+    @Test func changesSentWhileASessionLoadsWaitForTheWelcomeAndAreAppliedInOrder() {
+        let h = Harness { $0.idleEvictSecs = 1 }
+        h.join(1, session: "x")
+        h.say(1, #"{"type":"addSection","key":"s","title":"S","id":"s"}"#)
+        h.close(1)
+        h.transport.fireTimers()
+        #expect(!h.hub.residentSessions.contains("x"))
+        h.open(2)
+        // The join and two changes are read in one turn, before the load completes.
+        receive(h, 2, #"{"type":"join","session":"x","name":"ana"}"#)
+        receive(h, 2, #"{"type":"toggle","section":"s","id":"t1"}"#)
+        receive(h, 2, #"{"type":"addRow","section":"s","label":"r","id":"t2"}"#)
+        #expect(h.transport.messages(2).isEmpty)
+        h.transport.settle()
+        let answers = h.transport.messages(2).compactMap { message -> String? in
+            guard case .string(let type)? = message["type"], type != "presence" else { return nil }
+            if case .string(let id)? = message["id"] { return "\(type) \(id)" }
+            return type
+        }
+        #expect(answers.filter { !$0.hasPrefix("event") } == ["welcome", "ack t1", "ack t2"])
+    }
+
+    @Test func pastItsBoundAMessageSentDuringAJoinIsRefusedAndTheRestAreApplied() {
+        let h = Harness { $0.idleEvictSecs = 1 }
+        h.join(1, session: "x")
+        h.say(1, #"{"type":"addSection","key":"s","title":"S","id":"s"}"#)
+        h.close(1)
+        h.transport.fireTimers()
+        h.open(2)
+        receive(h, 2, #"{"type":"join","session":"x","name":"ana"}"#)
+        for index in 0...Hub.heldWhileJoiningMax { receive(h, 2, #"{"type":"toggle","section":"s","id":"t\#(index)"}"#) }
+        // The one past the bound is refused at once, the socket open; the others wait.
+        let refused = h.transport.messages(2, type: "error")
+        #expect(refused.count == 1)
+        #expect(refused.first?["code"] == .string("limit_reached"))
+        #expect(refused.first?["id"] == .string("t\(Hub.heldWhileJoiningMax)"))
+        h.transport.settle()
+        #expect(h.transport.messages(2, type: "ack").count == Hub.heldWhileJoiningMax)
+    }
+
+    @Test func changesHeldForAJoinThatFailsAreAnsweredNotJoined() {
+        let h = Harness()
+        h.open(1)
+        receive(h, 1, #"{"type":"join","session":"nowhere","name":"ana"}"#)
+        receive(h, 1, #"{"type":"toggle","section":"s","id":"t1"}"#)
+        h.transport.settle()
+        let codes = h.transport.messages(1, type: "error").map { $0["code"] }
+        #expect(codes == [.string("session_not_found"), .string("not_joined")])
+        #expect(!h.hub.residentSessions.contains("nowhere"))
+    }
+
     @Test func atTheSessionLimitAQuietSessionMakesRoomAndABusyOneDoesNot() {
         let h = Harness { $0.maxSessions = 2 }
         h.join(1)
