@@ -532,7 +532,8 @@ final class SessionAPI {
         guard !query.isEmpty, query.utf8.count <= RowSearch.maxQueryBytes else {
             return respond(Self.error(400, ProtocolError(.invalidValue, "q must be 1 to \(RowSearch.maxQueryBytes) bytes", field: "q")))
         }
-        let limit = call.request.query["limit"].flatMap { Int($0) } ?? RowSearch.defaultLimit
+        // A limit that is not a number is refused like one out of range, not read as the default.
+        let limit = call.request.query["limit"].map { Int($0) ?? 0 } ?? RowSearch.defaultLimit
         guard (1...RowSearch.maxLimit).contains(limit) else {
             return respond(Self.error(400, ProtocolError(.invalidValue, "limit must be 1 to \(RowSearch.maxLimit)", field: "limit")))
         }

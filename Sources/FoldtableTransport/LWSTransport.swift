@@ -213,11 +213,13 @@ public final class LWSTransport: Transport {
         var query: [String: String] = [:]
         for index in 0..<raw.query_count {
             guard let argument = raw.query?[index] else { continue }
-            let text = String(cString: argument)
-            if let equals = text.firstIndex(of: "=") {
-                query[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            // Split at the first `=` byte: as a Character, `=` followed by a combining mark is
+            // one grapheme and would not be found (the argument would be read as one name).
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+            if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
+                query[String(decoding: bytes[..<equals], as: UTF8.self)] = String(decoding: bytes[(equals + 1)...], as: UTF8.self)
             } else {
-                query[text] = ""
+                query[String(decoding: bytes, as: UTF8.self)] = ""
             }
         }
         let body = raw.body_len > 0 ? Array(UnsafeBufferPointer(start: raw.body, count: raw.body_len)) : []

@@ -215,3 +215,17 @@ def test_a_token_name_with_a_line_break_forges_no_log_line(server):
     assert "\\nlevel=error event=forged" in lines[0], lines[0]
     assert not any(line.startswith("level=error event=forged") for line in server.stderr().splitlines())
     assert_still_serving(server)
+
+
+@pytest.mark.parametrize("query", ["q=%CC%81a", "q=%E2%80%8Da&limit=%CC%815", "q%CC%81=a"], ids=["mark-value", "joiner-limit", "mark-name"])
+def test_a_query_with_a_combining_mark_after_its_equals_sign_is_split_at_the_byte(server, query):
+    """`=` then a combining mark is one Swift Character: the query is split at the `=` byte, so
+    `q` is read (or, with the mark on the name's side, is missing: 400 naming it), never a trap."""
+    status, body = api(server.port, "GET", f"/api/v1/sessions/demo/find?{query}", token())
+    if query.startswith("q%CC"):
+        assert status == 400 and body["error"]["field"] == "q", (status, body)
+    elif "limit" in query:
+        assert status == 400 and body["error"]["field"] == "limit", (status, body)
+    else:
+        assert status == 200 and body["q"] == "\u0301a", (status, body)
+    assert_still_serving(server)
