@@ -64,7 +64,22 @@ static void log_emit(int level, const char *line)
         }
         return;
     }
-    lwsl_emit_stderr(level, line);
+    /* lws may quote bytes a client sent (a header, a path) in its own lines: control characters
+     * are written as \xNN, so no client can end the line and forge another. The line's own
+     * final newline stays. */
+    char safe[1024];
+    size_t out = 0;
+    for (const unsigned char *p = (const unsigned char *)line; *p && out + 5 < sizeof(safe); p++) {
+        bool last_newline = *p == '\n' && p[1] == '\0';
+        if ((*p < 0x20 && !last_newline) || *p == 0x7f)
+            out += (size_t)snprintf(safe + out, sizeof(safe) - out, "\\x%02x", *p);
+        else
+            safe[out++] = (char)*p;
+    }
+    if (out && safe[out - 1] != '\n')
+        safe[out++] = '\n';
+    safe[out] = '\0';
+    lwsl_emit_stderr(level, safe);
 }
 
 /* 0 = errors only (default), 1 = +warnings, 2 = +notices. Applies immediately. */
