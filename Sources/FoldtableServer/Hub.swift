@@ -725,6 +725,12 @@ public final class Hub: TransportDelegate {
         guard case .success(let grant) = verifier.verify(token, now: clock()), grant.allows(session.name) else {
             return refuse(client.connection, ProtocolError(.unauthorized, "the token is not valid for this session", field: "token"), id: nil)
         }
+        // A fresh token renews who joined; it does not make the connection someone else (whose
+        // change ids, name and presence were set at the join): that takes a join of its own.
+        guard grant.user == client.grant?.user else {
+            return refuse(
+                client.connection, ProtocolError(.unauthorized, "the token is for another user; join again to be them", field: "token"), id: nil)
+        }
         client.grant = grant
         client.role = grant.role
         client.consecutiveErrors = 0

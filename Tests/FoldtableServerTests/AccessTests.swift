@@ -19,6 +19,21 @@ import Testing
         h.say(id, #"{"type":"join","session":"\#(session)","name":"n\#(id)"\#(field)}"#)
     }
 
+    @Test func anAuthWithAnotherUsersTokenIsRefusedAndTheMemberStaysWhoJoined() {
+        let h = Harness(verifier: tokens)
+        join(h, 1, token: token(.viewer))
+        let other = tokens.sign(user: "someone-else", name: "boss", sessions: ["demo"], role: .owner, expires: now + 3_600)
+        h.say(1, #"{"type":"auth","token":"\#(other)"}"#)
+        #expect(h.transport.messages(1, type: "error").first?["code"] == .string("unauthorized"))
+        #expect(h.transport.messages(1, type: "authorized").isEmpty)
+        // Still the viewer who joined: a change is refused.
+        h.say(1, #"{"type":"toggle","section":"mac","id":"t"}"#)
+        #expect(h.transport.messages(1, type: "error").last?["code"] == .string("forbidden"))
+        // The same user's fresh token is taken.
+        h.say(1, #"{"type":"auth","token":"\#(token(.editor))"}"#)
+        #expect(h.transport.messages(1, type: "authorized").first?["role"] == .string("editor"))
+    }
+
     @Test func aJoinWithoutATokenIsRefusedAndClosedWith4502() {
         let h = Harness(verifier: tokens)
         join(h, 1, token: nil)
