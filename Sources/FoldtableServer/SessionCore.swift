@@ -1199,7 +1199,9 @@ extension SessionCore {
         // Held with the same digest: applied (as this request, or as an earlier one it retries).
         if let remembered = committed.remembered(id) {
             guard remembered.digest == waiting.digest else {
-                return .notApplied(ProtocolError(.idReused, "the change id \"\(id.prefix(64))\" was used for a different change", field: "id"))
+                return .notApplied(
+                    ProtocolError(
+                        .idReused, "the change id \"\(ChangeIdScope.id(ofKey: id).prefix(64))\" was used for a different change", field: "id"))
             }
             return .applied(seq: remembered.seq)
         }
