@@ -36,7 +36,7 @@ final class RowFinder {
         -> Bool
     {
         let search = RowSearch(query)
-        guard Self.rowCount(table, atLeast: Self.asideRows) else {
+        guard table.rowCount >= Self.asideRows else {
             let (matches, truncated) = search.run(in: table, limit: limit)
             then(matches, truncated)
             return true
@@ -58,15 +58,5 @@ final class RowFinder {
     /// What a requester whose search is under way gets for another.
     static var busy: ProtocolError {
         ProtocolError(.rateLimited, "a find of yours is still running; send the next one after its answer")
-    }
-
-    /// Whether `table` has at least `bound` rows, counted only as far as needed.
-    static func rowCount(_ table: Table, atLeast bound: Int) -> Bool {
-        var count = 0
-        for section in table.sections {
-            count += section.rows.count
-            if count >= bound { return true }
-        }
-        return false
     }
 }

@@ -244,7 +244,7 @@ final class SessionAPI {
             let table = session.core.committed
             let contentType = csv ? "text/csv; charset=utf-8" : "application/json"
             let key = Self.exportKey(session, table, csv ? "csv" : "json")
-            let large = RowFinder.rowCount(table, atLeast: RowFinder.asideRows)
+            let large = table.rowCount >= RowFinder.asideRows
             export(key, table, large: large, contentType: contentType, respond) { table in
                 csv ? CSVTable.encode(table) : TableDocument.encode(table)
             }
