@@ -18,17 +18,7 @@
 
 @testable import FoldtableCore
 
-/// Small limits so that a short input can reach every "limit reached" branch.
-private let limits: TableLimits = {
-    var limits = TableLimits()
-    limits.maxSections = 8
-    limits.maxRowsPerSection = 16
-    limits.maxRowsPerTable = 40
-    limits.maxTextBytesPerTable = 2_000
-    limits.maxTextBytes = 64
-    limits.maxKeyBytes = 16
-    return limits
-}()
+private let limits = smallTableLimits
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzCSV(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {

@@ -27,17 +27,7 @@
 @testable import FoldtableRedis
 @testable import FoldtableServer
 
-/// Small limits so that a short snapshot or request can reach them.
-private let limits: TableLimits = {
-    var limits = TableLimits()
-    limits.maxSections = 8
-    limits.maxRowsPerSection = 16
-    limits.maxRowsPerTable = 40
-    limits.maxTextBytesPerTable = 2_000
-    limits.maxTextBytes = 64
-    limits.maxKeyBytes = 16
-    return limits
-}()
+private let limits = smallTableLimits
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRedis(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
