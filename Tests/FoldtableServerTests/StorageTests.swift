@@ -86,12 +86,18 @@ import Testing
         bytes.withUnsafeBytes { h.hub.connectionReceived(Connection(id: id), message: $0) }
     }
 
-    @Test func changesSentWhileASessionLoadsWaitForTheWelcomeAndAreAppliedInOrder() {
+    /// A hub holding session "x" (one section "s") only in its store: a join must load it.
+    func storedNotResident() -> Harness {
         let h = Harness { $0.idleEvictSecs = 1 }
         h.join(1, session: "x")
         h.say(1, #"{"type":"addSection","key":"s","title":"S","id":"s"}"#)
         h.close(1)
         h.transport.fireTimers()
+        return h
+    }
+
+    @Test func changesSentWhileASessionLoadsWaitForTheWelcomeAndAreAppliedInOrder() {
+        let h = storedNotResident()
         #expect(!h.hub.residentSessions.contains("x"))
         h.open(2)
         // The join and two changes are read in one turn, before the load completes.
@@ -109,11 +115,7 @@ import Testing
     }
 
     @Test func pastItsBoundAMessageSentDuringAJoinIsRefusedAndTheRestAreApplied() {
-        let h = Harness { $0.idleEvictSecs = 1 }
-        h.join(1, session: "x")
-        h.say(1, #"{"type":"addSection","key":"s","title":"S","id":"s"}"#)
-        h.close(1)
-        h.transport.fireTimers()
+        let h = storedNotResident()
         h.open(2)
         receive(h, 2, #"{"type":"join","session":"x","name":"ana"}"#)
         for index in 0...Hub.heldWhileJoiningMax { receive(h, 2, #"{"type":"toggle","section":"s","id":"t\#(index)"}"#) }
