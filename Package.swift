@@ -2,7 +2,7 @@
 // Foldtable: a self-hosted, multi-user WebSocket server for shared collapsible tables.
 // Layers (see Sources/FoldtableServer/FoldtableServer.docc/Architecture.md):
 //   FoldtableCore      pure Swift: table model, changes -> events, wire protocol. No I/O, no C.
-//   FoldtableServer    hub, table sessions, clients, busy tracking; talks to a Transport protocol.
+//   FoldtableServer    hub, sessions (room + order), HTTP API; talks to Transport, store and Broker ports.
 //   FoldtableTransport the only Swift module that imports CFoldtableWS (libwebsockets).
 //   FoldtableStore     the only Swift module that imports CSQLite: sessions and event logs on disk.
 //   FoldtableRedis     the only Swift module that imports CHiredis: a threaded Redis client (streams).
@@ -63,8 +63,8 @@ let package = Package(
         .target(name: "FoldtableTransport", dependencies: ["CFoldtableWS", "FoldtableCore", "FoldtableServer"]),
         // SessionStore and EventLog on SQLite: one writer thread, group commit, online backup.
         .target(name: "FoldtableStore", dependencies: ["CSQLite", "FoldtableCore", "FoldtableServer"]),
-        // A Redis client on threads of its own (hiredis): streams, snapshots, presence. Not wired
-        // into foldtabled yet; see the "More than one machine" article.
+        // A Redis client on threads of its own (hiredis): the Broker of sessions shared by several
+        // nodes (streams, snapshots, presence); see the "More than one machine" article.
         .target(name: "FoldtableRedis", dependencies: ["CHiredis", "FoldtableCore", "FoldtableServer"]),
         .executableTarget(
             name: "foldtabled",
@@ -90,5 +90,7 @@ let package = Package(
         .testTarget(name: "FoldtableAuthTests", dependencies: ["FoldtableAuth", "FoldtableServer"]),
         .testTarget(name: "FoldtableRedisTests", dependencies: ["FoldtableRedis", "FoldtableServer", "FoldtableCore"]),
         .testTarget(name: "FoldtableTransportTests", dependencies: ["FoldtableTransport", "FoldtableServer"]),
+        // The daemon's own pure pieces (process tuning), tested through `@testable import`.
+        .testTarget(name: "foldtabledTests", dependencies: ["foldtabled"]),
     ]
 )

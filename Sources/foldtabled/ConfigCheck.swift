@@ -37,7 +37,7 @@ enum ConfigCheck {
                 found.append("--redis: \(error.message)")
             }
         }
-        if storage && !config.memoryOnly, let problem = dataDirectoryProblem(config.dataDirectory) { found.append(problem) }
+        if storage && !config.memoryOnly && config.redis.isEmpty, let problem = dataDirectoryProblem(config.dataDirectory) { found.append(problem) }
         return found
     }
 

@@ -1,25 +1,49 @@
 import FoldtableServer
 import FoldtableStore
 
-/// Opens the configured store: SQLite under `--data-dir` (the default), or memory with `--memory`.
+/// Who orders and keeps the sessions, decided here once from the settings: with `--redis`
+/// every session is shared through Redis (opened, ordered and snapshotted there: no local store
+/// is opened at all); otherwise they are this node's own, in SQLite under `--data-dir` (the
+/// default) or in memory with `--memory`.
 enum StorageSetup {
     struct Opened {
-        let store: SessionStore
-        let log: EventLog
-        let names: [String]
-        /// Stops the store's thread after everything queued is written (SQLite only).
+        /// What the hub is made with.
+        let ordering: SessionOrderingChoice
+        /// Whether storage takes writes now (`/readyz`); a broker's availability the ordering tells itself.
+        let ready: () -> Bool
+        /// With `--redis`: this node's id and broker, for metrics and the start line.
+        let cluster: Cluster?
+        /// Writes what is queued and stops the store's thread (SQLite only).
         let close: () -> Void
     }
 
     /// Fails with one line naming the problem (unwritable directory, newer schema, ...).
-    static func open(_ config: ServerConfig, queue: ServiceQueue) throws(StoreError) -> Opened {
-        if config.memoryOnly {
-            let memory = MemoryStore(keepEvents: config.historyEvents, queue: queue)
-            return Opened(store: memory, log: memory, names: [], close: {})
+    static func open(_ config: ServerConfig, transport: Transport) throws(StoreError) -> Opened {
+        if let cluster = ClusterSetup.cluster(config, transport: transport) {
+            return Opened(ordering: .shared(cluster), ready: { true }, cluster: cluster, close: {})
         }
-        let sqlite = try SQLiteStore(
-            directory: config.dataDirectory, synchronous: config.synchronous == .full ? .full : .normal, keepEvents: config.historyEvents,
-            limits: config.tableLimits, post: { queue.post($0) })
-        return Opened(store: sqlite, log: sqlite, names: try sqlite.sessionNames(), close: { sqlite.close() })
+        let queue = transport.serviceQueue
+        let store: SessionStore & EventLog
+        let names: [String]
+        let close: () -> Void
+        if config.memoryOnly {
+            store = MemoryStore(keepEvents: config.historyEvents, queue: queue)
+            (names, close) = ([], {})
+        } else {
+            let sqlite = try SQLiteStore(
+                directory: config.dataDirectory, synchronous: config.synchronous == .full ? .full : .normal, keepEvents: config.historyEvents,
+                limits: config.tableLimits, post: { queue.post($0) })
+            store = sqlite
+            (names, close) = (
+                try sqlite.sessionNames(),
+                {
+                    sqlite.flush()
+                    sqlite.close()
+                }
+            )
+        }
+        // Between the hub and the store: notes the store's failures, so /readyz can say so.
+        let monitor = StoreMonitor(store: store, log: store, clock: { transport.nowMilliseconds() })
+        return Opened(ordering: .local(store: monitor, eventLog: monitor, names: names), ready: { monitor.isAvailable }, cluster: nil, close: close)
     }
 }

@@ -75,20 +75,15 @@ do {
 }
 let storage: StorageSetup.Opened
 do {
-    storage = try StorageSetup.open(config, queue: transport.serviceQueue)
+    storage = try StorageSetup.open(config, transport: transport)
 } catch {
     fail(error.description)
 }
-// Between the hub and the store: notes the store's failures, so /readyz can say so.
-let monitor = StoreMonitor(store: storage.store, log: storage.log, clock: { transport.nowMilliseconds() })
-// With --redis, sessions are shared through Redis: opened, ordered and snapshotted there.
-let cluster = ClusterSetup.cluster(config, transport: transport)
 let hub = Hub(
-    config: config, transport: transport, store: monitor, eventLog: monitor, storedNames: cluster == nil ? storage.names : [],
-    log: Log(level: config.logLevel), verifier: verifier, ready: { monitor.isAvailable }, residentBytes: ResidentMemory.bytes,
-    cluster: cluster)
+    config: config, transport: transport, ordering: storage.ordering, log: Log(level: config.logLevel), verifier: verifier, ready: storage.ready,
+    residentBytes: ResidentMemory.bytes)
 transport.delegate = hub
-if let cluster { ClusterSetup.register(cluster, metrics: hub.metrics) }
+if let cluster = storage.cluster { ClusterSetup.register(cluster, metrics: hub.metrics) }
 hub.metrics.counter("foldtable_frames_written_total", "WebSocket frames written to clients.") { Double(transport.written.frames) }
 hub.metrics.counter("foldtable_frames_coalesced_total", "Messages that shared a frame with an earlier one (batching's saving).") {
     let written = transport.written
@@ -119,8 +114,8 @@ FileHandle.standardOutput.write(Data("listening on \(scheme)://\(shownHost):\(tr
 Log(level: config.logLevel)(
     .info, "start",
     [
-        "port": String(transport.port), "storage": cluster != nil ? "redis" : config.memoryOnly ? "memory" : config.dataDirectory,
-        "node": cluster?.node ?? "", "web_root": config.webRoot,
+        "port": String(transport.port), "storage": storage.cluster != nil ? "redis" : config.memoryOnly ? "memory" : config.dataDirectory,
+        "node": storage.cluster?.node ?? "", "web_root": config.webRoot,
         "tokens": verifier == nil ? "off" : "on", "open_files": String(fileLimit), "huge_pages": hugePages.rawValue,
     ])
 
@@ -130,19 +125,16 @@ if fileLimit < UInt64(config.maxConnections) + 64 {
         .warning, "open_files_low", ["open_files": String(fileLimit), "max_connections": String(config.maxConnections)])
 }
 let status = transport.run()
-if cluster != nil {
-    // A normal stop: this node's members leave the other nodes' presence now, not when their
-    // heartbeat expires. The service loop is over, so this thread runs what Redis answers.
-    var left = false
-    hub.leaveClusterPresence { left = true }
-    let deadline = transport.nowMilliseconds() + 2_000
-    while !left && transport.nowMilliseconds() < deadline {
-        transport.serviceQueue.drain()
-        usleep(2_000)
-    }
+// A normal stop: with --redis, this node's members leave the other nodes' presence now, not
+// when their heartbeat expires. The service loop is over, so this thread runs what Redis answers.
+var stopped = false
+hub.stop { stopped = true }
+let deadline = transport.nowMilliseconds() + 2_000
+while !stopped && transport.nowMilliseconds() < deadline {
+    transport.serviceQueue.drain()
+    usleep(2_000)
 }
 // Everything acknowledged is committed already; this waits for checkpoints still being written.
-storage.store.flush()
 storage.close()
 Log(level: config.logLevel)(.info, "stop", ["status": String(status)])
 exit(status == 0 ? 0 : 1)

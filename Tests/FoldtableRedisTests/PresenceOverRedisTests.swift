@@ -104,7 +104,7 @@ struct PresenceOverRedis {
         b.join(1, name: "bo")
         beat([a, b], draining: [a, b]) { a.presence(1).last?.count == 2 }
         var left = false
-        b.hub.leaveClusterPresence { left = true }
+        b.hub.stop { left = true }
         beat([a], draining: [a, b]) { left && a.presence(1).last?.count == 1 }
         #expect(a.presence(1).last?.left == ["b.c1"])
         // b beats no more after leaving.
@@ -112,7 +112,7 @@ struct PresenceOverRedis {
         beat([a], draining: [a, b]) { true }
         #expect(a.presence(1).last?.count == 1)
         var leftA = false
-        a.hub.leaveClusterPresence { leftA = true }
+        a.hub.stop { leftA = true }
         beat([], draining: [a]) { leftA }
         let redis = RedisClient(RedisClient.Options(url: server.url))
         defer { redis.close() }

@@ -10,7 +10,7 @@ extension RedisNode {
     /// nodes' counts, if it needs one, is back; `nil` while it is not.
     func listing() -> [String: Int]? {
         var listed: [String: Int]?
-        hub.withClusterCounts { [self] in
+        hub.withListing { [self] in
             listed = Dictionary(uniqueKeysWithValues: hub.sessionSummaries(visibleTo: nil).map { ($0.name, $0.members) })
         }
         for _ in 0..<400 where listed == nil {
@@ -90,7 +90,7 @@ struct SessionCountsOverRedis {
         b.join(1, session: "solo", name: "bo")
         beat([a, b], draining: [a, b]) { a.listing()?["solo"] == 1 }
         var left = false
-        b.hub.leaveClusterPresence { left = true }
+        b.hub.stop { left = true }
         beat([a], draining: [a, b]) { left && a.listing()?["solo"] == 0 }
         let redis = RedisClient(RedisClient.Options(url: server.url))
         defer { redis.close() }

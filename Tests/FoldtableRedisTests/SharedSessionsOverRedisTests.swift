@@ -27,10 +27,8 @@ final class RedisNode: Transport {
         config.changeBurst = 1_000_000
         config.presenceIntervalMs = 0
         configure(&config)
-        let store = MemoryStore(keepEvents: config.historyEvents, queue: serviceQueue)
-        hub = Hub(
-            config: config, transport: self, store: store, eventLog: store, storedNames: [], log: Log(level: .error),
-            cluster: Cluster(node: node, broker: broker))
+        // Shared through Redis alone, as foldtabled wires `--redis`: no local store.
+        hub = Hub(config: config, transport: self, ordering: .shared(Cluster(node: node, broker: broker)), log: Log(level: .error))
     }
 
     /// Stops the broker, runs what it posted last, and lets go of the hub: the hub holds this

@@ -8,7 +8,7 @@ extension LocalCluster {
     /// its beat reaches another in that one's next.
     func beat(skipping: Set<String> = []) {
         for _ in 0..<2 {
-            for node in nodes where !skipping.contains(node.hub.cluster?.node ?? "") {
+            for node in nodes where !skipping.contains(node.cluster?.node ?? "") {
                 node.transport.fireTimers(upTo: UInt64(node.hub.config.presenceHeartbeatMs))
                 settle()
             }
@@ -98,7 +98,7 @@ extension LocalCluster {
         let (a, b) = anaOnAAndBoOnB(cluster)
         cluster.beat()
         var left = false
-        b.hub.leaveClusterPresence { left = true }
+        b.hub.stop { left = true }
         cluster.settle()
         #expect(left)
         cluster.beat()

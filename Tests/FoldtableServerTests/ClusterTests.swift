@@ -158,7 +158,7 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
     }
 
     func broker(_ harness: Harness) -> LocalBroker {
-        harness.hub.cluster!.broker as! LocalBroker
+        harness.cluster!.broker as! LocalBroker
     }
 
     func readiness(_ harness: Harness, id: UInt64) -> (Int?, JSONValue?) {

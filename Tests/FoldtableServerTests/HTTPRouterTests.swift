@@ -139,7 +139,7 @@ import Testing
         var config = ServerConfig()
         config.changeRatePerSec = 1_000_000
         let hub = Hub(
-            config: config, transport: transport, store: monitor, eventLog: monitor, storedNames: [], log: Log(level: .error),
+            config: config, transport: transport, ordering: .local(store: monitor, eventLog: monitor, names: []), log: Log(level: .error),
             makeEpoch: { "e1" }, ready: { monitor.isAvailable })
         transport.delegate = hub
         func readiness(_ id: UInt64) -> Int? {

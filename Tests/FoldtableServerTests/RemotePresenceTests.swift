@@ -11,7 +11,7 @@ import Testing
         var settings = SessionCore.Settings()
         settings.presenceIntervalMs = 0
         settings.presenceListMax = listMax
-        return SessionCore(name: "x", epoch: "e1", table: Table(), settings: settings, sequencing: .stream(node: "a"))
+        return SessionCore(name: "x", epoch: "e1", table: Table(), settings: settings, order: StreamOrder(node: "a"))
     }
 
     func join(_ core: inout SessionCore, _ id: UInt64, _ name: String) -> [SessionEffect] {
@@ -147,7 +147,7 @@ import Testing
     @Test func remoteChangesWithinOnePresenceIntervalGoOutAsOneDiff() throws {
         var settings = SessionCore.Settings()
         settings.presenceIntervalMs = 100
-        var core = SessionCore(name: "x", epoch: "e1", table: Table(), settings: settings, sequencing: .stream(node: "a"))
+        var core = SessionCore(name: "x", epoch: "e1", table: Table(), settings: settings, order: StreamOrder(node: "a"))
         _ = join(&core, 1, "ana")
         _ = core.handle(.timer(.presence), now: 100)
         let first = core.handle(.remotePresence([node("b", count: 1)]), now: 110)

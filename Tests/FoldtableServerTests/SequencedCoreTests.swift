@@ -18,7 +18,7 @@ import Testing
         settings.presenceIntervalMs = 0
         var core = SessionCore(
             name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: sections, seq: 0), settings: settings,
-            sequencing: .stream(node: node))
+            order: StreamOrder(node: node))
         _ = core.handle(.join(member, JoinRequest(session: "x", name: name), role: nil), now: 0)
         return core
     }
@@ -184,9 +184,9 @@ import Testing
     @Test func anEntryOfAnEarlierCoreOnTheSameNodeIsNotTakenForThisCoresRequestOfTheSameNumber() throws {
         let table = try Table(options: TableOptions(), sections: [Section(key: "t", title: "T", collapsed: true)], seq: 0)
         var earlier = SessionCore(
-            name: "x", epoch: "e1", table: table, settings: SessionCore.Settings(), sequencing: .stream(node: "a", origin: "a/p-1"))
+            name: "x", epoch: "e1", table: table, settings: SessionCore.Settings(), order: StreamOrder(node: "a", origin: "a/p-1"))
         var later = SessionCore(
-            name: "x", epoch: "e1", table: table, settings: SessionCore.Settings(), sequencing: .stream(node: "a", origin: "a/p-2"))
+            name: "x", epoch: "e1", table: table, settings: SessionCore.Settings(), order: StreamOrder(node: "a", origin: "a/p-2"))
         _ = earlier.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
         _ = later.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
         let old = try #require(appended(earlier.handle(.change(.toggle(section: .key("t")), id: "old", from: ana), now: 0)).first)
@@ -206,7 +206,7 @@ import Testing
         let big = Section(key: "s", title: "S", collapsed: true, rows: (0..<10).map { Row(key: "r\($0)", label: "row \($0)", value: "") })
         var a = SessionCore(
             name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [big], seq: 0), settings: settings,
-            sequencing: .stream(node: "a"))
+            order: StreamOrder(node: "a"))
         _ = a.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
         var stream = appended(a.handle(.change(.toggle(section: .key("s")), id: "a1", from: ana), now: 0))
         stream += appended(a.handle(.change(.toggle(section: .key("s")), id: "a2", from: ana), now: 0))
@@ -222,7 +222,7 @@ import Testing
     @Test func aSnapshotIsAskedForWithThePositionItCovers() throws {
         var settings = SessionCore.Settings()
         settings.checkpointEvents = 2
-        var a = SessionCore(name: "x", epoch: "e1", table: Table(), settings: settings, sequencing: .stream(node: "a"))
+        var a = SessionCore(name: "x", epoch: "e1", table: Table(), settings: settings, order: StreamOrder(node: "a"))
         _ = a.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
         var stream: [SequencedRequest] = []
         for title in ["A", "B", "C"] {

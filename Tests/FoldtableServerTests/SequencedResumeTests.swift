@@ -61,7 +61,7 @@ import Testing
     func nodeA(count: Int, settings: SessionCore.Settings) throws -> (
         a: SessionCore, stream: [SequencedRequest], events: [[UInt8]], snapshot: (table: Table, position: String, history: [HistoryEntry])?
     ) {
-        var a = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings, sequencing: .stream(node: "a"))
+        var a = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings, order: StreamOrder(node: "a"))
         _ = a.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
         var requests: [SequencedRequest] = []
         for index in 0..<count {
@@ -87,7 +87,7 @@ import Testing
         from snapshot: (table: Table, position: String, history: [HistoryEntry]), stream: [SequencedRequest], settings: SessionCore.Settings
     ) -> SessionCore {
         var b = SessionCore(
-            name: "x", epoch: "e1", table: snapshot.table, history: snapshot.history, settings: settings, sequencing: .stream(node: "b"))
+            name: "x", epoch: "e1", table: snapshot.table, history: snapshot.history, settings: settings, order: StreamOrder(node: "b"))
         let after = stream.filter { $0.position > snapshot.position }
         _ = b.handle(.sequenced(after), now: 0)
         return b
@@ -147,7 +147,7 @@ import Testing
     @Test func aResumeFromASinceThisNodeHasNotAppliedYetWaitsForItAndKeepsTheChangesSentMeanwhile() throws {
         let settings = settings(history: 300, checkpoint: 1_000)
         let (_, stream, events, _) = try nodeA(count: 8, settings: settings)
-        var b = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings, sequencing: .stream(node: "b"))
+        var b = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings, order: StreamOrder(node: "b"))
         _ = b.handle(.sequenced(Array(stream[..<5])), now: 0)
 
         // Ana saw seq 7 on node a; node b's reader is at 5.
@@ -171,7 +171,7 @@ import Testing
     }
 
     @Test func aResumeFromASinceNobodyReachedGetsAFreshWelcomeAfterTwoReadsToTheStreamsEnd() throws {
-        var b = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings(), sequencing: .stream(node: "b"))
+        var b = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings(), order: StreamOrder(node: "b"))
         var effects = b.handle(.join(bo, JoinRequest(session: "x", name: "ana", since: 100, epoch: "e1"), role: nil), now: 0)
         #expect(sent(effects, to: bo).isEmpty)
         // The first read may have begun before the join.
@@ -183,7 +183,7 @@ import Testing
     }
 
     @Test func aWaitingJoinWhoseMemberLeavesIsForgotten() throws {
-        var b = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings(), sequencing: .stream(node: "b"))
+        var b = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings(), order: StreamOrder(node: "b"))
         _ = b.handle(.join(bo, JoinRequest(session: "x", name: "ana", since: 100, epoch: "e1"), role: nil), now: 0)
         _ = b.handle(.leave(bo), now: 0)
         #expect(b.isQuiet)
@@ -194,7 +194,7 @@ import Testing
     }
 
     @Test func aSinceOfAnotherEpochIsWelcomedAtOnce() throws {
-        var b = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings(), sequencing: .stream(node: "b"))
+        var b = SessionCore(name: "x", epoch: "e1", table: try table(), settings: settings(), order: StreamOrder(node: "b"))
         let effects = b.handle(.join(bo, JoinRequest(session: "x", name: "ana", since: 100, epoch: "e0"), role: nil), now: 0)
         #expect(sent(effects, to: bo).first.flatMap(type) == "welcome")
     }

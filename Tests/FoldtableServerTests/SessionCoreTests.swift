@@ -591,7 +591,7 @@ import Testing
         var settings = SessionCore.Settings()
         settings.checkpointEvents = 10
         settings.staggersCheckpoints = true
-        let stagger = SessionCore.stagger(name: "x", checkpointEvents: 10)
+        let stagger = LocalOrder.stagger(name: "x", checkpointEvents: 10)
         #expect(stagger < 5)
         var core = try core(settings: settings)
         var checkpoints: [UInt64] = []
@@ -607,14 +607,14 @@ import Testing
     @Test func sessionsStartedTogetherSpreadTheirFirstCheckpointsOverHalfTheInterval() {
         // 1,000 sessions named as the acks benchmark names them: one group commit used to take
         // every one of their checkpoints at once.
-        let staggers = (0..<1_000).map { SessionCore.stagger(name: "bench-\($0)", checkpointEvents: 1_000) }
+        let staggers = (0..<1_000).map { LocalOrder.stagger(name: "bench-\($0)", checkpointEvents: 1_000) }
         #expect(staggers.allSatisfy { $0 < 500 })
         // Ten buckets of 50 events: each holds about 100; none more than twice that.
         let buckets = Dictionary(grouping: staggers) { $0 / 50 }
         #expect(buckets.count == 10)
         #expect(buckets.values.allSatisfy { $0.count < 200 })
-        #expect(SessionCore.stagger(name: "bench-1", checkpointEvents: 1_000) == staggers[1])
-        #expect(SessionCore.stagger(name: "any", checkpointEvents: 1) == 0)
+        #expect(LocalOrder.stagger(name: "bench-1", checkpointEvents: 1_000) == staggers[1])
+        #expect(LocalOrder.stagger(name: "any", checkpointEvents: 1) == 0)
     }
 
     @Test func aSessionRestoredFromItsLogResumesAMemberThatSawPartOfIt() throws {

@@ -155,7 +155,8 @@ import Testing
         var epochs = 0
         let h = Harness()
         h.hub = Hub(
-            config: h.hub.config, transport: h.transport, store: h.store, eventLog: h.store, storedNames: ["demo"], log: Log(level: .error),
+            config: h.hub.config, transport: h.transport, ordering: .local(store: h.store, eventLog: h.store, names: ["demo"]),
+            log: Log(level: .error),
             makeEpoch: {
                 epochs += 1
                 return "e\(epochs)"

@@ -101,6 +101,8 @@ final class Harness {
     let transport = TestTransport()
     let store: MemoryStore
     var hub: Hub
+    /// The cluster the hub shares its sessions through, if any.
+    private(set) var cluster: Cluster?
 
     init(
         verifier: TokenVerifier? = nil, cluster: Cluster? = nil, configure: (inout ServerConfig) -> Void = { _ in },
@@ -118,10 +120,13 @@ final class Harness {
         config.presenceIntervalMs = 0
         configure(&config)
         store = MemoryStore(keepEvents: config.historyEvents, queue: transport.serviceQueue)
+        // Who orders sessions, as foldtabled chooses it: a broker's stream with a cluster, else the store.
+        let ordering: SessionOrderingChoice = cluster.map { .shared($0) } ?? .local(store: store, eventLog: store, names: [])
         hub = Hub(
-            config: config, transport: transport, store: store, eventLog: store, storedNames: [], log: Log(level: .error), verifier: verifier,
+            config: config, transport: transport, ordering: ordering, log: Log(level: .error), verifier: verifier,
             // Wall-clock seconds the hub sees (tokens' exp and nbf): fixed.
-            clock: { 1_800_000_000 }, makeEpoch: makeEpoch, cluster: cluster)
+            clock: { 1_800_000_000 }, makeEpoch: makeEpoch)
+        self.cluster = cluster
         transport.delegate = hub
         var options = TableOptions()
         options.busyThresholdMs = config.busyThresholdMs

@@ -141,7 +141,8 @@ private func checkAPI(
     let transport = RecordingTransport()
     let store = MemoryStore(keepEvents: 300, queue: transport.serviceQueue)
     let hub = Hub(
-        config: config, transport: transport, store: store, eventLog: store, storedNames: [], log: Log(level: .error), makeEpoch: { "e1" })
+        config: config, transport: transport, ordering: .local(store: store, eventLog: store, names: []), log: Log(level: .error), makeEpoch: { "e1" }
+    )
     transport.delegate = hub
 
     // The seed session, created through the API itself with a Host every policy allows.

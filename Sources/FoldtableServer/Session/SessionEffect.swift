@@ -27,7 +27,7 @@ public enum SessionInput {
     case timer(SessionTimer)
     /// A member looks for rows by text (see `RowSearch` in FoldtableCore).
     case find(query: String, limit: Int, id: String?, from: Connection)
-    /// A stream-ordered session (``SessionCore/Sequencing/stream(node:origin:)``): requests read from
+    /// A session ordered by its stream (``StreamOrder``): requests read from
     /// its stream, in stream order, from every node.
     case sequenced([SequencedRequest])
     /// The append of this node's request `number` failed; with `mayHaveRun` its entry may still

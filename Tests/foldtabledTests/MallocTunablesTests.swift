@@ -1,6 +1,6 @@
 import Testing
 
-@testable import FoldtableServer
+@testable import foldtabled
 
 @Suite struct MallocTunablesTests {
     @Test func asksForHugePagesWhenNoTunablesAreSet() {

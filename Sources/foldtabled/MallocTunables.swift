@@ -11,15 +11,15 @@
 /// The variable is read by the dynamic loader, which erases this tunable for a process started
 /// with more privileges than its parent (setuid, or file capabilities such as
 /// `cap_net_bind_service`): asking again cannot work there, so `foldtabled` asks once.
-public enum MallocTunables {
+enum MallocTunables {
     /// The environment variable glibc's dynamic loader reads its tunables from.
-    public static let variable = "GLIBC_TUNABLES"
+    static let variable = "GLIBC_TUNABLES"
     /// The tunable: 1 = `madvise(MADV_HUGEPAGE)` on the memory malloc takes from the kernel.
-    public static let hugePagesTunable = "glibc.malloc.hugetlb"
+    static let hugePagesTunable = "glibc.malloc.hugetlb"
 
     /// The value `hugePagesTunable` has in `tunables` (a `GLIBC_TUNABLES` value: `name=value`
     /// items separated by colons), `nil` when it is not there. The last one counts, as in glibc.
-    public static func hugePagesValue(in tunables: String?) -> String? {
+    static func hugePagesValue(in tunables: String?) -> String? {
         guard let tunables else { return nil }
         var value: String?
         for item in tunables.split(separator: ":") {
@@ -31,7 +31,7 @@ public enum MallocTunables {
 
     /// `tunables` with huge pages asked for and its other items kept; `nil` when it already
     /// names the tunable, whatever its value: an operator who set it (to 0 as well) has chosen.
-    public static func addingHugePages(to tunables: String?) -> String? {
+    static func addingHugePages(to tunables: String?) -> String? {
         guard hugePagesValue(in: tunables) == nil else { return nil }
         let item = "\(hugePagesTunable)=1"
         guard let tunables, !tunables.isEmpty else { return item }
@@ -39,7 +39,7 @@ public enum MallocTunables {
     }
 
     /// The kernel's transparent huge page mode.
-    public enum KernelMode: String, Sendable {
+    enum KernelMode: String, Sendable {
         /// Every large enough anonymous mapping gets huge pages, asked for or not.
         case always
         /// Only memory that asks (`madvise(MADV_HUGEPAGE)`): the one mode in which glibc's
@@ -51,7 +51,7 @@ public enum MallocTunables {
 
     /// The mode in force from the text of `/sys/kernel/mm/transparent_hugepage/enabled`, where
     /// it is bracketed (`always [madvise] never`); `nil` when the text names none.
-    public static func kernelMode(enabledFile text: String) -> KernelMode? {
+    static func kernelMode(enabledFile text: String) -> KernelMode? {
         guard let open = text.firstIndex(of: "["), let close = text[open...].firstIndex(of: "]") else { return nil }
         return KernelMode(rawValue: String(text[text.index(after: open)..<close]))
     }

@@ -1,0 +1,146 @@
+import FoldtableCore
+
+// MARK: - Row streams and busy state
+
+extension SessionRoom {
+    /// Whether rows of section `key` are streaming (changes touching it wait for the stream).
+    func isStreaming(_ key: String) -> Bool { streams[key] != nil }
+    /// Whether any section's rows are streaming.
+    var hasStreams: Bool { !streams.isEmpty }
+
+    /// Streams an expanded section to `recipients` (the members that lack its rows).
+    mutating func startStream(
+        _ section: Section, seq: UInt64, to recipients: [Connection], now: UInt64, into effects: inout [SessionEffect]
+    ) {
+        if let running = streams[section.key] {
+            // Changes touching a streaming section wait, so this should not happen; if it does,
+            // the newer expansion replaces the older stream and its members move over.
+            effects.append(.endStream(section: section.key))
+            if running.busyArmed { effects.append(.cancelTimer(.busy(section: section.key, seq: running.seq))) }
+            if running.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: section.key, seq: running.seq))) }
+        }
+        var stream = Stream(seq: seq)
+        stream.busyShown = streams[section.key]?.busyShown ?? false
+        for connection in recipients {
+            stream.members[connection.id] = (connection, now)
+            members[connection.id]?.streams.insert(section.key)
+        }
+        streams[section.key] = stream
+        guard !recipients.isEmpty else {
+            finishIfDone(section.key, into: &effects)
+            return
+        }
+        // Busy first: with a threshold of 0 members hear it before the first chunk, not after.
+        armBusyAndDeadline(section.key, now: now, into: &effects)
+        effects.append(.startStream(section, seq: seq, to: recipients))
+    }
+
+    /// Streams an expanded section to one member: into the stream already under way, or a new
+    /// one at the committed sequence number.
+    mutating func stream(_ section: Section, to connection: Connection, now: UInt64, into effects: inout [SessionEffect]) {
+        members[connection.id]?.streams.insert(section.key)
+        if let running = streams[section.key] {
+            streams[section.key]?.members[connection.id] = (connection, now)
+            effects.append(.joinStream(section: section.key, seq: running.seq, member: connection))
+            return
+        }
+        var stream = Stream(seq: committed.seq)
+        stream.members[connection.id] = (connection, now)
+        streams[section.key] = stream
+        armBusyAndDeadline(section.key, now: now, into: &effects)
+        effects.append(.startStream(section, seq: committed.seq, to: [connection]))
+    }
+
+    private mutating func armBusyAndDeadline(_ key: String, now: UInt64, into effects: inout [SessionEffect]) {
+        guard let stream = streams[key] else { return }
+        let options = committed.options
+        // A table with `showBusyIndicator` off gets no timer and no `busy`: only the deadline.
+        if options.showBusyIndicator {
+            if options.busyThresholdMs == 0 {
+                showBusy(key, into: &effects)
+            } else if !stream.busyShown && !stream.busyArmed {
+                streams[key]?.busyArmed = true
+                effects.append(.armTimer(.busy(section: key, seq: stream.seq), milliseconds: UInt64(options.busyThresholdMs)))
+            }
+        }
+        armDeadline(key, now: now, into: &effects)
+    }
+
+    /// Members must take a stream's rows within `streamTimeoutMs` of joining it: changes to the
+    /// section wait for the stream, so one member that stops reading must not hold the session.
+    private mutating func armDeadline(_ key: String, now: UInt64, into effects: inout [SessionEffect]) {
+        guard let stream = streams[key], !stream.deadlineArmed, let earliest = stream.members.values.map(\.joinedAt).min() else { return }
+        let due = earliest + settings.streamTimeoutMs
+        streams[key]?.deadlineArmed = true
+        effects.append(.armTimer(.streamDeadline(section: key, seq: stream.seq), milliseconds: due > now ? due - now : 0))
+    }
+
+    mutating func delivered(_ key: String, seq: UInt64, to connection: Connection, into effects: inout [SessionEffect]) {
+        guard let stream = streams[key], stream.seq == seq, stream.members[connection.id] != nil else { return }
+        streams[key]?.members[connection.id] = nil
+        members[connection.id]?.streams.remove(key)
+        members[connection.id]?.held.insert(key)
+        finishIfDone(key, into: &effects)
+    }
+
+    mutating func fire(_ timer: SessionTimer, now: UInt64, into effects: inout [SessionEffect]) {
+        switch timer {
+        case .busy(let key, let seq):
+            guard let stream = streams[key], stream.seq == seq else { return }
+            streams[key]?.busyArmed = false
+            showBusy(key, into: &effects)
+        case .presence:
+            flushPresence(into: &effects)
+        case .streamDeadline(let key, let seq):
+            guard let stream = streams[key], stream.seq == seq else { return }
+            streams[key]?.deadlineArmed = false
+            for (id, member) in stream.members.sorted(by: { $0.key < $1.key }) where member.joinedAt + settings.streamTimeoutMs <= now {
+                streams[key]?.members[id] = nil
+                members[id]?.streams.remove(key)
+                effects.append(.leaveStream(section: key, member: member.connection))
+                effects.append(
+                    .log(.info, "close", { [("client", "c\(id)"), ("code", String(CloseCode.slowConsumer)), ("reason", "row stream timeout")] }))
+                effects.append(.close(member.connection, code: CloseCode.slowConsumer, reason: "too slow to take a row stream"))
+            }
+            if !finishIfDone(key, into: &effects) { armDeadline(key, now: now, into: &effects) }
+        }
+    }
+
+    private mutating func showBusy(_ key: String, into effects: inout [SessionEffect]) {
+        // `setOptions` waits for every stream, so the option cannot change under a running one;
+        // checked here too so that no path can announce busy for a table that turned it off.
+        guard let stream = streams[key], !stream.busyShown, committed.options.showBusyIndicator else { return }
+        streams[key]?.busyShown = true
+        busySections.insert(key)
+        effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: connections))
+        effects.append(.log(.info, "busy", { [("section", key)] }))
+    }
+
+    /// Ends the stream of `key` when no member is still receiving it; then waiting changes run.
+    @discardableResult
+    mutating func finishIfDone(_ key: String, into effects: inout [SessionEffect]) -> Bool {
+        guard let stream = streams[key], stream.members.isEmpty else { return false }
+        streams[key] = nil
+        effects.append(.endStream(section: key))
+        if stream.busyArmed { effects.append(.cancelTimer(.busy(section: key, seq: stream.seq))) }
+        if stream.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: key, seq: stream.seq))) }
+        if stream.busyShown {
+            busySections.remove(key)
+            effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: false)), to: connections))
+        }
+        mayDrain = true
+        return true
+    }
+
+    /// Ends every stream at once (a reload starts the table again), without telling members:
+    /// each gets a fresh welcome next.
+    mutating func endAllStreams(into effects: inout [SessionEffect]) {
+        for (key, stream) in streams.sorted(by: { $0.key < $1.key }) {
+            effects.append(.endStream(section: key))
+            if stream.busyArmed { effects.append(.cancelTimer(.busy(section: key, seq: stream.seq))) }
+            if stream.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: key, seq: stream.seq))) }
+        }
+        streams.removeAll()
+        busySections.removeAll()
+    }
+}
