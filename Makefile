@@ -28,8 +28,10 @@ deps-run:
 deps-test:
 	@.ci/ensure-packages $(TEST_PACKAGES)
 
+# Both programs: the server and the terminal client (`.build/release/foldtable`).
 build: deps-run
 	$(SWIFT) build -c release --product foldtabled
+	$(SWIFT) build -c release --product foldtable
 
 # Installs the binaries, the web client, the systemd unit (paths filled in) and the deploy
 # examples under $(DESTDIR)$(PREFIX); README "Deploy" says what to do next.
@@ -49,8 +51,8 @@ install: deps-run
 	install -D -m 644 deploy/nginx.conf $(DESTDIR)$(PREFIX)/share/doc/foldtable/nginx.conf
 	install -D -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/foldtable/README.md
 
-# Starts the server on http://127.0.0.1:$(PORT) with the demo session; sessions are stored in
-# data/ (SQLite) and survive restarts.
+# Builds both programs, then starts the server on http://127.0.0.1:$(PORT) with the demo
+# session; sessions are stored in data/ (SQLite) and survive restarts.
 run: build
 	.build/release/foldtabled --port $(PORT) --web-root web --data-dir data
 

@@ -15,11 +15,12 @@
 
 /*
  * Recycling. Every acknowledged change makes two small frames (its event and its ack) and frees
- * them a loop turn or so later, in bursts that overflow malloc's per-thread cache: malloc and free
- * took ~450 instructions a change. A frame of up to 512 payload bytes is made the next power of
- * two from 64 up (past 64 bytes, never more than twice its payload) and, when released, kept on
- * that size's free list of the releasing thread (no locks: a list is only ever touched by its own
- * thread), up to FTWS_POOL_BYTES of frames a size; the lists are freed when their thread ends.
+ * them a loop turn or so later, in bursts that overflow malloc's per-thread cache, so malloc and
+ * free left their fast path for every change. A frame of up to 512 payload bytes is made the next
+ * power of two from 64 up (past 64 bytes, never more than twice its payload) and, when released,
+ * kept on that size's free list of the releasing thread (no locks: a list is only ever touched by
+ * its own thread), up to FTWS_POOL_BYTES of frames a size; the lists are freed when their thread
+ * ends.
  * The bound is in bytes, not frames, because the frames in flight grow with the clients: 1,000
  * authors with 4 changes in flight hold ~8,000 frames between a commit and the writes that
  * release them, so a bound of 1,024 frames a size sent most of each burst back to malloc (probed:

@@ -3,7 +3,8 @@
 public struct JSONWriter {
     /// The bytes written, then room to its end: writes copy into it through a pointer and move
     /// `used`, with no per-write bookkeeping of an array's count (each `append(contentsOf:)` of a
-    /// small piece cost about a hundred instructions, a message a few dozen of them).
+    /// small piece goes through the array's generic growth checks, and a message makes a few
+    /// dozen of them).
     private var storage: [UInt8]
     /// How many bytes of `storage` are written.
     private var used = 0
@@ -17,8 +18,8 @@ public struct JSONWriter {
         }
         // Allocated by `reserveCapacity`, then filled as `grow` fills: `Array(repeating:count:)`
         // and `Array(unsafeUninitializedCapacity:)` both allocate through the unspecialized path
-        // of the standard library, about 600 instructions for a message's writer; this is a
-        // fifth of that.
+        // of the standard library, once for every message's writer; `reserveCapacity` is the
+        // cheaper way to the same storage.
         storage = []
         storage.reserveCapacity(Swift.max(capacity, 16))
         fillRoom()
@@ -61,9 +62,9 @@ public struct JSONWriter {
     /// Fills the storage with zeros up to its capacity.
     private mutating func fillRoom() {
         // Refilled from a block of zeros (a memcpy), not from `repeatElement`: the standard
-        // library appends a `Repeated` one element at a time, about one instruction a byte, and a
-        // writer whose `bytes` are read or reset refills its whole room on the next write (an
-        // ack's and a log entry's buffer on every message).
+        // library appends a `Repeated` one element at a time, and a writer whose `bytes` are read
+        // or reset refills its whole room on the next write (an ack's and a log entry's buffer on
+        // every message).
         var room = storage.capacity - storage.count
         while room > 0 {
             let chunk = Swift.min(room, Self.zeros.count)
@@ -233,7 +234,7 @@ public struct JSONWriter {
     }
 
     /// ``integer(_:)`` for `Int`, not generic: called from another module the generic one is not
-    /// specialized, and took about 700 instructions a number through the protocol's witnesses.
+    /// specialized, and goes through the protocol's witnesses for every number.
     public mutating func integer(_ value: Int) {
         decimal(UInt64(value.magnitude), negative: value < 0)
     }

@@ -80,7 +80,7 @@ public enum TableCheckpoint {
     }
 
     /// `digest` as a JSON string of 16 lowercase hex digits, zero-padded, written digit by digit:
-    /// through `String(_:radix:)`, padding and escaping it cost about 2,000 instructions, and a
+    /// `String(_:radix:)` allocates a string that must then be padded and escaped, and a
     /// window's slice writes one per change id.
     static func hexDigest(_ digest: UInt64, into out: inout JSONWriter) {
         // Composed on the stack and appended once: eighteen single-byte appends cost more than

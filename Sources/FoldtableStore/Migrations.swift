@@ -30,8 +30,8 @@ enum Migrations {
     /// checkpoint): appends write journal rows only, and the journal says where the log ends.
     ///
     /// Version 3: a journal row holds about a page of one commit's events, every session's, not
-    /// one event: each row costs an insert (about 4,000 instructions in SQLite: a B-tree cell, a
-    /// rowid, a VDBE run), and a commit of 1,000 single-event appends paid it 1,000 times (see
+    /// one event: each row costs an insert (in SQLite a B-tree cell, a rowid and a VDBE run),
+    /// and a commit of 1,000 single-event appends paid it 1,000 times (see
     /// `SessionTables.rowLimit` for why not one row for the whole commit). `runs` lists the
     /// row's runs of consecutive events of one session, `[session, first seq, count, bytes]`, as
     /// a JSON array; `entries` holds their ``TableCheckpoint/encodeEntry(_:request:encodedEvent:)``

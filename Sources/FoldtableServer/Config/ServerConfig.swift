@@ -171,11 +171,11 @@ public struct ServerConfig: Sendable, Equatable {
     /// Default off. At a thousand busy sessions the working set is hundreds of MB touched at
     /// random, and with 4 KiB pages each such touch may also miss the TLB. With huge pages the
     /// store's steady-state acknowledged changes were 3% higher (median of 20 alternated pairs,
-    /// 12 of them favouring huge pages: inside this VM's noise; README, Benchmarks), while
-    /// resident memory under that load grew by 45% (a huge page stays whole while any of it is
-    /// in use). A gain that uncertain does not pay for memory that certain by default. Only the
-    /// kernel's THP mode `madvise` (Debian's) needs asking: under `always` every process gets
-    /// huge pages anyway, under `never` none. No effect either when `GLIBC_TUNABLES` already
+    /// 12 of them favouring huge pages: inside this VM's noise; Tests/bench/HISTORY.md, thirteenth
+    /// round), while resident memory under that load grew by 45% (a huge page stays whole while
+    /// any of it is in use). A gain that uncertain does not pay for memory that certain by
+    /// default. Only the kernel's THP mode `madvise` (Debian's) needs asking: under `always`
+    /// every process gets huge pages anyway, under `never` none. No effect either when `GLIBC_TUNABLES` already
     /// names the tunable, or for a process started with privileges (setuid, file capabilities),
     /// for which the loader erases it.
     public var hugePages = false

@@ -1,9 +1,9 @@
 /// A map from connection ids to values: what the hub and each session look their members up in,
 /// several times for every message.
 ///
-/// Why not `Dictionary`: it hashes an integer key with seeded SipHash, about 190 instructions a
-/// lookup (callgrind: 3.5 lookups for every change at 1,000 clients, 4% of the service
-/// thread), and an expanding change looks up every member of its session. The seed guards
+/// Why not `Dictionary`: it hashes an integer key with seeded SipHash on every lookup, there are
+/// several lookups for every change, and an expanding change looks up every member of its
+/// session. The seed guards
 /// against keys chosen to collide; connection ids are the server's own (one per connection,
 /// counted up), never a client's choice, so a multiplicative (Fibonacci) hash spreads them well
 /// with no seed. Open addressing with linear probing, at most three quarters full, and

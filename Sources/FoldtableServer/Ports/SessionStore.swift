@@ -35,8 +35,8 @@ public struct LoggedEvent: Equatable, Sendable {
 // In an extension, so that the struct keeps its memberwise initializer: delegating to it builds
 // the value whole. Assigning the properties one by one in the initializer built it in a stack
 // slot that the optimizer could not promote, and returned it with a full copy (every string
-// and array in the event retained) and a destroy of the slot: about 500 instructions per change
-// on the service thread (read in the SIL and the disassembly of `SessionCore.apply`).
+// and array in the event retained) and a destroy of the slot, on the service thread for every
+// change (read in the SIL and the disassembly of `SessionCore.apply`).
 extension LoggedEvent {
     public init(event: TableEvent, request: Change? = nil, encoded: [UInt8]? = nil) {
         // Found first: the event's last use is then its move into place, not a copy.

@@ -59,8 +59,8 @@ public final class Metrics {
     // The counters and histograms touched for every message are internal, not public: the
     // compiler sees every access to an internal property of this final class (whole-module) and
     // proves them exclusive, so a `+=` here needs no runtime exclusivity check (a public stored
-    // property gets one per access, ~80 instructions, ~11 an acknowledged change). `render()`
-    // is how they leave the module.
+    // property gets one per access, and an acknowledged change touches several). `render()` is
+    // how they leave the module.
     var messagesIn: UInt64 = 0
     /// Messages queued to clients (a broadcast is one message), deliveries (a broadcast to N
     /// members is N) and the bytes of those deliveries.

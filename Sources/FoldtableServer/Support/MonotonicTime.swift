@@ -4,9 +4,8 @@ import Glibc
 /// histograms.
 ///
 /// Not `ContinuousClock.Instant`: its instants are 128-bit `Duration`s, and turning the
-/// difference of two into a `Double` goes through the generic integer-to-float conversion
-/// (hundreds of instructions, and several times per acknowledged change: about 6% of the service
-/// thread at 60,000 changes a second). Here it is one subtraction and one conversion.
+/// difference of two into a `Double` goes through the generic integer-to-float conversion,
+/// several times per acknowledged change. Here it is one subtraction and one conversion.
 public struct MonotonicTime: Sendable, Equatable {
     /// Nanoseconds since an arbitrary start (the system's boot, for `CLOCK_MONOTONIC`).
     public let nanoseconds: UInt64
