@@ -268,7 +268,8 @@ public final class InteractiveSession {
 
     private func startEditing() {
         guard case .row(let key) = selection, let sectionKey = connection.replica.sectionKey(ofRow: key),
-            let row = connection.replica.section(sectionKey)?.knownRows.first(where: { $0.key == key })
+            let section = connection.replica.section(sectionKey),
+            let row = connection.replica.knownRows(of: section).first(where: { $0.key == key })
         else {
             show("select a row to edit its value", error: false)
             return
@@ -284,7 +285,7 @@ public final class InteractiveSession {
         var candidates: [(target: TableLayout.Target, section: String, text: String)] = []
         for section in connection.replica.sections {
             candidates.append((.section(section.key), section.key, section.title))
-            for row in section.knownRows {
+            for row in connection.replica.knownRows(of: section) {
                 candidates.append((.row(row.key), section.key, [row.label, row.value, row.detail ?? ""].joined(separator: "\u{1F}")))
             }
         }

@@ -11,54 +11,17 @@ import FoldtableCore
 /// from one of several sections whose rows we lack), ``needsSnapshot`` says so and the
 /// connection rejoins for a fresh welcome instead of showing a wrong number.
 public struct SessionReplica: Sendable {
-    /// One section as the client knows it.
-    public struct SectionState: Equatable, Sendable {
-        public var key: String
-        public var title: String
-        public var detail: String?
-        public var footer: String?
-        public var collapsed: Bool
-        /// The server is working on the section (streaming a large expansion).
-        public var busy: Bool
-        /// The section's rows on the server, loaded or not.
-        public var rowCount: Int
-        /// Every row in order when the client has them all (collapsed sections keep rows they
-        /// once had: events keep them current); `nil` when they are not loaded.
-        public var rows: [Row]?
-        /// Rows arriving in chunks for the current expansion.
-        public var incoming: [Row]?
-        /// The sequence number of the latest collapse: `rows` chunks older than it are stale.
-        public var collapseSeq: UInt64
-
-        public init(
-            key: String, title: String, detail: String? = nil, footer: String? = nil, collapsed: Bool, busy: Bool = false, rowCount: Int,
-            rows: [Row]?, incoming: [Row]? = nil, collapseSeq: UInt64 = 0
-        ) {
-            self.key = key
-            self.title = title
-            self.detail = detail
-            self.footer = footer
-            self.collapsed = collapsed
-            self.busy = busy
-            self.rowCount = rowCount
-            self.rows = rows
-            self.incoming = incoming
-            self.collapseSeq = collapseSeq
-        }
-
-        /// Expanded, but its rows are not (all) here yet.
-        public var isLoading: Bool { !collapsed && rows == nil }
-
-        /// The rows to show: the complete list, or what has arrived of it so far.
-        public var knownRows: [Row] { rows ?? incoming ?? [] }
-    }
-
     /// Most rows accepted into one section from `rows` chunks: a bound on what a misbehaving
     /// server can make the client hold (the server's own default limit is 200,000).
     public static let maxRowsPerSection = 1_000_000
 
     public private(set) var options = TableOptions()
-    public private(set) var sections: [SectionState] = []
+    /// Every section in order, in the welcome's own type: `busy` is whether the server is
+    /// working on it (streaming a large expansion), `rowCount` its rows on the server, loaded or
+    /// not, and `rows` every row in order when the client has them all (collapsed sections keep
+    /// rows they once had: events keep them current), `nil` while they are not loaded. Rows
+    /// still arriving are in ``incomingRows(_:)``.
+    public private(set) var sections: [SectionSnapshot] = []
     public private(set) var session: String?
     /// This connection's client id and display name, from the latest welcome or resume.
     public private(set) var me: Author?
@@ -87,11 +50,24 @@ public struct SessionReplica: Sendable {
     /// Rows events told us about in full (added, or moved from a loaded section) that live in
     /// sections whose other rows are not loaded: kept so a later move can still show them.
     private var looseRows: [String: Row] = [:]
+    /// Section key -> rows arriving in `rows` chunks for its current expansion. Kept beside the
+    /// sections rather than in them: only a client streams rows into a section, and the sections
+    /// are the same values a welcome carries.
+    private var incoming: [String: [Row]] = [:]
+    /// Section key -> the sequence number of its latest collapse or import (0 when absent):
+    /// `rows` chunks older than it are stale.
+    private var collapseSeq: [String: UInt64] = [:]
 
     public init() {}
 
     /// The section with `key`.
-    public func section(_ key: String) -> SectionState? { positions[key].map { sections[$0] } }
+    public func section(_ key: String) -> SectionSnapshot? { positions[key].map { sections[$0] } }
+
+    /// What has arrived so far of the rows streaming into section `key`; `nil` when none are.
+    public func incomingRows(_ key: String) -> [Row]? { incoming[key] }
+
+    /// The rows of `section` to show: the complete list, or what has arrived of it so far.
+    public func knownRows(of section: SectionSnapshot) -> [Row] { section.rows ?? incoming[section.key] ?? [] }
 
     /// The key of the section holding row `key`, when known.
     public func sectionKey(ofRow key: String) -> String? { rowHome[key] }
@@ -133,16 +109,15 @@ public struct SessionReplica: Sendable {
         positions = [:]
         rowHome = [:]
         looseRows = [:]
+        incoming = [:]
+        collapseSeq = [:]
         sections = []
-        for snapshot in welcome.table.sections where positions[snapshot.key] == nil {
-            var rows = snapshot.rows
-            if rows == nil && !snapshot.collapsed && snapshot.rowCount == 0 { rows = [] }
-            positions[snapshot.key] = sections.count
-            for row in rows ?? [] { rowHome[row.key] = snapshot.key }
-            sections.append(
-                SectionState(
-                    key: snapshot.key, title: snapshot.title, detail: snapshot.detail, footer: snapshot.footer, collapsed: snapshot.collapsed,
-                    busy: snapshot.busy, rowCount: max(0, rows?.count ?? snapshot.rowCount), rows: rows))
+        for var section in welcome.table.sections where positions[section.key] == nil {
+            if section.rows == nil && !section.collapsed && section.rowCount == 0 { section.rows = [] }
+            section.rowCount = max(0, section.rows?.count ?? section.rowCount)
+            positions[section.key] = sections.count
+            for row in section.rows ?? [] { rowHome[row.key] = section.key }
+            sections.append(section)
         }
     }
 
@@ -157,12 +132,10 @@ public struct SessionReplica: Sendable {
         presence = resume.presence
         presenceCount = resume.presenceCount
         presenceIsComplete = presence.count == presenceCount
-        for position in sections.indices {
-            // Busy state is not part of a resume; a spinner nobody will ever stop is worse
-            // than a missed one. Streams cut by the drop are not resumed either.
-            sections[position].busy = false
-            sections[position].incoming = nil
-        }
+        // Busy state is not part of a resume; a spinner nobody will ever stop is worse than a
+        // missed one. Streams cut by the drop are not resumed either.
+        for position in sections.indices { sections[position].busy = false }
+        incoming = [:]
     }
 
     private mutating func updatePresence(_ diff: PresenceDiff) {
@@ -190,25 +163,24 @@ public struct SessionReplica: Sendable {
     static let maxPresenceSample = 200
 
     private mutating func receive(_ chunk: ServerUpdate.RowsChunk) {
-        guard let position = positions[chunk.section] else { return }
+        let key = chunk.section
+        guard let position = positions[key] else { return }
         // Rows belong to the expansion with that seq; a later collapse makes them stale.
-        guard !sections[position].collapsed, chunk.seq >= sections[position].collapseSeq else { return }
-        if chunk.from == 0 { sections[position].incoming = [] }
-        guard let arrived = sections[position].incoming?.count, chunk.from == arrived,
+        guard !sections[position].collapsed, chunk.seq >= collapseSeq[key, default: 0] else { return }
+        if chunk.from == 0 { incoming[key] = [] }
+        guard let arrived = incoming[key]?.count, chunk.from == arrived,
             arrived + chunk.rows.count <= Self.maxRowsPerSection
         else {
             // A chunk out of step: rows went missing on the way; only a snapshot mends that.
             needsSnapshot = true
             return
         }
-        let key = sections[position].key
         for row in chunk.rows { rowHome[row.key] = key }
-        // Appended in place (not through a copy of the section): a large section arrives in
-        // hundreds of chunks, and copying what arrived so far for each would be quadratic.
-        sections[position].incoming?.append(contentsOf: chunk.rows)
+        // Appended in place (not through a copy): a large section arrives in hundreds of chunks,
+        // and copying what arrived so far for each would be quadratic.
+        incoming[key]?.append(contentsOf: chunk.rows)
         if chunk.final {
-            let rows = sections[position].incoming ?? []
-            sections[position].incoming = nil
+            let rows = incoming.removeValue(forKey: key) ?? []
             for row in rows where looseRows[row.key] != nil { looseRows[row.key] = nil }
             sections[position].rows = rows
             sections[position].rowCount = rows.count
@@ -228,9 +200,9 @@ public struct SessionReplica: Sendable {
             break  // only collapse effects, below
         case .addSection(let new):
             guard let key = new.key, positions[key] == nil else { break }
-            let section = SectionState(
+            let section = SectionSnapshot(
                 key: key, title: new.title, detail: new.detail, footer: new.footer,
-                collapsed: new.collapsed ?? options.sectionsInitiallyCollapsed, rowCount: 0, rows: [])
+                collapsed: new.collapsed ?? options.sectionsInitiallyCollapsed, busy: false, rowCount: 0, rows: [])
             sections.insert(section, at: Self.clamp(new.index, sections.count))
             reindex()
         case .removeSection(let ref):
@@ -240,6 +212,8 @@ public struct SessionReplica: Sendable {
                 rowHome[key] = nil
                 looseRows[key] = nil
             }
+            incoming[removed.key] = nil
+            collapseSeq[removed.key] = nil
             reindex()
         case .updateSection(let ref, let patch):
             guard let position = position(ref) else { break }
@@ -294,8 +268,8 @@ public struct SessionReplica: Sendable {
             // chunks of anything earlier are stale.
             sections[position].rowCount = (imported.replace ? 0 : sections[position].rowCount) + imported.count
             sections[position].rows = sections[position].rowCount == 0 ? [] : nil
-            sections[position].incoming = nil
-            sections[position].collapseSeq = event.seq
+            incoming[key] = nil
+            collapseSeq[key] = event.seq
         }
         for effect in event.collapsed { setCollapsed(effect.key, effect.collapsed, at: event.seq) }
     }
@@ -303,9 +277,9 @@ public struct SessionReplica: Sendable {
     private mutating func setCollapsed(_ key: String, _ collapsed: Bool, at eventSeq: UInt64) {
         guard let position = positions[key], sections[position].collapsed != collapsed else { return }
         sections[position].collapsed = collapsed
-        sections[position].incoming = nil
+        incoming[key] = nil
         if collapsed {
-            sections[position].collapseSeq = eventSeq
+            collapseSeq[key] = eventSeq
         } else if sections[position].rowCount == 0 && sections[position].rows == nil {
             sections[position].rows = []
         }
@@ -381,7 +355,9 @@ public struct SessionReplica: Sendable {
             }
         }
         func rowLabel(_ key: String) -> String {
-            guard let home = rowHome[key], let row = section(home)?.knownRows.first(where: { $0.key == key }) else { return "a row" }
+            guard let home = rowHome[key], let holder = section(home), let row = knownRows(of: holder).first(where: { $0.key == key }) else {
+                return "a row"
+            }
             return row.label
         }
         let flips = event.collapsed.map { "\($0.collapsed ? "collapsed" : "expanded") \(title(.key($0.key)))" }.joined(separator: ", ")
@@ -412,6 +388,12 @@ public struct SessionReplica: Sendable {
     private func oneLine(_ text: String) -> String {
         text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).joined(separator: " ")
     }
+}
+
+extension SectionSnapshot {
+    /// Expanded, but its rows are not (all) here yet: in a ``SessionReplica`` a shown section
+    /// lacks `rows` only while they stream in.
+    public var isLoading: Bool { !collapsed && rows == nil }
 }
 
 extension Array where Element == Row {

@@ -58,7 +58,7 @@ public struct TableLayout: Sendable {
             var block = Block(
                 key: section.key, start: lineCount, title: Self.titleLines(section.title, limit: titleLines), rows: [], notice: nil, footer: [])
             if !section.collapsed {
-                block.rows = section.knownRows
+                block.rows = replica.knownRows(of: section)
                 if section.isLoading {
                     block.notice = .loading(arrived: block.rows.count, total: section.rowCount)
                 } else if block.rows.isEmpty {

@@ -4,6 +4,9 @@
 /// ``sentence(_:)`` to decide whether to reconnect and what to tell people, the protocol
 /// article's "Closes" table lists ``documented`` row by row, and the web client's
 /// `web/protocol.js` mirrors it in `CLOSE_CODES`; a unit test fails while the three disagree.
+/// The same test holds the other places that spell a code: the terminal client's C layer
+/// (`FTWSC_CLOSE_*` in `CFoldtableWSClient.h`, the closes it reports itself) and the banners
+/// `web/app.js` words for ``sessionDeleted`` and ``unauthorized``.
 ///
 /// Two ranges:
 /// - The application codes, 4000-4999, are the server's own: 4000-4499 mean the client may

@@ -4,8 +4,9 @@ import Testing
 @testable import FoldtableCore
 
 /// The close codes and error codes are defined once, in the core; the protocol article, the web
-/// client's `web/protocol.js`, README and the C header repeat them. These tests fail while any of
-/// them disagrees with the core.
+/// client (`web/protocol.js`, and `web/app.js`'s banner texts), README and the C headers (the
+/// server's and the terminal client's) repeat them. These tests fail while any of them disagrees
+/// with the core.
 @Suite struct CloseCodeTableTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
@@ -105,6 +106,59 @@ import Testing
         }
         for meaning in CloseCode.documented where meaning.code < 4000 {
             #expect(constants.values.contains(meaning.code), "\(meaning.code) is not a code of the C layer")
+        }
+    }
+
+    /// The C layers' names for the standard codes (`FTWS_CLOSE_*` in the server's header,
+    /// `FTWSC_CLOSE_*` in the terminal client's) and the core constant each stands for.
+    static let standardCodesByCName: [String: Int] = [
+        "NORMAL": CloseCode.normal, "GOING_AWAY": CloseCode.goingAway, "PROTOCOL": CloseCode.protocolError,
+        "UNSUPPORTED": CloseCode.unsupportedData, "ABNORMAL": CloseCode.abnormal, "BAD_DATA": CloseCode.invalidPayload,
+        "POLICY": CloseCode.policyViolation, "TOO_BIG": CloseCode.messageTooBig, "SERVER_ERROR": CloseCode.serverError,
+    ]
+
+    /// The terminal client's C layer reports some closes itself (a dropped socket, a message over
+    /// its size limit): each of its `FTWSC_CLOSE_*` constants is a core code with the same number,
+    /// so the Swift side words it from the core table.
+    @Test func theClientCHeaderHasTheCoreCodes() throws {
+        let header = try Self.read("Sources/CFoldtableWSClient/include/CFoldtableWSClient.h")
+        var constants: [String: Int] = [:]
+        for match in header.matches(of: try Regex(#"FTWSC_CLOSE_([A-Z_]+) = (\d+)"#)) {
+            if let name = match.output[1].substring, let value = match.output[2].substring {
+                constants[String(name)] = Int(value)
+            }
+        }
+        // Every name the header mentions is one read above: a constant written in another form
+        // (a #define) fails here instead of going unchecked.
+        let named = Set(header.matches(of: try Regex(#"FTWSC_CLOSE_([A-Z_]+)"#)).compactMap { $0.output[1].substring.map(String.init) })
+        #expect(named == Set(constants.keys), "CFoldtableWSClient.h names close codes the test cannot read")
+        #expect(!constants.isEmpty, "CFoldtableWSClient.h defines no FTWSC_CLOSE_* constant")
+        for (name, value) in constants {
+            let core = try #require(Self.standardCodesByCName[name], "FTWSC_CLOSE_\(name) stands for no CloseCode constant")
+            #expect(value == core, "FTWSC_CLOSE_\(name) is \(value), CloseCode says \(core)")
+        }
+    }
+
+    /// `web/app.js` words a few fatal closes itself in its banner: each is the core code it is
+    /// written for, and one a client does not retry (else the banner would never show it).
+    @Test func theWebPageBannersAreForTheCoreCodes() throws {
+        let text = try Self.read("web/app.js")
+        let table = try Self.section(text, from: "  const fatal = {", to: "  };").dropFirst()
+        // `    4501: 'This session was deleted.',`; keys that are not numbers are error codes.
+        let pattern = try Regex(#"^    (\d+): '((?:[^'\\]|\\.)*)',$"#)
+        var banners: [Int: String] = [:]
+        for line in table where line.first(where: { $0 != " " })?.isNumber == true {
+            let match = try #require(try pattern.wholeMatch(in: String(line)), "web/app.js: cannot read \(line)")
+            let code = try #require(match.output[1].substring.flatMap { Int($0) })
+            banners[code] = match.output[2].substring.map(String.init)
+        }
+        // The code each banner is for, and a word its text must hold: a code renumbered or two
+        // codes swapped in the core fail here.
+        let expected = [CloseCode.sessionDeleted: "deleted", CloseCode.unauthorized: "token"]
+        #expect(Set(banners.keys) == Set(expected.keys), "web/app.js's fatal banners are for other codes than CloseCode's")
+        for (code, word) in expected {
+            #expect(banners[code]?.contains(word) == true, "web/app.js's banner for \(code) does not say \"\(word)\"")
+            #expect(CloseCode.meaning(code)?.retry == false, "\(code) is not a code a client gives up on")
         }
     }
 

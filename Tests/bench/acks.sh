@@ -23,7 +23,9 @@
 # Builds nothing: run `swift build -c release` first. Only 127.0.0.1 is used; every run is
 # bounded by `timeout`. Settings (environment): ACKS_CLIENTS (1000), ACKS_IN_FLIGHT (4),
 # ACKS_SECONDS (5), ACKS_ROUNDS (3), ACKS_SUSTAINED_WARMUP (25), ACKS_SUSTAINED_ROUNDS (3),
-# ACKS_TARGET (100000, acknowledged changes/s with the store on), ACKS_BUILD (.build/release).
+# ACKS_TARGET (100000, acknowledged changes/s with the store on), ACKS_BUILD (.build/release),
+# ACKS_TARGET_ONLY (0; 1: only SQLite `full` in the target's configuration, ACKS_ROUNDS times,
+# and its summary line: one figure to set beside another build's, as Tests/bench/alternate.sh does).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -35,6 +37,7 @@ sustained_warmup=${ACKS_SUSTAINED_WARMUP:-25}
 rounds=${ACKS_ROUNDS:-3}
 sustained_rounds=${ACKS_SUSTAINED_ROUNDS:-3}
 target=${ACKS_TARGET:-100000}
+target_only=${ACKS_TARGET_ONLY:-0}
 for binary in "$build/foldtabled" "$build/foldtable-bench"; do
     [[ -x $binary ]] || { echo "acks: $binary missing: run 'swift build -c release' first" >&2; exit 2; }
 done
@@ -105,6 +108,12 @@ verdict() {
 }
 
 : >"$work/rates"
+if [[ $target_only == 1 ]]; then
+    for _ in $(seq "$rounds"); do run sqlite-full "$clients" together --data-dir "$work/data"; done
+    echo "acks summary: sessions=$clients placement=together ${seconds}s after 1s: SQLite full $(summarize sqlite-full "$clients" together 1);" \
+        "target $target with the store on: $(verdict sqlite-full "$clients" together 1)"
+    exit 0
+fi
 for _ in $(seq "$rounds"); do
     run memory "$clients" together --memory
     run sqlite-full "$clients" together --data-dir "$work/data"

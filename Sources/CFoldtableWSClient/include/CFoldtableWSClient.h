@@ -27,7 +27,8 @@ extern "C" {
 
 typedef struct ftwsc_client ftwsc_client;
 
-/* Close codes the client reports itself (the server's own codes are passed through). */
+/* Close codes the client reports itself (the server's own codes are passed through). The
+ * numbers are FoldtableCore's CloseCode; a unit test (CloseCodeTableTests) reads them here. */
 enum {
     FTWSC_CLOSE_NORMAL = 1000,
     FTWSC_CLOSE_ABNORMAL = 1006,   /* no close frame: the socket dropped, or never connected */
