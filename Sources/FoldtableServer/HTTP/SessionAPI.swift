@@ -354,7 +354,7 @@ final class SessionAPI {
         if let key, key.isEmpty || key.utf8.count > hub.messageLimits.maxNameBytes {
             return respond(Self.error(400, ProtocolError(.invalidValue, "Idempotency-Key must be 1 to 64 bytes", field: "Idempotency-Key")))
         }
-        // The key is the caller's own (``ChangeIdScope``): nobody else's change can take it or be
+        // The key is the caller's own (`ChangeIdScope`): nobody else's change can take it or be
         // answered for it, a member's over a WebSocket nor another user's.
         var scoped: String?
         if let key {

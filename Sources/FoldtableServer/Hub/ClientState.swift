@@ -23,7 +23,7 @@ final class ClientState {
     /// What the member may do: the token's role. In open mode nobody is identified, so there is
     /// nobody to reserve options or deletion for: everyone is an owner (today's behaviour).
     var role = Role.owner
-    /// Whose change ids this member's are (``ChangeIdScope``): set at join.
+    /// Whose change ids this member's are (`ChangeIdScope`): set at join.
     var idScope = ""
     /// The timer for the token's expiry, then for the grace period after it.
     var tokenTimer: UInt64?

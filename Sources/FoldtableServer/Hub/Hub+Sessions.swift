@@ -57,7 +57,7 @@ extension Hub {
 
     /// Every session's name (stored or resident, sorted; with a broker also every shared
     /// session other nodes made), with its member count (on every node: see
-    /// ``SessionOrdering/withListing(_:)``) and its section count when it is in memory (a stored
+    /// `SessionOrdering/withListing(_:)`) and its section count when it is in memory (a stored
     /// one is not loaded just to count).
     func sessionSummaries(visibleTo grant: AccessGrant?) -> [(name: String, members: Int, sections: Int?)] {
         if sortedNames == nil { sortedNames = ordering.names.union(sessions.keys).sorted() }

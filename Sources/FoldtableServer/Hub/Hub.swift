@@ -3,7 +3,7 @@ import Glibc
 
 /// The node's local hub: every connected client and every resident session, driven by transport
 /// events on one service thread (centrifuge's Hub; the transport is the ``Transport`` port, and
-/// who orders and keeps sessions the ``SessionOrdering`` port).
+/// who orders and keeps sessions the `SessionOrdering` port).
 ///
 /// Sessions are resident while they have members or work in progress; a session quiet for
 /// `idleEvictSecs` is saved and dropped from memory, and opened again by the next join.
@@ -57,8 +57,8 @@ public final class Hub: TransportDelegate {
         case later(() -> Void)
     }
 
-    /// A hub whose sessions `ordering` opens and orders (see ``SessionOrdering``: made by
-    /// ``local(store:eventLog:names:)`` or ``shared(_:)``). `makeEpoch` names session
+    /// A hub whose sessions `ordering` opens and orders (see `SessionOrdering`: made by
+    /// `local(store:eventLog:names:)` or `shared(_:)`). `makeEpoch` names session
     /// incarnations (random in production, fixed in tests). `ready` answers `/readyz`
     /// (foldtabled asks its ``StoreMonitor``); the hub itself is ready as soon as the transport
     /// hands it requests.

@@ -2,8 +2,8 @@ import FoldtableCore
 
 /// The I/O of one session's order (see ``SessionOrder``): performs the effects only an order
 /// asks for (appends to the event log or to the stream, checkpoints and snapshots) and feeds
-/// what they report back to its ``TableSession`` as inputs. One per session, made with it by
-/// the ``SessionOrdering`` that opened it; the session holds it, it points back.
+/// what they report back to its `TableSession` as inputs. One per session, made with it by
+/// the `SessionOrdering` that opened it; the session holds it, it points back.
 ///
 /// Runs on the service thread only.
 protocol OrderDriver: AnyObject {

@@ -2,7 +2,7 @@ import FoldtableCore
 
 /// Who orders a session's changes: the one decision that differs between a session this node
 /// holds alone and one several nodes share, kept behind one port so that nothing else branches
-/// on it. Chosen once, when the session is opened (``SessionOrdering``, picked by foldtabled's
+/// on it. Chosen once, when the session is opened (`SessionOrdering`, picked by foldtabled's
 /// wiring from the settings):
 ///
 /// - ``LocalOrder``: this node is the sequencer. A change is applied to a head table at once
@@ -66,7 +66,7 @@ public enum ChangeOrigin: Sendable {
 }
 
 /// A change on its way into an order: what was asked, under which id (its key, see
-/// ``ChangeIdScope``), by whom, and whom to answer.
+/// `ChangeIdScope`), by whom, and whom to answer.
 public struct ChangeRequest {
     public var change: Change
     public var id: String?

@@ -1,8 +1,8 @@
 import FoldtableCore
 
 /// Who orders the sessions this node opens, as the hub sees it: the port chosen once, in
-/// foldtabled's wiring, from the settings. ``LocalOrdering`` keeps sessions in this node's store
-/// and event log (SQLite or memory) and gives each a ``LocalOrder``; ``StreamOrdering`` shares
+/// foldtabled's wiring, from the settings. `LocalOrdering` keeps sessions in this node's store
+/// and event log (SQLite or memory) and gives each a ``LocalOrder``; `StreamOrdering` shares
 /// them through a ``Broker`` (Redis) and gives each a ``StreamOrder``. The hub asks it to open,
 /// create, delete and list sessions, and never asks which it is.
 ///
@@ -14,7 +14,7 @@ protocol SessionOrdering: AnyObject {
     /// or any name when only the broker knows.
     func mayExist(_ name: String) -> Bool
     /// Opens session `name` (made holding `create` when it exists nowhere and `create` is given):
-    /// a ``TableSession`` the hub then holds, or why not (`session_not_found`,
+    /// a `TableSession` the hub then holds, or why not (`session_not_found`,
     /// `storage_unavailable`). May complete at once.
     func open(_ name: String, create: Table?, completion: @escaping (Result<TableSession, ProtocolError>) -> Void)
     /// Makes session `name` holding `table` when none of that name exists (the demo, `--load`).
@@ -37,7 +37,7 @@ protocol SessionOrdering: AnyObject {
     func stop(completion: @escaping () -> Void)
 }
 
-/// The ``SessionOrdering`` a hub is made with, as foldtabled's wiring (or a test) chooses it
+/// The `SessionOrdering` a hub is made with, as foldtabled's wiring (or a test) chooses it
 /// from the settings: the only place that decides who orders sessions.
 public struct SessionOrderingChoice {
     let ordering: SessionOrdering

@@ -1,7 +1,7 @@
 import FoldtableCore
 
 /// Sessions shared with other nodes through a ``Broker`` (Redis): opened from the broker's
-/// snapshot and stream, each ordered by a ``StreamOrder`` whose ``StreamOrderDriver`` follows
+/// snapshot and stream, each ordered by a ``StreamOrder`` whose `StreamOrderDriver` follows
 /// the stream. Also this node's side of the cluster: presence heartbeats, the member counts
 /// other nodes hold for listings, and the broker's availability (shared sessions turn
 /// read-only while it is away, and are brought back in step when it returns).

@@ -1,7 +1,7 @@
 import FoldtableCore
 
 /// Where a change request was made: the node and that node's number for it (see
-/// ``SessionCore/Sequencing``). Only the named node answers the request's author.
+/// ``StreamOrder``). Only the named node answers the request's author.
 public struct RequestOrigin: Hashable, Sendable {
     /// The node id (unique among the nodes sharing a broker).
     public var node: String

@@ -2,7 +2,7 @@ import FoldtableCore
 
 /// The decisions of one shared table, as a pure state machine: inputs in, effects out.
 ///
-/// No I/O, no clock (every input carries `now`), no transport: a ``TableSession`` performs the
+/// No I/O, no clock (every input carries `now`), no transport: a `TableSession` performs the
 /// effects. Two parts, each a pure state machine of its own:
 ///
 /// - the session's ``SessionOrder``, which decides the order of changes: a ``LocalOrder`` over

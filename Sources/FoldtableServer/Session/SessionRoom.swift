@@ -6,7 +6,7 @@ import FoldtableCore
 /// ``SessionCore``: inputs carry `now`, effects come back in order.
 ///
 /// `committed` is the table members see: an order applies an event to it (or has it applied)
-/// and then ``announce(_:_:author:retries:streamed:needingRows:into:)``s it. Welcomes, resumes
+/// and then `announce(_:_:author:retries:streamed:needingRows:into:)`s it. Welcomes, resumes
 /// and row streams all come from `committed`, so nobody ever sees a change that is not durable.
 ///
 /// Kept in three files by concern: this one (members, answers, broadcast, history),
@@ -246,7 +246,7 @@ public struct SessionRoom {
         return origin
     }
 
-    /// `id`: the change's key (``ChangeIdScope``); the reply names the id as its author sent it.
+    /// `id`: the change's key (`ChangeIdScope`); the reply names the id as its author sent it.
     func refuse(_ origin: ChangeOrigin, _ error: ProtocolError, id: String?, into effects: inout [SessionEffect]) {
         switch present(origin) {
         case .member(let connection)?: effects.append(.refuse(connection, error, id: id.map(ChangeIdScope.id(ofKey:))))
@@ -255,7 +255,7 @@ public struct SessionRoom {
         }
     }
 
-    /// Change `id` (when the author gave one; its key, ``ChangeIdScope``) is durable as event `seq`:
+    /// Change `id` (when the author gave one; its key, `ChangeIdScope`) is durable as event `seq`:
     /// the ack names the id as its author sent it.
     func acknowledge(_ origin: ChangeOrigin, id: String?, seq: UInt64, into effects: inout [SessionEffect]) {
         switch present(origin) {

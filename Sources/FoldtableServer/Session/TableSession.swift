@@ -2,7 +2,7 @@ import FoldtableCore
 
 /// Drives one ``SessionCore``: feeds it inputs one at a time and performs the effects it returns
 /// on the transport and the hub's timers; the effects of its order (appends, checkpoints,
-/// snapshots) go to the order's ``OrderDriver``. Holds no decisions of its own, only the
+/// snapshots) go to the order's `OrderDriver`. Holds no decisions of its own, only the
 /// I/O-shaped state the core leaves out: row streams' chunk cursors and timer tokens.
 ///
 /// Runs on the transport's service thread only.
