@@ -102,7 +102,7 @@ final class LocalOrdering: SessionOrdering {
         }
         names.insert(name)
         hub.log(.info, "session_created", ["session": name])
-        return session(SessionCore(name: name, epoch: epoch, table: table, settings: hub.sessionSettings), hub: hub)
+        return session(SessionCore(name: name, epoch: epoch, table: table, settings: hub.sessionSettings, order: LocalOrder()), hub: hub)
     }
 
     /// Rebuilds a session from its checkpoint and the events logged after it.
@@ -117,7 +117,7 @@ final class LocalOrdering: SessionOrdering {
         }
         let core = SessionCore(
             name: stored.name, epoch: stored.epoch, table: table, recent: stored.events, checkpointSeq: stored.checkpoint.seq,
-            settings: hub.sessionSettings)
+            settings: hub.sessionSettings, order: LocalOrder())
         return session(core, hub: hub)
     }
 
