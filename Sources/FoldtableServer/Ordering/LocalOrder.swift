@@ -47,9 +47,8 @@ public struct LocalOrder: SessionOrder {
     /// Sections expanded by events in flight, with how many: their streams have not started yet,
     /// but changes touching them must wait as if they had.
     private var expandingInFlight: [String: Int] = [:]
-    /// Changes waiting behind busy sections, in arrival order, from `pendingStart`.
-    private var pending: [ChangeRequest] = []
-    private var pendingStart = 0
+    /// Changes waiting behind busy sections, in arrival order.
+    private var pending = WaitingQueue<ChangeRequest>()
     /// `committed.seq` at the last checkpoint asked for.
     private var checkpointSeq: UInt64 = 0
     /// How many events before `checkpointEvents` the next checkpoint comes (see
@@ -72,7 +71,7 @@ public struct LocalOrder: SessionOrder {
         }
     }
 
-    public var isQuiet: Bool { inFlight.isEmpty && unpersisted.isEmpty && pending.count == pendingStart }
+    public var isQuiet: Bool { inFlight.isEmpty && unpersisted.isEmpty && pending.isEmpty }
     /// Whether changes applied to `head` wait for ``SessionInput/handOver`` to go to the log
     /// (only with ``SessionCore/Settings/handsOverAtOnce`` off).
     public var awaitsHandOver: Bool { !unpersisted.isEmpty }
@@ -109,12 +108,12 @@ public struct LocalOrder: SessionOrder {
     // MARK: - Changes
 
     public mutating func submit(_ change: ChangeRequest, _ room: inout SessionRoom, into effects: inout [SessionEffect]) {
-        guard pending.count - pendingStart < room.settings.maxPendingChanges else {
+        guard pending.count < room.settings.maxPendingChanges else {
             room.refuse(
                 change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
             return
         }
-        if pendingStart == pending.count && !mustWait(change.change, room) {
+        if pending.isEmpty && !mustWait(change.change, room) {
             // Nothing waits ahead of it (almost always): applied from here, not copied into the
             // queue and out again. Its origin is present: every caller just checked.
             // A member's change may wait for the rest of its burst (`handOver`); an API one never.
@@ -146,13 +145,11 @@ public struct LocalOrder: SessionOrder {
     /// Applies waiting changes to `head` in order until one must wait, then hands the new events
     /// to the log in one append.
     public mutating func drain(_ room: inout SessionRoom, into effects: inout [SessionEffect]) {
-        while pendingStart < pending.count {
-            let next = pending[pendingStart]
-            if mustWait(next.change, room) { break }
-            pendingStart += 1
+        while let next = pending.front, !mustWait(next.change, room) {
+            pending.removeFront()
             apply(next, &room, into: &effects)
         }
-        compactQueue(&pending, start: &pendingStart)
+        pending.compact()
         handOver(into: &effects)
     }
 

@@ -73,16 +73,3 @@ public struct ChangeRequest {
     public var author: Author
     public var origin: ChangeOrigin
 }
-
-/// Drops the handled front of a queue (`start` is its first unhandled element) when that is
-/// all of it, or more than half of a long one: a queue never moves per element. Both orders keep
-/// their waiting changes this way.
-func compactQueue<Element>(_ queue: inout [Element], start: inout Int) {
-    if start == queue.count {
-        queue.removeAll(keepingCapacity: true)
-        start = 0
-    } else if start > 1_024 && start * 2 > queue.count {
-        queue.removeFirst(start)
-        start = 0
-    }
-}

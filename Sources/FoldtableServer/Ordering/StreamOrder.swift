@@ -45,8 +45,7 @@ public struct StreamOrder: SessionOrder {
     private var uncertain: [UInt64: Int] = [:]
     private var requestsMade: UInt64 = 0
     /// Requests read from the stream, waiting in stream order (behind busy sections).
-    private var sequencedPending: [SequencedRequest] = []
-    private var sequencedStart = 0
+    private var sequencedPending = WaitingQueue<SequencedRequest>()
     /// The stream position of the last request applied ("" before any).
     public private(set) var appliedPosition = ""
     /// `committed.seq` at the last snapshot asked for.
@@ -78,7 +77,7 @@ public struct StreamOrder: SessionOrder {
     }
 
     /// Nothing appended and unapplied, nothing read and waiting.
-    public var isQuiet: Bool { awaiting.isEmpty && sequencedStart == sequencedPending.count && joinsWaiting.isEmpty }
+    public var isQuiet: Bool { awaiting.isEmpty && sequencedPending.isEmpty && joinsWaiting.isEmpty }
     /// This node has requests appended and not yet applied, or joins waiting for the stream.
     public var waitsForCatchUp: Bool { !awaiting.isEmpty || !joinsWaiting.isEmpty }
 
@@ -213,7 +212,7 @@ public struct StreamOrder: SessionOrder {
             for index in joinsWaiting.indices { joinsWaiting[index].reads -= 1 }
             admitWaitingJoins(&room, into: &effects)
         }
-        if sequencedStart == sequencedPending.count {
+        if sequencedPending.isEmpty {
             // Everything read is applied: a request appended at or before `through` and still
             // waiting was dropped by every reader (its entry did not decode).
             // (Or a reload's snapshot covered it: ``settle(_:unread:_:into:)`` reads the window.)
@@ -285,13 +284,11 @@ public struct StreamOrder: SessionOrder {
     /// Applies waiting requests in stream order until one must wait.
     public mutating func drain(_ room: inout SessionRoom, into effects: inout [SessionEffect]) {
         let before = room.committed.seq
-        while sequencedStart < sequencedPending.count {
-            let next = sequencedPending[sequencedStart]
-            if mustWait(next.change, room) { break }
-            sequencedStart += 1
+        while let next = sequencedPending.front, !mustWait(next.change, room) {
+            sequencedPending.removeFront()
             apply(next, &room, into: &effects)
         }
-        compactQueue(&sequencedPending, start: &sequencedStart)
+        sequencedPending.compact()
         if room.committed.seq > before { admitWaitingJoins(&room, into: &effects) }
         checkpointIfDue(room, into: &effects)
     }
@@ -337,7 +334,6 @@ public struct StreamOrder: SessionOrder {
         epoch: String, table: Table, position: String, history: [HistoryEntry], _ room: inout SessionRoom, into effects: inout [SessionEffect]
     ) {
         sequencedPending.removeAll()
-        sequencedStart = 0
         let newEpoch = epoch != room.epoch
         let from = room.committed.seq
         appliedPosition = position
