@@ -167,6 +167,25 @@ def test_an_api_change_on_one_node_reaches_members_on_the_other(nodes):
     run(scenario())
 
 
+def test_a_node_sharing_sessions_through_redis_opens_no_sqlite_store(redis, tmp_path):
+    """With --redis every session lives in Redis: the data directory is never made or read."""
+    data = tmp_path / "data"
+    node = Server("--redis", redis, "--node-id", "nodb", "--data-dir", str(data))
+    name = unique("nodb")
+
+    async def scenario():
+        ana = await Client.join(node.ws, session=name, name="ana")
+        await ana.send({"type": "addSection", "key": "k", "title": "K", "id": "k1"})
+        ack = await ana.next(lambda m: m["type"] == "ack")
+        assert ack["seq"] == 1
+        await ana.close()
+    try:
+        run(scenario())
+    finally:
+        assert node.stop() == 0
+    assert not data.exists()
+
+
 def test_a_node_started_late_opens_the_whole_table(nodes, redis):
     a, _ = nodes
     name = unique("late")
