@@ -298,7 +298,7 @@ public final class Hub: TransportDelegate {
             return
         }
         guard table != nil || ordering.mayExist(name) else {
-            return body(.failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session")))
+            return body(.failure(.noSession(named: name)))
         }
         guard makeRoom() else {
             return body(.failure(ProtocolError(.limitReached, "the server holds its maximum of \(config.maxSessions) sessions", field: "session")))

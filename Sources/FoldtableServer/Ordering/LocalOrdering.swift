@@ -33,7 +33,7 @@ final class LocalOrdering: SessionOrdering {
         guard let hub else { return }
         guard names.contains(name) else {
             guard let create else {
-                return completion(.failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session")))
+                return completion(.failure(.noSession(named: name)))
             }
             return completion(.success(make(name, table: create, hub: hub)))
         }
@@ -51,10 +51,10 @@ final class LocalOrdering: SessionOrdering {
             case .success(nil):
                 // Deleted meanwhile. Not made again here: whoever waits may not be allowed to
                 // create (a viewer's join).
-                completion(.failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session")))
+                completion(.failure(.noSession(named: name)))
             case .failure(let error):
                 hub.log(.error, "session_load_failed", ["session": name, "reason": error.description])
-                completion(.failure(ProtocolError(.storageUnavailable, "the session could not be loaded; retry later")))
+                completion(.failure(.sessionNotLoaded))
             }
         }
     }

@@ -53,3 +53,15 @@ public struct SessionOrderingChoice {
         Self(ordering: StreamOrdering(cluster))
     }
 }
+
+extension ProtocolError {
+    /// No session of that name exists (and none was to be made).
+    static func noSession(named name: String) -> ProtocolError {
+        ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session")
+    }
+
+    /// Storage could not be read to open a session: it may work when retried.
+    static var sessionNotLoaded: ProtocolError {
+        ProtocolError(.storageUnavailable, "the session could not be loaded; retry later")
+    }
+}

@@ -61,10 +61,10 @@ final class StreamOrdering: SessionOrdering {
             case .success(let opened?):
                 completion(.success(hub.resident(name) ?? follow(opened, name: name, hub: hub)))
             case .success(nil):
-                completion(.failure(ProtocolError(.sessionNotFound, "no session is named \"\(name)\"", field: "session")))
+                completion(.failure(.noSession(named: name)))
             case .failure(let error):
                 hub.log(.error, "session_load_failed", ["session": name, "reason": error.description])
-                completion(.failure(ProtocolError(.storageUnavailable, "the session could not be loaded; retry later")))
+                completion(.failure(.sessionNotLoaded))
             }
         }
     }
