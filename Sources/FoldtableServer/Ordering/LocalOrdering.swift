@@ -61,11 +61,12 @@ final class LocalOrdering: SessionOrdering {
 
     func createIfAbsent(_ name: String, table: Table) {
         guard let hub, !names.contains(name), !hub.holds(name) else { return }
-        hub.adopt(make(name, table: table, hub: hub))
+        make(name, table: table, hub: hub)
     }
 
     func create(_ name: String, table: Table, completion: @escaping (Result<Void, ProtocolError>) -> Void) {
         guard let hub else { return }
+        // The store answers later, on the service thread, once `created` is set.
         var created: TableSession?
         created = make(name, table: table, hub: hub) { [self] result in
             if case .failure = result, let session = created, session.isResident, session.core.isQuiet {
@@ -75,7 +76,6 @@ final class LocalOrdering: SessionOrdering {
             }
             completion(result.mapError { _ in ProtocolError(.storageUnavailable, "the session could not be stored; retry later") })
         }
-        if let created { hub.adopt(created) }
     }
 
     func delete(_ session: TableSession, completion: @escaping (Result<Void, ProtocolError>) -> Void) {
@@ -91,18 +91,22 @@ final class LocalOrdering: SessionOrdering {
         }
     }
 
-    /// A new session holding `table`, stored in the background (`stored` hears how that went).
+    /// A new session holding `table`, held by the hub at once and stored in the background
+    /// (`stored` hears how that went).
+    @discardableResult
     private func make(
         _ name: String, table: Table, hub: Hub, stored: ((Result<Void, StoreError>) -> Void)? = nil
     ) -> TableSession {
         let epoch = hub.makeEpoch()
+        let made = session(SessionCore(name: name, epoch: epoch, table: table, settings: hub.sessionSettings, order: LocalOrder()), hub: hub)
+        names.insert(name)
+        hub.adopt(made)
         store.create(StoredSession(name: name, epoch: epoch, checkpoint: table)) { [hub] result in
             if case .failure(let error) = result { hub.log(.error, "session_create_failed", ["session": name, "reason": error.description]) }
             stored?(result)
         }
-        names.insert(name)
         hub.log(.info, "session_created", ["session": name])
-        return session(SessionCore(name: name, epoch: epoch, table: table, settings: hub.sessionSettings, order: LocalOrder()), hub: hub)
+        return made
     }
 
     /// Rebuilds a session from its checkpoint and the events logged after it.
