@@ -90,16 +90,15 @@ ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi)
         s->conns->prev = c;
     s->conns = c;
     s->conn_count++;
-    ftws__keepalive_arm(c, c->last_progress_us);
     return c;
 }
 
 /* Out of the server's list (before the owner hears on_close, so nothing that walks the list
- * meanwhile, such as a shutdown, reaches a connection that is going). */
+ * meanwhile, such as a shutdown, reaches a connection that is going). The keepalive wheel is
+ * not this file's to touch (it sits above): ftws_ws.c takes the connection out of it first. */
 void ftws__conn_unlink(ftws_conn *c)
 {
     ftws_server *s = c->server;
-    ftws__keepalive_disarm(c);
     if (c->prev)
         c->prev->next = c->next;
     else

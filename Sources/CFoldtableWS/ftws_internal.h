@@ -12,7 +12,10 @@
  *   ftws_route.c    HTTP requests for paths the owner claims: body, hand-off, deferred answer
  *   ftws_http.c     static files (with validators), the refusal of bad upgrades, HTTP helpers
  *   ftws_queue.c    a connection's outbound side: send, broadcast, WRITEABLE
- *   ftws_keepalive.c  pings for silent connections, hangup of those that stay silent
+ *   ftws_keepalive.c  pings for silent connections, hangup of those that stay silent; it
+ *                   asks ftws_conn.c for a WRITEABLE (ping) or a kill (hangup), while
+ *                   ftws_conn.c never calls it: ftws_ws.c arms and disarms a connection's
+ *                   keepalive around ftws__conn_create and ftws__conn_unlink
  *   ftws_conn.c     a connection's state: its frame ring, close decisions, accessors
  *   ftws_timer.c    owner timers
  *   ftws_deflate.c  the permessage-deflate extension table, wire-byte counting
@@ -145,8 +148,9 @@ void ftws__peer_ip(struct lws *wsi, char *buf, size_t len);
 #define FTWS_KA_SLOT_US (1000 * 1000)
 
 void ftws__keepalive_start(ftws_server *s);                /* from ftws_server_run */
-void ftws__keepalive_arm(ftws_conn *c, lws_usec_t now);    /* a new connection */
-void ftws__keepalive_disarm(ftws_conn *c);                 /* out of the wheel, if in it */
+void ftws__keepalive_arm(ftws_conn *c, lws_usec_t now);    /* a new connection (ftws_ws.c) */
+void ftws__keepalive_disarm(ftws_conn *c);                 /* out of the wheel, if in it; before
+                                                              ftws__conn_unlink (ftws_ws.c) */
 /* Something arrived from the peer: its silence starts again. */
 static inline void ftws__keepalive_heard(ftws_conn *c, lws_usec_t now)
 {

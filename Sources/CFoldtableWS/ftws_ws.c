@@ -144,6 +144,9 @@ int ftws__ws_established(ftws_server *s, ftws_conn **slot, struct lws *wsi)
     if (!c)
         return -1;
     *slot = c;
+    /* Its silence is counted from now (the creation's stamp): the wheel is armed here, not in
+     * ftws_conn.c, which sits below the keepalive and must not call up into it. */
+    ftws__keepalive_arm(c, c->last_progress_us);
     if (s->cb.on_open)
         s->cb.on_open(s->cb.owner, c);
     /* Raced with a stop request: it is already part of the shutdown. */
@@ -212,6 +215,7 @@ void ftws__ws_closed(ftws_server *s, ftws_conn **slot, struct lws *wsi)
     if (!code)
         code = FTWS_CLOSE_ABNORMAL;
 
+    ftws__keepalive_disarm(c);
     ftws__conn_unlink(c);
     /* Sends from inside on_close (or later) are refused. */
     c->closing = true;
