@@ -129,11 +129,11 @@ void ftws__conn_request_writable(ftws_conn *c)
     }
 }
 
-/* At most FTWS_MAX_CLOSE_REASON bytes, never cut inside a UTF-8 sequence (the peer must fail
- * the connection on an invalid close reason). */
+/* At most FTWS_CLOSE_REASON_MAX_BYTES bytes, never cut inside a UTF-8 sequence (the peer must
+ * fail the connection on an invalid close reason). */
 size_t ftws__copy_reason(char *dst, const char *reason)
 {
-    return ftws_utf8_truncate(dst, reason, FTWS_MAX_CLOSE_REASON);
+    return ftws_utf8_truncate(dst, reason, FTWS_CLOSE_REASON_MAX_BYTES);
 }
 
 /* Decide to close: no more sends are accepted and incoming messages are ignored. The close

@@ -27,13 +27,10 @@
 
 #include "CFoldtableWS.h"
 
+#include <CFoldtableWSCommon.h>
 #include <libwebsockets.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-
-/* RFC 6455: a close frame payload is at most 125 bytes, 2 of them the code. We keep one byte
- * of margin below the 123-byte limit, as the header promises "< 123". */
-#define FTWS_MAX_CLOSE_REASON 122
 
 /* Most seconds a connection we decided to close may take to get its close frame out before
  * it is simply dropped (a peer that stopped reading would otherwise hold it forever); a shorter
@@ -63,6 +60,20 @@ ftws_frame *ftws__frame_create(const uint8_t *data, size_t len, bool binary);
 
 /* Per-connection outbound FIFO: a ring of frame pointers that grows by doubling, so the
  * send/write hot path does no allocation once it has warmed up. */
+
+/* Beside its byte cap (max_queue_bytes), a queue holds at most ftws__queue_max_frames frames:
+ * the byte cap counts payload only, so empty frames alone would grow the ring without bound.
+ * Every queued frame costs at least its slot, a pointer (FTWS_QUEUE_SLOT_BYTES), so one slot
+ * per that many bytes of the cap keeps the ring itself within about the byte cap's own budget;
+ * FTWS_QUEUE_SPARE_SLOTS more let a very small cap (tests, tight settings) still queue a short
+ * burst of small messages instead of closing the connection as a slow consumer. */
+#define FTWS_QUEUE_SLOT_BYTES sizeof(ftws_frame *)
+#define FTWS_QUEUE_SPARE_SLOTS 64
+static inline size_t ftws__queue_max_frames(size_t max_queue_bytes)
+{
+    return max_queue_bytes / FTWS_QUEUE_SLOT_BYTES + FTWS_QUEUE_SPARE_SLOTS;
+}
+
 typedef struct ftws_queue {
     ftws_frame **slots;
     size_t cap;       /* 0 or a power of two */
@@ -99,7 +110,7 @@ struct ftws_conn {
     size_t drain_low_mark;
 
     int pending_code;              /* code/reason for the close frame we will send */
-    char pending_reason[FTWS_MAX_CLOSE_REASON + 1];
+    char pending_reason[FTWS_CLOSE_REASON_MAX_BYTES + 1];
     size_t pending_reason_len;
 
     int close_code;                /* code put on the wire by us, or received from the peer */

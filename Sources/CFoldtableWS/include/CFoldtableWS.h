@@ -191,7 +191,8 @@ int ftws_conn_send(ftws_conn *conn, ftws_frame *frame);
  * then needs no copy into an array of pointers; stride sizeof(ftws_conn *) for a plain array).
  * Returns the number of connections that refused it (see ftws_conn_send). */
 size_t ftws_broadcast(ftws_frame *frame, const void *first, size_t stride, size_t count);
-/* Close with a code and a reason (< 123 bytes, truncated if longer) after the queued frames. */
+/* Close with a code and a reason (< 123 bytes: FTWS_CLOSE_REASON_MAX_BYTES in CFoldtableWSCommon.h;
+ * cut between UTF-8 sequences if longer) after the queued frames. */
 void ftws_conn_close(ftws_conn *conn, int code, const char *reason);
 /* Bytes currently queued (not yet handed to the socket). */
 size_t ftws_conn_queued_bytes(const ftws_conn *conn);
