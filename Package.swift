@@ -31,12 +31,11 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        // System library: hiredis 0.14.1 from Debian, for FoldtableRedis only.
-        .systemLibrary(
-            name: "CHiredis",
-            pkgConfig: "hiredis",
-            providers: [.apt(["libhiredis-dev"])]
-        ),
+        // System library: hiredis 0.14.1 from Debian (libhiredis-dev), for FoldtableRedis only.
+        // No pkgConfig: hiredis.pc's cflags carry -D_FILE_OFFSET_BITS=64, which SwiftPM refuses
+        // (and drops) with a warning on every build; the header is found as <hiredis/hiredis.h>
+        // in /usr/include and the library by the modulemap's `link`, so pkg-config adds nothing.
+        .systemLibrary(name: "CHiredis"),
         // The C helpers both libwebsockets wrappers share (buffer growth, UTF-8-safe truncation).
         .target(
             name: "CFoldtableWSCommon",
