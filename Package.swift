@@ -72,9 +72,11 @@ let package = Package(
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
         .target(name: "FoldtableClient", dependencies: ["CFoldtableWSClient", "FoldtableCore"]),
         .executableTarget(name: "foldtable", dependencies: ["FoldtableClient"]),
+        // The wrapper as an echo server for the transport tests and Autobahn; started through
+        // FoldtableTransport's WrapperConfig, as foldtabled's transport is.
         .executableTarget(
             name: "foldtable-echo",
-            dependencies: ["CFoldtableWS"]
+            dependencies: ["CFoldtableWS", "FoldtableTransport"]
         ),
         // epoll shims for the benchmark's load generator (see its header for why).
         .target(name: "CFoldtableBench"),

@@ -47,7 +47,8 @@
 struct ftws_frame {
     size_t refs;      /* service thread only: a plain counter is enough */
     size_t len;
-    bool binary;      /* only echo mode makes binary frames; they are never batched */
+    bool binary;      /* only owners that take binary messages make them (ftws_frame_create_binary);
+                         never batched */
     uint8_t size_class; /* 0: allocated for its length; else which recycled size (ftws_frame.c) */
     ftws_frame *next; /* in a free list, while recycled */
     uint8_t buf[];    /* LWS_PRE + len bytes (LWS_PRE + the class's payload when recycled) */
