@@ -31,12 +31,11 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        // System library: hiredis 0.14.1 from Debian, for FoldtableRedis only.
-        .systemLibrary(
-            name: "CHiredis",
-            pkgConfig: "hiredis",
-            providers: [.apt(["libhiredis-dev"])]
-        ),
+        // System library: hiredis 0.14.1 from Debian (libhiredis-dev), for FoldtableRedis only.
+        // No pkgConfig: hiredis.pc's cflags carry -D_FILE_OFFSET_BITS=64, which SwiftPM refuses
+        // (and drops) with a warning on every build; the header is found as <hiredis/hiredis.h>
+        // in /usr/include and the library by the modulemap's `link`, so pkg-config adds nothing.
+        .systemLibrary(name: "CHiredis"),
         // The C helpers both libwebsockets wrappers share (buffer growth, UTF-8-safe truncation).
         .target(
             name: "CFoldtableWSCommon",
@@ -73,9 +72,11 @@ let package = Package(
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
         .target(name: "FoldtableClient", dependencies: ["CFoldtableWSClient", "FoldtableCore"]),
         .executableTarget(name: "foldtable", dependencies: ["FoldtableClient"]),
+        // The wrapper as an echo server for the transport tests and Autobahn; started through
+        // FoldtableTransport's WrapperConfig, as foldtabled's transport is.
         .executableTarget(
             name: "foldtable-echo",
-            dependencies: ["CFoldtableWS"]
+            dependencies: ["CFoldtableWS", "FoldtableTransport"]
         ),
         // epoll shims for the benchmark's load generator (see its header for why).
         .target(name: "CFoldtableBench"),

@@ -90,16 +90,15 @@ ftws_conn *ftws__conn_create(ftws_server *s, struct lws *wsi)
         s->conns->prev = c;
     s->conns = c;
     s->conn_count++;
-    ftws__keepalive_arm(c, c->last_progress_us);
     return c;
 }
 
 /* Out of the server's list (before the owner hears on_close, so nothing that walks the list
- * meanwhile, such as a shutdown, reaches a connection that is going). */
+ * meanwhile, such as a shutdown, reaches a connection that is going). The keepalive wheel is
+ * not this file's to touch (it sits above): ftws_ws.c takes the connection out of it first. */
 void ftws__conn_unlink(ftws_conn *c)
 {
     ftws_server *s = c->server;
-    ftws__keepalive_disarm(c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -130,11 +129,11 @@ void ftws__conn_request_writable(ftws_conn *c)
     }
 }
 
-/* At most FTWS_MAX_CLOSE_REASON bytes, never cut inside a UTF-8 sequence (the peer must fail
- * the connection on an invalid close reason). */
+/* At most FTWS_CLOSE_REASON_MAX_BYTES bytes, never cut inside a UTF-8 sequence (the peer must
+ * fail the connection on an invalid close reason). */
 size_t ftws__copy_reason(char *dst, const char *reason)
 {
-    return ftws_utf8_truncate(dst, reason, FTWS_MAX_CLOSE_REASON);
+    return ftws_utf8_truncate(dst, reason, FTWS_CLOSE_REASON_MAX_BYTES);
 }
 
 /* Decide to close: no more sends are accepted and incoming messages are ignored. The close

@@ -129,6 +129,13 @@ ftws_frame *ftws_frame_create(const uint8_t *data, size_t len)
     return ftws__frame_create(data, len, false);
 }
 
+/* New binary frame, the same otherwise: only an owner that takes binary messages
+ * (on_binary_message) has a use for it, to answer in kind. */
+ftws_frame *ftws_frame_create_binary(const uint8_t *data, size_t len)
+{
+    return ftws__frame_create(data, len, true);
+}
+
 /* One more reference. Service thread only: the count is not atomic. */
 void ftws_frame_retain(ftws_frame *frame)
 {

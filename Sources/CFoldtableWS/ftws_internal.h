@@ -12,7 +12,10 @@
  *   ftws_route.c    HTTP requests for paths the owner claims: body, hand-off, deferred answer
  *   ftws_http.c     static files (with validators), the refusal of bad upgrades, HTTP helpers
  *   ftws_queue.c    a connection's outbound side: send, broadcast, WRITEABLE
- *   ftws_keepalive.c  pings for silent connections, hangup of those that stay silent
+ *   ftws_keepalive.c  pings for silent connections, hangup of those that stay silent; it
+ *                   asks ftws_conn.c for a WRITEABLE (ping) or a kill (hangup), while
+ *                   ftws_conn.c never calls it: ftws_ws.c arms and disarms a connection's
+ *                   keepalive around ftws__conn_create and ftws__conn_unlink
  *   ftws_conn.c     a connection's state: its frame ring, close decisions, accessors
  *   ftws_timer.c    owner timers
  *   ftws_deflate.c  the permessage-deflate extension table, wire-byte counting
@@ -24,13 +27,10 @@
 
 #include "CFoldtableWS.h"
 
+#include <CFoldtableWSCommon.h>
 #include <libwebsockets.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-
-/* RFC 6455: a close frame payload is at most 125 bytes, 2 of them the code. We keep one byte
- * of margin below the 123-byte limit, as the header promises "< 123". */
-#define FTWS_MAX_CLOSE_REASON 122
 
 /* Most seconds a connection we decided to close may take to get its close frame out before
  * it is simply dropped (a peer that stopped reading would otherwise hold it forever); a shorter
@@ -47,7 +47,8 @@
 struct ftws_frame {
     size_t refs;      /* service thread only: a plain counter is enough */
     size_t len;
-    bool binary;      /* only echo mode makes binary frames; they are never batched */
+    bool binary;      /* only owners that take binary messages make them (ftws_frame_create_binary);
+                         never batched */
     uint8_t size_class; /* 0: allocated for its length; else which recycled size (ftws_frame.c) */
     ftws_frame *next; /* in a free list, while recycled */
     uint8_t buf[];    /* LWS_PRE + len bytes (LWS_PRE + the class's payload when recycled) */
@@ -60,6 +61,20 @@ ftws_frame *ftws__frame_create(const uint8_t *data, size_t len, bool binary);
 
 /* Per-connection outbound FIFO: a ring of frame pointers that grows by doubling, so the
  * send/write hot path does no allocation once it has warmed up. */
+
+/* Beside its byte cap (max_queue_bytes), a queue holds at most ftws__queue_max_frames frames:
+ * the byte cap counts payload only, so empty frames alone would grow the ring without bound.
+ * Every queued frame costs at least its slot, a pointer (FTWS_QUEUE_SLOT_BYTES), so one slot
+ * per that many bytes of the cap keeps the ring itself within about the byte cap's own budget;
+ * FTWS_QUEUE_SPARE_SLOTS more let a very small cap (tests, tight settings) still queue a short
+ * burst of small messages instead of closing the connection as a slow consumer. */
+#define FTWS_QUEUE_SLOT_BYTES sizeof(ftws_frame *)
+#define FTWS_QUEUE_SPARE_SLOTS 64
+static inline size_t ftws__queue_max_frames(size_t max_queue_bytes)
+{
+    return max_queue_bytes / FTWS_QUEUE_SLOT_BYTES + FTWS_QUEUE_SPARE_SLOTS;
+}
+
 typedef struct ftws_queue {
     ftws_frame **slots;
     size_t cap;       /* 0 or a power of two */
@@ -96,7 +111,7 @@ struct ftws_conn {
     size_t drain_low_mark;
 
     int pending_code;              /* code/reason for the close frame we will send */
-    char pending_reason[FTWS_MAX_CLOSE_REASON + 1];
+    char pending_reason[FTWS_CLOSE_REASON_MAX_BYTES + 1];
     size_t pending_reason_len;
 
     int close_code;                /* code put on the wire by us, or received from the peer */
@@ -145,8 +160,9 @@ void ftws__peer_ip(struct lws *wsi, char *buf, size_t len);
 #define FTWS_KA_SLOT_US (1000 * 1000)
 
 void ftws__keepalive_start(ftws_server *s);                /* from ftws_server_run */
-void ftws__keepalive_arm(ftws_conn *c, lws_usec_t now);    /* a new connection */
-void ftws__keepalive_disarm(ftws_conn *c);                 /* out of the wheel, if in it */
+void ftws__keepalive_arm(ftws_conn *c, lws_usec_t now);    /* a new connection (ftws_ws.c) */
+void ftws__keepalive_disarm(ftws_conn *c);                 /* out of the wheel, if in it; before
+                                                              ftws__conn_unlink (ftws_ws.c) */
 /* Something arrived from the peer: its silence starts again. */
 static inline void ftws__keepalive_heard(ftws_conn *c, lws_usec_t now)
 {

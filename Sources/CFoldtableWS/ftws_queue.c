@@ -23,8 +23,9 @@
 
 /* Queue a frame. Refuses (-1) once a close is decided. Passing max_queue_bytes means the peer
  * is not keeping up: its queue is dropped at once (so memory stays bounded) and it is closed
- * with slow_close_code. The frame count is capped too, because zero-length frames would
- * otherwise grow the ring without adding bytes. */
+ * with slow_close_code. The frame count is capped too (ftws__queue_max_frames in
+ * ftws_internal.h), because zero-length frames would otherwise grow the ring without adding
+ * bytes. */
 int ftws_conn_send(ftws_conn *conn, ftws_frame *frame)
 {
     if (!conn || !frame || conn->closing)
@@ -34,7 +35,7 @@ int ftws_conn_send(ftws_conn *conn, ftws_frame *frame)
     size_t cap = s->cfg.max_queue_bytes;
     /* The cap bounds a backlog, not one message: a frame larger than the cap is still taken
      * when nothing is queued (a big welcome must not make a session unjoinable). */
-    if ((q->bytes > 0 && frame->len > cap - q->bytes) || q->count >= cap / 8 + 64) {
+    if ((q->bytes > 0 && frame->len > cap - q->bytes) || q->count >= ftws__queue_max_frames(cap)) {
         ftws__conn_close_soon(conn, s->cfg.slow_close_code, "slow consumer", true);
         return -1;
     }

@@ -290,91 +290,83 @@ static void server_free(ftws_server *s)
     free(s);
 }
 
-/* Validate the config, create the context and the listening vhost. On failure: NULL and one
- * line in err. Nothing is served until ftws_server_run. */
-ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callbacks, char *err,
-                                size_t err_len)
+/* Step 1 of ftws_server_create: the settings that need no file system, checked before anything
+ * is allocated, so a bad one costs nothing and its line names the setting. */
+static bool check_settings(const ftws_config *cfg, char *err, size_t err_len)
 {
-    if (err && err_len)
-        err[0] = '\0';
-    if (!config) {
-        set_err(err, err_len, "no configuration");
-        return NULL;
-    }
-    const ftws_config *cfg = config;
     if (!cfg->ws_path || cfg->ws_path[0] != '/') {
         set_err(err, err_len, "ws_path must start with '/' (got \"%s\")", cfg->ws_path ? cfg->ws_path : "");
-        return NULL;
+        return false;
     }
     if (cfg->port < 0 || cfg->port > 65535) {
         set_err(err, err_len, "port must be 0..65535");
-        return NULL;
+        return false;
     }
     if (cfg->http_answer_ms < 0 || cfg->http_send_window_secs < 0 ||
         cfg->http_send_window_secs > 86400) {
         set_err(err, err_len, "http_answer_ms and http_send_window_secs must be 0 or positive "
                               "(the window at most a day)");
-        return NULL;
+        return false;
     }
     if (!cfg->max_message_bytes || !cfg->max_queue_bytes) {
         set_err(err, err_len, "max_message_bytes and max_queue_bytes must be positive");
-        return NULL;
+        return false;
     }
     if (cfg->slow_close_code < 1000 || cfg->slow_close_code > 4999) {
         set_err(err, err_len, "slow_close_code must be a close code (1000-4999)");
-        return NULL;
+        return false;
     }
     if (cfg->ping_interval_secs < 0 || cfg->hangup_secs < 0 || cfg->send_stall_secs < 0 ||
         cfg->ping_interval_secs > 65535 || cfg->hangup_secs > 65535) {
         set_err(err, err_len, "ping/hangup/stall seconds must be 0..65535");
-        return NULL;
+        return false;
     }
     if (cfg->ping_interval_secs > 0 && cfg->hangup_secs <= cfg->ping_interval_secs) {
         set_err(err, err_len, "hangup_secs must be greater than ping_interval_secs");
-        return NULL;
+        return false;
     }
     if (cfg->spa_prefix && cfg->spa_prefix[0] != '/') {
         set_err(err, err_len, "spa_prefix must start with '/' (got \"%s\")", cfg->spa_prefix);
-        return NULL;
+        return false;
     }
-    /* TLS is all or nothing: never fall back to plaintext because one half is missing. */
-    bool tls = cfg->tls_cert_path || cfg->tls_key_path;
-    if (tls && (!cfg->tls_cert_path || !cfg->tls_key_path)) {
+    return true;
+}
+
+/* Step 2: TLS is all or nothing, so a missing half never falls back to plaintext; and both files
+ * are read up front, so the line names the file (lws would only say that TLS setup failed). */
+static bool check_tls(const ftws_config *cfg, bool tls, char *err, size_t err_len)
+{
+    if (!tls)
+        return true;
+    if (!cfg->tls_cert_path || !cfg->tls_key_path) {
         set_err(err, err_len, "TLS needs both a certificate and a key (got only the %s)",
                 cfg->tls_cert_path ? "certificate" : "key");
-        return NULL;
+        return false;
     }
-    if (tls && !readable_file(cfg->tls_cert_path)) {
+    if (!readable_file(cfg->tls_cert_path)) {
         set_err(err, err_len, "cannot read TLS certificate %s: %s", cfg->tls_cert_path,
                 strerror(errno));
-        return NULL;
+        return false;
     }
-    if (tls && !readable_file(cfg->tls_key_path)) {
-        set_err(err, err_len, "cannot read TLS key %s: %s", cfg->tls_key_path,
-                strerror(errno));
-        return NULL;
+    if (!readable_file(cfg->tls_key_path)) {
+        set_err(err, err_len, "cannot read TLS key %s: %s", cfg->tls_key_path, strerror(errno));
+        return false;
     }
+    return true;
+}
 
-    ftws_server *s = calloc(1, sizeof(*s));
-    if (!s) {
-        set_err(err, err_len, "out of memory");
-        return NULL;
-    }
-    s->cfg = *cfg;
-    s->cb = callbacks;
-    s->turn = 1; /* a connection's read_turn of 0 means "never" */
-    s->tls = tls;
-    atomic_init(&s->stop_requested, 0);
-    atomic_init(&s->stop_grace_ms, 0);
-    atomic_init(&s->wake_pending, 0);
-
+/* Step 3: our own copies of every string lws or we read later (lws keeps pointers to the host
+ * and the TLS paths for the context's life, and the caller's strings need not live that long),
+ * the web root resolved once (ftws_http.c compares real paths against it), and the one shared
+ * batch buffer (ftws_queue.c). */
+static bool keep_config(ftws_server *s, const ftws_config *cfg, char *err, size_t err_len)
+{
     if (cfg->web_root) {
         s->web_root = realpath(cfg->web_root, NULL);
         struct stat st;
         if (!s->web_root || stat(s->web_root, &st) || !S_ISDIR(st.st_mode)) {
             set_err(err, err_len, "web root %s is not a readable directory", cfg->web_root);
-            server_free(s);
-            return NULL;
+            return false;
         }
         s->web_root_len = strlen(s->web_root);
     }
@@ -387,12 +379,17 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
     if (cfg->max_batch_bytes)
         s->scratch = malloc(LWS_PRE + cfg->max_batch_bytes);
     if ((cfg->host && !s->host) || !s->ws_path || (cfg->spa_prefix && !s->spa_prefix) ||
-        (tls && (!s->tls_cert || !s->tls_key)) || (cfg->max_batch_bytes && !s->scratch)) {
+        (s->tls && (!s->tls_cert || !s->tls_key)) || (cfg->max_batch_bytes && !s->scratch)) {
         set_err(err, err_len, "out of memory");
-        server_free(s);
-        return NULL;
+        return false;
     }
+    return true;
+}
 
+/* Step 4: the one protocol (see the top of this file for why it must be protocols[0]) and the
+ * retry policy, both in the server struct because lws keeps pointers to them. */
+static void set_up_protocol(ftws_server *s)
+{
     s->protocols[0].name = "foldtable";
     s->protocols[0].callback = ftws_callback;
     s->protocols[0].per_session_data_size = sizeof(struct ftws_pss);
@@ -409,59 +406,116 @@ ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callba
      * 300 s): ftws_keepalive.c says why it pings and hangs up itself. */
     s->retry.secs_since_valid_ping = 0;
     s->retry.secs_since_valid_hangup = 0;
+}
 
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof(info)); /* 4.1.6 has no lws_context_info_defaults() */
-    info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_VALIDATE_UTF8 |
-                   LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE |
-                   LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND;
-    if (tls)
-        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-    info.user = s;
-    info.protocols = s->protocols;
-    info.port = cfg->port;
-    info.iface = s->host;
-    info.vhost_name = "foldtable";
-    info.server_string = "foldtable";
-    info.retry_and_idle_policy = &s->retry;
-    info.count_threads = 1;
+/* Step 5: what the context and its one vhost are made from (4.1.6 takes both from the same
+ * info). Every pointer in it points into s, which outlives the context. */
+static void fill_context_info(ftws_server *s, struct lws_context_creation_info *info)
+{
+    memset(info, 0, sizeof(*info)); /* 4.1.6 has no lws_context_info_defaults() */
+    /* Explicit vhosts: we create the one vhost ourselves and keep it (its bound port is read
+     * back from it). UTF-8 is validated by lws (it closes with 1007). The security headers'
+     * strict CSP is why web/ has no inline script or style. A port that cannot be bound fails
+     * the start instead of being retried. */
+    info->options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_VALIDATE_UTF8 |
+                    LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE |
+                    LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND;
+    info->user = s;
+    info->protocols = s->protocols;
+    info->port = s->cfg.port;
+    info->iface = s->host;
+    info->vhost_name = "foldtable";
+    info->server_string = "foldtable";
+    info->retry_and_idle_policy = &s->retry;
+    info->count_threads = 1;
     /* Negotiated per connection, only when the client offers it (ftws_deflate.c). */
-    if (cfg->permessage_deflate)
-        info.extensions = ftws__deflate_extensions();
-    if (tls) {
-        info.ssl_cert_filepath = s->tls_cert;
-        info.ssl_private_key_filepath = s->tls_key;
+    if (s->cfg.permessage_deflate)
+        info->extensions = ftws__deflate_extensions();
+    if (s->tls) {
+        info->options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        info->ssl_cert_filepath = s->tls_cert;
+        info->ssl_private_key_filepath = s->tls_key;
         /* HTTP/1.1 only: over h2 a WebSocket would be an h2 stream whose frame header is
          * per stream, which breaks sharing one frame buffer between connections. */
-        info.alpn = "http/1.1";
+        info->alpn = "http/1.1";
     }
+}
 
+/* Step 6: create the context and bind the listening vhost. lws's error lines are captured
+ * meanwhile (log_emit), so a failure becomes one line naming the address (and, with TLS, the
+ * files), with lws's own reason folded in, instead of lws's several lines on stderr. */
+static bool start_listening(ftws_server *s, const struct lws_context_creation_info *info, char *err,
+                            size_t err_len)
+{
     g_log_first_error[0] = '\0';
     g_log_capture = true;
     lws_set_log_level(lws_levels(g_log_level), log_emit);
 
-    s->ctx = lws_create_context(&info);
+    s->ctx = lws_create_context(info);
     if (s->ctx)
-        s->vh = lws_create_vhost(s->ctx, &info);
+        s->vh = lws_create_vhost(s->ctx, info);
     g_log_capture = false;
 
-    if (!s->ctx || !s->vh) {
-        const char *why = g_log_first_error[0] ? g_log_first_error : "libwebsockets refused the configuration";
-        char where[200];
-        snprintf(where, sizeof(where), "%s:%d", s->host ? s->host : "*", cfg->port);
-        if (tls)
-            set_err(err, err_len,
-                    "cannot start TLS on %s with certificate %s and key %s "
-                    "(key does not match, invalid PEM, or address unavailable): %s",
-                    where, s->tls_cert, s->tls_key, why);
-        else
-            set_err(err, err_len, "cannot listen on %s: %s", where, why);
-        if (s->ctx)
-            lws_context_destroy(s->ctx);
+    if (s->ctx && s->vh) {
+        s->port = lws_get_vhost_listen_port(s->vh);
+        return true;
+    }
+    const char *why = g_log_first_error[0] ? g_log_first_error : "libwebsockets refused the configuration";
+    char where[200];
+    snprintf(where, sizeof(where), "%s:%d", s->host ? s->host : "*", s->cfg.port);
+    if (s->tls)
+        set_err(err, err_len,
+                "cannot start TLS on %s with certificate %s and key %s "
+                "(key does not match, invalid PEM, or address unavailable): %s",
+                where, s->tls_cert, s->tls_key, why);
+    else
+        set_err(err, err_len, "cannot listen on %s: %s", where, why);
+    if (s->ctx)
+        lws_context_destroy(s->ctx);
+    s->ctx = NULL;
+    return false;
+}
+
+/* Validate the config, create the context and the listening vhost. On failure: NULL and one
+ * line in err. Nothing is served until ftws_server_run. The steps above, in order: what can be
+ * refused cheaply is refused before anything is allocated or bound. */
+ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callbacks, char *err,
+                                size_t err_len)
+{
+    if (err && err_len)
+        err[0] = '\0';
+    if (!config) {
+        set_err(err, err_len, "no configuration");
+        return NULL;
+    }
+    bool tls = config->tls_cert_path || config->tls_key_path;
+    if (!check_settings(config, err, err_len) || !check_tls(config, tls, err, err_len))
+        return NULL;
+
+    ftws_server *s = calloc(1, sizeof(*s));
+    if (!s) {
+        set_err(err, err_len, "out of memory");
+        return NULL;
+    }
+    s->cfg = *config;
+    s->cb = callbacks;
+    s->turn = 1; /* a connection's read_turn of 0 means "never" */
+    s->tls = tls;
+    atomic_init(&s->stop_requested, 0);
+    atomic_init(&s->stop_grace_ms, 0);
+    atomic_init(&s->wake_pending, 0);
+    if (!keep_config(s, config, err, err_len)) {
         server_free(s);
         return NULL;
     }
-    s->port = lws_get_vhost_listen_port(s->vh);
+
+    set_up_protocol(s);
+    struct lws_context_creation_info info;
+    fill_context_info(s, &info);
+    if (!start_listening(s, &info, err, err_len)) {
+        server_free(s);
+        return NULL;
+    }
     return s;
 }
 

@@ -1,7 +1,7 @@
 /*
  * The WebSocket side of the protocol callback: a connection opens, its messages are reassembled
  * and checked against the limits, and its end is reported once with the right close code.
- * Sits on ftws_conn.c and ftws_queue.c (echo mode sends); ftws_server.c calls in here.
+ * Sits on ftws_keepalive.c and ftws_conn.c; ftws_server.c calls in here.
  */
 #include "ftws_internal.h"
 
@@ -16,19 +16,16 @@
 
 /* ---- receive ---------------------------------------------------------------------------- */
 
+/* A whole message to the owner. A binary one only arrives here when the owner takes them
+ * (ftws__ws_receive refused it otherwise), so production code never sees one. */
 static void deliver(ftws_server *s, ftws_conn *c, const uint8_t *data, size_t len, bool binary)
 {
-    if (s->cfg.echo_mode) {
-        ftws_frame *f = ftws__frame_create(data, len, binary);
-        if (!f) {
-            ftws__conn_close_soon(c, FTWS_CLOSE_SERVER_ERROR, "out of memory", true);
-            return;
-        }
-        ftws_conn_send(c, f);
-        ftws_frame_release(f);
-    }
-    if (!binary && s->cb.on_message)
+    if (binary) {
+        if (s->cb.on_binary_message)
+            s->cb.on_binary_message(s->cb.owner, c, data, len);
+    } else if (s->cb.on_message) {
         s->cb.on_message(s->cb.owner, c, data, len);
+    }
 }
 
 /* Close right now with a code, from inside this connection's own callback. If lws still holds
@@ -106,7 +103,7 @@ int ftws__ws_receive(ftws_server *s, ftws_conn *c, struct lws *wsi, const uint8_
         c->rx_len = 0;
         c->rx_binary = lws_frame_is_binary(wsi);
     }
-    if (c->rx_binary && !s->cfg.echo_mode)
+    if (c->rx_binary && !s->cb.on_binary_message)
         return close_from_callback(c, FTWS_CLOSE_UNSUPPORTED, "binary messages are not supported");
     if (len > cap - c->rx_len || remaining > cap - c->rx_len - len)
         return close_from_callback(c, FTWS_CLOSE_TOO_BIG, "message too big");
@@ -144,6 +141,9 @@ int ftws__ws_established(ftws_server *s, ftws_conn **slot, struct lws *wsi)
     if (!c)
         return -1;
     *slot = c;
+    /* Its silence is counted from now (the creation's stamp): the wheel is armed here, not in
+     * ftws_conn.c, which sits below the keepalive and must not call up into it. */
+    ftws__keepalive_arm(c, c->last_progress_us);
     if (s->cb.on_open)
         s->cb.on_open(s->cb.owner, c);
     /* Raced with a stop request: it is already part of the shutdown. */
@@ -212,6 +212,7 @@ void ftws__ws_closed(ftws_server *s, ftws_conn **slot, struct lws *wsi)
     if (!code)
         code = FTWS_CLOSE_ABNORMAL;
 
+    ftws__keepalive_disarm(c);
     ftws__conn_unlink(c);
     /* Sends from inside on_close (or later) are refused. */
     c->closing = true;

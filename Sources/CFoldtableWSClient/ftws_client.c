@@ -28,8 +28,6 @@
 #define FTWSC_MAX_TIMERS 16
 #define FTWSC_DEFAULT_MAX_MESSAGE ((size_t)64 << 20)
 #define FTWSC_MAX_QUEUE_BYTES ((size_t)8 << 20)
-/* RFC 6455: a close payload is at most 125 bytes, 2 of them the code. */
-#define FTWSC_MAX_CLOSE_REASON 122
 /* Seconds lws allows for connect, TLS and the handshake before it gives up. */
 #define FTWSC_CONNECT_TIMEOUT_SECS 10
 
@@ -79,7 +77,7 @@ struct ftwsc_client {
     bool rx_binary; /* the message being received is binary: skipped, the server sends none */
 
     int close_code; /* what ftwsc_close asked for */
-    char close_reason[FTWSC_MAX_CLOSE_REASON + 1];
+    char close_reason[FTWS_CLOSE_REASON_MAX_BYTES + 1];
     int peer_code;  /* what the server's close frame said */
     char error[256]; /* why the connection failed, for people */
 
@@ -291,7 +289,7 @@ void ftwsc_close(ftwsc_client *c, int code, const char *reason)
         return;
     c->state = CONN_CLOSING;
     c->close_code = code;
-    ftws_utf8_truncate(c->close_reason, reason, FTWSC_MAX_CLOSE_REASON);
+    ftws_utf8_truncate(c->close_reason, reason, FTWS_CLOSE_REASON_MAX_BYTES);
     lws_callback_on_writable(c->wsi);
 }
 

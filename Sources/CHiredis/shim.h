@@ -7,4 +7,9 @@
 //   push replies: redisConnectWithTimeout + redisSetTimeout on a blocking context, one thread.
 // - After any error a context is unusable (0.14 keeps the error in c->err): it is freed and a
 //   new one made.
-#include <hiredis.h>
+//
+// Included by its path under /usr/include, not through pkg-config (see Package.swift): hiredis.pc
+// adds -D_FILE_OFFSET_BITS=64 to its cflags, a flag SwiftPM refuses from pkg-config, so every
+// build printed a warning for it. hiredis.h finds its own headers (read.h, sds.h, alloc.h) by
+// quoted includes next to itself.
+#include <hiredis/hiredis.h>

@@ -34,8 +34,6 @@ public final class LWSTransport: Transport {
     /// Work other threads post; drained on the service thread in the wake callback.
     public let serviceQueue: ServiceQueue
     private let wakeTarget: WakeTarget
-    /// C strings lws keeps pointers to: they must outlive the context.
-    private var retainedStrings: [UnsafeMutablePointer<CChar>] = []
     private let policy: RequestPolicy
     private let maxConnectionsPerIP: Int
     private let maxConnections: Int
@@ -49,7 +47,7 @@ public final class LWSTransport: Transport {
     private var httpAddresses: [UInt64: String] = [:]
 
     /// Creates the context and binds the port; does not serve until ``run()``.
-    public init(config: ServerConfig, echo: Bool = false) throws(StartError) {
+    public init(config: ServerConfig) throws(StartError) {
         policy = RequestPolicy(config)
         maxConnectionsPerIP = config.maxConnectionsPerIP
         maxConnections = config.maxConnections
@@ -57,26 +55,6 @@ public final class LWSTransport: Transport {
         let wakeTarget = WakeTarget()
         self.wakeTarget = wakeTarget
         serviceQueue = ServiceQueue(wake: { wakeTarget.wake() })
-        var info = ftws_config()
-        info.host = UnsafePointer(retain(config.host))
-        info.port = Int32(config.port)
-        info.web_root = config.webRoot.isEmpty ? nil : UnsafePointer(retain(config.webRoot))
-        info.ws_path = UnsafePointer(retain("/ws"))
-        info.spa_prefix = UnsafePointer(retain("/s/"))
-        info.tls_cert_path = config.tlsCertPath.map { UnsafePointer(retain($0)) }
-        info.tls_key_path = config.tlsKeyPath.map { UnsafePointer(retain($0)) }
-        info.max_message_bytes = config.maxMessageBytes
-        info.max_queue_bytes = config.maxQueueBytes
-        info.max_batch_bytes = config.maxBatchBytes
-        info.slow_close_code = Int32(CloseCode.slowConsumer)
-        info.ping_interval_secs = Int32(config.pingIntervalSecs)
-        info.hangup_secs = Int32(config.hangupSecs)
-        info.send_stall_secs = Int32(config.sendStallSecs)
-        info.echo_mode = echo ? 1 : 0
-        info.permessage_deflate = config.permessageDeflate ? 1 : 0
-        info.max_http_body_bytes = config.maxHTTPBodyBytes
-        info.http_min_send_bytes_per_sec = config.httpMinSendBytesPerSec
-        info.http_send_window_secs = Int32(clamping: config.httpSendWindowSecs)
         ftws_set_log_level(config.logLevel >= .info ? 1 : 0)
 
         var callbacks = ftws_callbacks()
@@ -126,13 +104,7 @@ public final class LWSTransport: Transport {
         callbacks.on_turn = { owner in
             Unmanaged<LWSTransport>.fromOpaque(owner!)._withUnsafeGuaranteedRef { $0.delegate?.transportTurnEnded() }  // safe: callbacks.owner
         }
-        var error = [CChar](repeating: 0, count: 512)
-        guard let created = ftws_server_create(&info, callbacks, &error, error.count) else {
-            let line = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            for pointer in retainedStrings { free(pointer) }
-            retainedStrings = []
-            throw StartError(description: line.isEmpty ? "cannot start the server" : line)
-        }
+        let created = try WrapperConfig(config).createServer(callbacks: callbacks)
         server = created
         wakeTarget.server.withLock { $0 = ServerPointer(pointer: created) }
     }
@@ -140,7 +112,6 @@ public final class LWSTransport: Transport {
     deinit {
         wakeTarget.server.withLock { $0 = nil }
         if let server { ftws_server_destroy(server) }
-        for pointer in retainedStrings { free(pointer) }
     }
 
     /// The bound port (the real one when configured as 0).
@@ -160,12 +131,6 @@ public final class LWSTransport: Transport {
 
     /// Serves until stopped; returns 0 after a clean stop.
     public func run() -> Int32 { ftws_server_run(server) }
-
-    private func retain(_ text: String) -> UnsafeMutablePointer<CChar> {
-        let pointer = strdup(text)!  // safe: nil only when memory is exhausted, at start-up
-        retainedStrings.append(pointer)
-        return pointer
-    }
 
     /// The transport a C callback is for. Valid for the whole callback: C calls back only from
     /// `run()`, on the service thread, and the server is destroyed in `deinit`, so the transport

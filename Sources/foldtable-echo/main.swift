@@ -1,9 +1,11 @@
-// foldtable-echo: the C wrapper (CFoldtableWS) alone, as an echo server for the transport tests
-// and the Autobahn TestSuite. Not part of the product.
+// foldtable-echo: the C wrapper (CFoldtableWS) without the hub, as an echo server for the
+// transport tests and the Autobahn TestSuite. Not part of the product.
 //
-// Default is echo_mode = 1 (the C layer echoes text and binary). --swift-echo instead echoes
-// text from Swift through on_message + ftws_frame_create + ftws_conn_send (binary then closes
-// 1003), which exercises the callback path the real server uses.
+// It echoes through the callbacks the real server uses: on_message + ftws_frame_create +
+// ftws_conn_send for text, and on_binary_message + ftws_frame_create_binary for binary, which
+// foldtabled leaves unset. --text-only leaves it unset here too, so binary messages close 1003
+// exactly as they do in foldtabled. The wrapper is configured and started through
+// FoldtableTransport's WrapperConfig, as foldtabled's transport is.
 //
 // --permessage-deflate accepts RFC 7692 compression from clients that offer it (Autobahn 12.*
 // and 13.*), as foldtabled's setting of the same name does.
@@ -17,6 +19,7 @@
 //   ?delay_ms=N   answer N ms later, from a timer (a deferred answer; the client may be gone)
 // With --log-closes, requests the C side abandons are logged as "http_abandoned <id>".
 import CFoldtableWS
+import FoldtableTransport
 
 #if canImport(Glibc)
     import Glibc
@@ -37,28 +40,15 @@ func fail(_ message: String) -> Never {
 }
 
 struct Options {
-    var host = "127.0.0.1"
-    var port = 0
-    var webRoot: String?
-    var wsPath = "/ws"
-    var spaPrefix = "/s/"
-    var tlsCert: String?
-    var tlsKey: String?
-    var maxMessageBytes = 16_777_216
-    var maxQueueBytes = 67_108_864
-    var maxBatchBytes = 65_536
-    var slowCloseCode = 4008
-    var pingInterval = 25
-    var hangup = 35
-    var sendStall = 30
+    /// The wrapper's settings, with this tool's defaults (the tests rely on them).
+    var wrapper = WrapperConfig(
+        host: "127.0.0.1", port: 0, maxMessageBytes: 16_777_216, maxQueueBytes: 67_108_864, maxBatchBytes: 65_536, slowCloseCode: 4008,
+        pingIntervalSecs: 25, hangupSecs: 35, sendStallSecs: 30, maxHTTPBodyBytes: 1_048_576)
     var graceMs = 2000
-    var swiftEcho = false
-    var permessageDeflate = false
+    var textOnly = false
     var logCloses = false
     var logLevel = 0
     var httpPrefix: String?
-    var maxHTTPBodyBytes = 1_048_576
-    var httpAnswerMs = 0
 }
 
 func parseOptions(_ args: [String]) -> Options {
@@ -78,28 +68,30 @@ func parseOptions(_ args: [String]) -> Options {
     while i < args.count {
         let a = args[i]
         switch a {
-        case "--host": o.host = value(a)
-        case "--port": o.port = int(a)
-        case "--web-root": o.webRoot = value(a)
-        case "--ws-path": o.wsPath = value(a)
-        case "--spa-prefix": o.spaPrefix = value(a)
-        case "--tls-cert": o.tlsCert = value(a)
-        case "--tls-key": o.tlsKey = value(a)
-        case "--max-message-bytes": o.maxMessageBytes = int(a)
-        case "--max-queue-bytes": o.maxQueueBytes = int(a)
-        case "--max-batch-bytes": o.maxBatchBytes = int(a)
-        case "--slow-close-code": o.slowCloseCode = int(a)
-        case "--ping-interval": o.pingInterval = int(a)
-        case "--hangup": o.hangup = int(a)
-        case "--send-stall": o.sendStall = int(a)
+        case "--host": o.wrapper.host = value(a)
+        case "--port": o.wrapper.port = int(a)
+        case "--web-root": o.wrapper.webRoot = value(a)
+        case "--ws-path": o.wrapper.wsPath = value(a)
+        case "--spa-prefix":
+            let prefix = value(a)
+            o.wrapper.spaPrefix = prefix.isEmpty ? nil : prefix
+        case "--tls-cert": o.wrapper.tlsCertPath = value(a)
+        case "--tls-key": o.wrapper.tlsKeyPath = value(a)
+        case "--max-message-bytes": o.wrapper.maxMessageBytes = int(a)
+        case "--max-queue-bytes": o.wrapper.maxQueueBytes = int(a)
+        case "--max-batch-bytes": o.wrapper.maxBatchBytes = int(a)
+        case "--slow-close-code": o.wrapper.slowCloseCode = int(a)
+        case "--ping-interval": o.wrapper.pingIntervalSecs = int(a)
+        case "--hangup": o.wrapper.hangupSecs = int(a)
+        case "--send-stall": o.wrapper.sendStallSecs = int(a)
         case "--grace-ms": o.graceMs = int(a)
-        case "--swift-echo": o.swiftEcho = true
-        case "--permessage-deflate": o.permessageDeflate = true
+        case "--text-only": o.textOnly = true
+        case "--permessage-deflate": o.wrapper.permessageDeflate = true
         case "--log-closes": o.logCloses = true
         case "--log-level": o.logLevel = int(a)
         case "--http-prefix": o.httpPrefix = value(a)
-        case "--max-http-body-bytes": o.maxHTTPBodyBytes = int(a)
-        case "--http-answer-ms": o.httpAnswerMs = int(a)
+        case "--max-http-body-bytes": o.wrapper.maxHTTPBodyBytes = int(a)
+        case "--http-answer-ms": o.wrapper.httpAnswerMilliseconds = int(a)
         default: fail("unknown option \(a)")
         }
         i += 1
@@ -145,7 +137,23 @@ func onMessage(
     _ p: UnsafeMutableRawPointer?, _ conn: OpaquePointer?,
     _ data: UnsafePointer<UInt8>?, _ len: Int
 ) {
-    guard let frame = ftws_frame_create(data, len) else { return }
+    echo(ftws_frame_create(data, len), to: conn)
+}
+
+func onBinaryMessage(
+    _ p: UnsafeMutableRawPointer?, _ conn: OpaquePointer?,
+    _ data: UnsafePointer<UInt8>?, _ len: Int
+) {
+    echo(ftws_frame_create_binary(data, len), to: conn)
+}
+
+/// Sends a message's copy back. Out of memory for the copy, the connection closes with 1011
+/// rather than silently missing one echo (the test client would wait for it).
+func echo(_ frame: OpaquePointer?, to conn: OpaquePointer?) {
+    guard let frame else {
+        ftws_conn_close(conn, Int32(FTWS_CLOSE_SERVER_ERROR), "out of memory")
+        return
+    }
     _ = ftws_conn_send(conn, frame)
     ftws_frame_release(frame)
 }
@@ -274,40 +282,14 @@ func signalWaiter(_ arg: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
 let options = parseOptions(Array(CommandLine.arguments.dropFirst()))
 ftws_set_log_level(Int32(options.logLevel))
 
-// Stable C strings for the config: ftws_server_create copies what it keeps, and these few bytes
-// live for the process anyway.
-func cString(_ s: String?) -> UnsafePointer<CChar>? {
-    guard let s else { return nil }
-    return UnsafePointer(strdup(s))
-}
-
-var config = ftws_config()
-config.host = cString(options.host)
-config.port = Int32(options.port)
-config.web_root = cString(options.webRoot)
-config.ws_path = cString(options.wsPath)
-config.spa_prefix = cString(options.spaPrefix.isEmpty ? nil : options.spaPrefix)
-config.tls_cert_path = cString(options.tlsCert)
-config.tls_key_path = cString(options.tlsKey)
-config.max_message_bytes = options.maxMessageBytes
-config.max_queue_bytes = options.maxQueueBytes
-config.max_batch_bytes = options.maxBatchBytes
-config.slow_close_code = Int32(options.slowCloseCode)
-config.ping_interval_secs = Int32(options.pingInterval)
-config.hangup_secs = Int32(options.hangup)
-config.send_stall_secs = Int32(options.sendStall)
-config.echo_mode = options.swiftEcho ? 0 : 1
-config.permessage_deflate = options.permessageDeflate ? 1 : 0
-config.max_http_body_bytes = options.maxHTTPBodyBytes
-config.http_answer_ms = Int32(options.httpAnswerMs)
-
 let echoOwner = EchoOwner(logCloses: options.logCloses, graceMs: Int32(options.graceMs), httpPrefix: options.httpPrefix)
 var callbacks = ftws_callbacks()
 callbacks.owner = Unmanaged.passRetained(echoOwner).toOpaque()
 callbacks.on_open = onOpen
 callbacks.on_close = onClose
-if options.swiftEcho {
-    callbacks.on_message = onMessage
+callbacks.on_message = onMessage
+if !options.textOnly {
+    callbacks.on_binary_message = onBinaryMessage
 }
 if options.httpPrefix != nil {
     callbacks.http_claims = httpClaims
@@ -316,10 +298,11 @@ if options.httpPrefix != nil {
     callbacks.on_timer = onTimer
 }
 
-var errorBuffer = [CChar](repeating: 0, count: 1024)
-guard let server = ftws_server_create(&config, callbacks, &errorBuffer, errorBuffer.count) else {
-    let message = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }  // safe: 1024 bytes
-    fail(message)
+let server: OpaquePointer
+do {
+    server = try options.wrapper.createServer(callbacks: callbacks)
+} catch {
+    fail(error.description)
 }
 
 echoOwner.server = server
@@ -328,8 +311,9 @@ guard pthread_create(&signalThread, nil, signalWaiter, callbacks.owner) == 0 els
     fail("cannot start the signal thread")
 }
 
-let tls = options.tlsCert != nil
-let shownHost = options.host.contains(":") ? "[\(options.host)]" : options.host
+let tls = options.wrapper.tlsCertPath != nil
+let host = options.wrapper.host ?? "*"
+let shownHost = host.contains(":") ? "[\(host)]" : host
 print("listening on \(tls ? "https" : "http")://\(shownHost):\(ftws_server_port(server))")
 fflush(nil)  // all C streams: print() buffers stdout when it is a pipe
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# RFC 6455 conformance: the Autobahn TestSuite fuzzingclient against foldtable-echo, once in C echo
-# mode (the C wrapper echoes everything) and once with --swift-echo (text through the Swift
-# callback path, binary closes 1003); then the permessage-deflate cases (12.*, 13.*, RFC 7692)
-# against C echo mode with --permessage-deflate. Exclusions and expected differences: README.md.
+# RFC 6455 conformance: the Autobahn TestSuite fuzzingclient against foldtable-echo, once echoing
+# text and binary (through the wrapper's message callbacks, as foldtabled is reached) and once with
+# --text-only (no binary callback, so binary closes 1003 as in foldtabled); then the
+# permessage-deflate cases (12.*, 13.*, RFC 7692) against the full echo with --permessage-deflate.
+# Exclusions and expected differences: README.md.
 # Needs .build/release/foldtable-echo (`make test-autobahn` builds it). Everything it writes goes
 # under .build/autobahn/ (tool install, reports, server logs), never into the source tree.
 set -euo pipefail
@@ -112,8 +113,8 @@ EOF
 
 # A failed run leaves no index.json; check.py then reports that server as failed, so both
 # servers always run and the summary is always printed.
-run_suite c-echo fuzzingclient.json || true
-run_suite swift-echo fuzzingclient.json --swift-echo || true
+run_suite echo fuzzingclient.json || true
+run_suite text-echo fuzzingclient.json --text-only || true
 # permessage-deflate: 216 cases of 1,000 messages each, where the Python 2 client is the
 # bottleneck (most of a core; the echo about a quarter). Two clients in parallel, 12.* and 13.*
 # against an echo each, use both cores of a CI machine. Keepalive off (--ping-interval 0): a
@@ -124,7 +125,7 @@ RUN_TIMEOUT=$DEFLATE_RUN_TIMEOUT run_suite deflate-13 fuzzingclient-deflate-13.j
 wait
 
 python3 "$HERE/check.py" "$HERE/expected.json" \
-    c-echo "$W/reports/c-echo/index.json" "$W/c-echo.stderr" \
-    swift-echo "$W/reports/swift-echo/index.json" "$W/swift-echo.stderr" \
+    echo "$W/reports/echo/index.json" "$W/echo.stderr" \
+    text-echo "$W/reports/text-echo/index.json" "$W/text-echo.stderr" \
     deflate-12 "$W/reports/deflate-12/index.json" "$W/deflate-12.stderr" \
     deflate-13 "$W/reports/deflate-13/index.json" "$W/deflate-13.stderr"

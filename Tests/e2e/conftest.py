@@ -1,7 +1,8 @@
 """Shared fixtures for the end-to-end tests.
 
-Fixture names say which binary they start: `echo_*` is foldtable-echo (the C wrapper alone,
-in echo mode). Every server runs on port 0 and is found through its first stdout line.
+Fixture names say which binary they start: `echo_*` is foldtable-echo (the C wrapper without
+the hub, echoing every message). Every server runs on port 0 and is found through its first
+stdout line.
 """
 import os
 import pathlib

@@ -187,7 +187,7 @@ def test_a_fragmented_text_message_is_echoed_whole(echo_server):
         assert ws.recv(timeout=5) == "first part second part third €"
 
 
-def test_a_binary_message_is_echoed_as_binary_in_echo_mode(echo_server):
+def test_a_binary_message_is_echoed_as_binary_through_the_binary_callback(echo_server):
     with connect(echo_server.ws_url) as ws:
         ws.send(b"\x00\x01\xffbinary")
         assert ws.recv(timeout=5) == b"\x00\x01\xffbinary"
@@ -336,11 +336,11 @@ def test_a_ping_longer_than_125_bytes_closes_1002(echo_server):
     assert close_code(sock) == 1002
 
 
-def test_a_binary_message_closes_1003_when_not_in_echo_mode(echo_server_factory):
-    server = echo_server_factory("--swift-echo")
+def test_a_binary_message_closes_1003_when_the_owner_takes_no_binary_messages(echo_server_factory):
+    server = echo_server_factory("--text-only")
     with connect(server.ws_url) as ws:
-        ws.send("text goes through Swift")
-        assert ws.recv(timeout=5) == "text goes through Swift"
+        ws.send("text still goes through")
+        assert ws.recv(timeout=5) == "text still goes through"
         ws.send(b"binary")
         assert closed_with(lambda: ws.recv(timeout=5)) == 1003
 

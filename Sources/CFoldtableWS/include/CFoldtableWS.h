@@ -40,7 +40,7 @@ enum {
     FTWS_CLOSE_NORMAL = 1000,
     FTWS_CLOSE_GOING_AWAY = 1001,     /* server shutdown */
     FTWS_CLOSE_PROTOCOL = 1002,
-    FTWS_CLOSE_UNSUPPORTED = 1003,    /* binary frame where text is expected */
+    FTWS_CLOSE_UNSUPPORTED = 1003,    /* binary message, and no on_binary_message to take it */
     FTWS_CLOSE_ABNORMAL = 1006,       /* reported in on_close when no close frame was seen */
     FTWS_CLOSE_BAD_DATA = 1007,       /* invalid UTF-8 */
     FTWS_CLOSE_POLICY = 1008,
@@ -98,6 +98,11 @@ typedef struct ftws_callbacks {
     /* One whole text message: reassembled from its fragments, at most max_message_bytes, valid
      * UTF-8. data is NOT NUL-terminated and is only valid during the call. */
     void (*on_message)(void *owner, ftws_conn *conn, const uint8_t *data, size_t len);
+    /* One whole binary message, with the same limits and lifetime as on_message. NULL callback
+     * (foldtabled) = binary messages are refused: the connection closes with 1003 at the
+     * message's first fragment, before any of it is buffered. Set by test servers that echo
+     * every message (foldtable-echo, for the Autobahn TestSuite). */
+    void (*on_binary_message)(void *owner, ftws_conn *conn, const uint8_t *data, size_t len);
     /* The connection is gone, for any reason. code is the close code sent or received, or 1006. */
     void (*on_close)(void *owner, ftws_conn *conn, int code);
     /* After ftws_conn_request_drain: the connection's queue fell to or below the given low mark. */
@@ -128,7 +133,6 @@ typedef struct ftws_config {
     int ping_interval_secs;        /* idle seconds before the server sends a ping */
     int hangup_secs;               /* idle seconds (no valid traffic/pong) before hanging up */
     int send_stall_secs;           /* a queue that makes no progress this long closes the connection */
-    int echo_mode;                 /* test only (Autobahn): echo every message (text and binary) */
     int permessage_deflate;        /* 1 = accept RFC 7692 permessage-deflate when a client offers
                                       it (each such connection then holds zlib state: ~150 KB
                                       once it has been sent something); 0 = never negotiate it */
@@ -144,7 +148,8 @@ typedef struct ftws_config {
 
 /* Create the context and listening socket. On failure returns NULL and writes one clear line to
  * err (e.g. "cannot read TLS certificate /x.pem"). Does not start serving. Service thread = the
- * thread that later calls ftws_server_run. */
+ * thread that later calls ftws_server_run. The config and its strings are copied: they need to
+ * live only for this call. */
 ftws_server *ftws_server_create(const ftws_config *config, ftws_callbacks callbacks,
                                 char *err, size_t err_len);
 /* The bound TCP port (real port when config.port was 0). Any thread. */
@@ -177,6 +182,9 @@ void ftws_server_destroy(ftws_server *server);
 
 /* Frames: one encoded message with LWS_PRE headroom, shared by every connection it is sent to. */
 ftws_frame *ftws_frame_create(const uint8_t *data, size_t len); /* refcount 1; copies data */
+/* The same, sent as a binary message (never batched with other frames): for an owner that takes
+ * binary messages (on_binary_message) and answers in kind. */
+ftws_frame *ftws_frame_create_binary(const uint8_t *data, size_t len);
 void ftws_frame_retain(ftws_frame *frame);
 void ftws_frame_release(ftws_frame *frame);
 size_t ftws_frame_length(const ftws_frame *frame);
@@ -191,7 +199,8 @@ int ftws_conn_send(ftws_conn *conn, ftws_frame *frame);
  * then needs no copy into an array of pointers; stride sizeof(ftws_conn *) for a plain array).
  * Returns the number of connections that refused it (see ftws_conn_send). */
 size_t ftws_broadcast(ftws_frame *frame, const void *first, size_t stride, size_t count);
-/* Close with a code and a reason (< 123 bytes, truncated if longer) after the queued frames. */
+/* Close with a code and a reason (< 123 bytes: FTWS_CLOSE_REASON_MAX_BYTES in CFoldtableWSCommon.h;
+ * cut between UTF-8 sequences if longer) after the queued frames. */
 void ftws_conn_close(ftws_conn *conn, int code, const char *reason);
 /* Bytes currently queued (not yet handed to the socket). */
 size_t ftws_conn_queued_bytes(const ftws_conn *conn);

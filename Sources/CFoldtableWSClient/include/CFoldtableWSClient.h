@@ -75,8 +75,8 @@ int ftwsc_connect(ftwsc_client *client, const char *host, int port, const char *
  * queue passed its cap (8 MiB). One lws_write per WRITEABLE. */
 int ftwsc_send(ftwsc_client *client, const uint8_t *data, size_t len);
 
-/* Close the open (or opening) connection with code and reason after the queued messages;
- * on_close follows. No-op when there is none. */
+/* Close the open (or opening) connection with code and reason (cut to FTWS_CLOSE_REASON_MAX_BYTES
+ * of CFoldtableWSCommon.h) after the queued messages; on_close follows. No-op when there is none. */
 void ftwsc_close(ftwsc_client *client, int code, const char *reason);
 
 /* Bytes queued and not yet handed to the socket. */

@@ -15,6 +15,16 @@
 extern "C" {
 #endif
 
+/* RFC 6455 §5.5: a control frame carries at most 125 bytes of payload, and a close frame's
+ * payload starts with its 2-byte status code, which leaves 123 bytes for the reason. */
+#define FTWS_CLOSE_PAYLOAD_MAX_BYTES 125
+#define FTWS_CLOSE_CODE_BYTES 2
+/* The longest close reason either wrapper sends (longer ones are cut, see ftws_utf8_truncate):
+ * one byte under the RFC's 123, because the server's header has promised "< 123 bytes" from the
+ * start and a caller may rely on it; the client keeps the same bound so both sides cut alike.
+ * Each wrapper keeps a buffer of this size + 1 per connection. */
+#define FTWS_CLOSE_REASON_MAX_BYTES (FTWS_CLOSE_PAYLOAD_MAX_BYTES - FTWS_CLOSE_CODE_BYTES - 1)
+
 /* Makes *buf hold at least need bytes: the first allocation is min(initial, limit), then the
  * capacity doubles, never past limit (need must not exceed limit; callers check their message
  * cap first). Returns 0, or -1 when out of memory (*buf is then unchanged). Reassembly of
