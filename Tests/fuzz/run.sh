@@ -59,7 +59,8 @@ mkdir -p "$modules"
 flags=(-sanitize=fuzzer,address -parse-as-library -O -I "$modules")
 
 # What each module is made of: its sources, the modules it imports, extra flags (C modules).
-module_sources() { echo Sources/"$1"/*.swift; }
+# (every Swift file under the module's folder, sub-folders included: FoldtableServer is in folders).
+module_sources() { find Sources/"$1" -name '*.swift' -not -path '*.docc/*' | LC_ALL=C sort; }
 module_deps() {
     case "$1" in
         FoldtableCore) ;;
