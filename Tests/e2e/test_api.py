@@ -112,6 +112,22 @@ def test_collapsed_map_set_collapsed_and_changes_reach_members_and_are_answered_
     run(scenario())
 
 
+def test_the_collapsed_map_by_title_refuses_two_sections_of_one_title_instead_of_dropping_one(server):
+    name = unique("twins")
+
+    async def scenario():
+        member = await Client.join(server.ws, session=name, name="twin")
+        for key in ("a", "b"):
+            await member.send({"type": "addSection", "key": key, "title": "Same", "id": key})
+            await member.next(lambda m, key=key: m["type"] == "ack" and m["id"] == key)
+        status, _, body = await asyncio.to_thread(call, server, "GET", f"/api/v1/sessions/{name}/collapsed?by=title")
+        assert status == 409 and body["error"]["code"] == "ambiguous_title" and "Same" in body["error"]["message"]
+        status, _, body = await asyncio.to_thread(call, server, "GET", f"/api/v1/sessions/{name}/collapsed")
+        assert status == 200 and body == {"a": False, "b": False}
+        await member.close()
+    run(scenario())
+
+
 @pytest.mark.parametrize("method,path,body,content_type,status,code", [
     ("POST", "/api/v1/sessions?name=bad-json", b"{not json", "application/json", 400, "bad_json"),
     ("POST", "/api/v1/sessions?name=bad-csv", b'section,label\n"Fruit,Apple\n', "text/csv", 400, "invalid_csv"),

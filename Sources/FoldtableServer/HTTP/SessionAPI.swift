@@ -262,7 +262,15 @@ final class SessionAPI {
             var seen: Set<String> = []
             for section in table.sections {
                 let name = byTitle ? section.title : section.key
-                guard seen.insert(name).inserted else { continue }
+                // Keys are unique; titles need not be. A map by title that kept one of two
+                // sections of a title would say something false of the other: refused, as a
+                // PUT by that title is, naming the title.
+                guard seen.insert(name).inserted else {
+                    return respond(
+                        Self.error(
+                            ProtocolError(
+                                .ambiguousTitle, "several sections have the title \"\(name.prefix(64))\"; ask for the map by key", field: "title")))
+                }
                 if seen.count > 1 { out.byte(UInt8(ascii: ",")) }
                 out.string(name)
                 out.byte(UInt8(ascii: ":"))
