@@ -635,6 +635,21 @@ import Testing
         #expect(types == ["resume", "event", "event"])
     }
 
+    @Test func aResumePastTheExpansionOfAnEmptySectionSendsNoRows() throws {
+        // The protocol article: an empty section needs no rows (every client counts 0 already).
+        var core = try core()
+        let persist = try #require(persisted(core.handle(.change(.toggle(section: .key("t")), id: "a1", from: ana), now: 0)))
+        _ = core.handle(.committed(generation: persist.generation, through: 1), now: 0)
+        let effects = core.handle(.join(Connection(id: 9), JoinRequest(session: "x", name: "cy", since: 0, epoch: "e1"), role: nil), now: 0)
+        #expect(!effects.contains { if case .startStream = $0 { return true } else { return false } })
+        let types = effects.compactMap { effect -> String? in
+            guard case .send(let message, _) = effect, let value = try? JSONParser.parse(message.bytes), case .string(let type)? = value["type"]
+            else { return nil }
+            return type
+        }
+        #expect(types == ["resume", "event"])
+    }
+
     @Test func aQuietSessionHasNoMembersNothingInFlightAndNoStreams() throws {
         var core = try core()
         #expect(!core.isQuiet)
