@@ -35,8 +35,9 @@ final class StreamOrderDriver: OrderDriver {
         self.metrics = metrics
         self.origin = origin
         self.createdHere = opened.created
-        deliveredPosition = opened.requests.last?.position ?? opened.position
-        deliveredNumber = opened.requests.last.map(\.number) ?? opened.number
+        // Where the snapshot ends; delivering the requests after it (`start`) moves on from there.
+        deliveredPosition = opened.position
+        deliveredNumber = opened.number
     }
 
     func attach(_ session: TableSession) { self.session = session }
@@ -156,8 +157,8 @@ final class StreamOrderDriver: OrderDriver {
                 broker.unfollow(session: session.name)
                 metrics.sessionReloads += 1
                 session.handle(.reload(epoch: opened.epoch, table: opened.table, position: opened.position, history: opened.history))
-                deliveredPosition = opened.requests.last?.position ?? opened.position
-                deliveredNumber = opened.requests.last.map(\.number) ?? opened.number
+                deliveredPosition = opened.position
+                deliveredNumber = opened.number
                 start(with: opened.requests)
             case .failure(let error):
                 self.ordering?.log(.warning, "session_resume_failed", ["session": session.name, "reason": error.description])

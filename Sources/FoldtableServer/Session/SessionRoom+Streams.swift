@@ -38,6 +38,11 @@ extension SessionRoom {
     /// Streams an expanded section to one member: into the stream already under way, or a new
     /// one at the committed sequence number.
     mutating func stream(_ section: Section, to connection: Connection, now: UInt64, into effects: inout [SessionEffect]) {
+        // An empty section needs no rows: the member holds all of them (none) already.
+        guard !section.rows.isEmpty else {
+            members[connection.id]?.held.insert(section.key)
+            return
+        }
         members[connection.id]?.streams.insert(section.key)
         if let running = streams[section.key] {
             streams[section.key]?.members[connection.id] = (connection, now)

@@ -176,13 +176,8 @@ public struct SessionRoom {
                 effects.append(.send(event.message, to: connection))
                 expanded.formUnion(event.expanded)
             }
-            // An empty section needs no rows: the member holds all of them (none) already.
             for section in committed.sections where expanded.contains(section.key) && !section.collapsed {
-                if section.rows.isEmpty {
-                    members[connection.id]?.held.insert(section.key)
-                } else {
-                    stream(section, to: connection, now: now, into: &effects)
-                }
+                stream(section, to: connection, now: now, into: &effects)
             }
         } else {
             welcome(

@@ -76,7 +76,6 @@ final class TableSession {
     func detach() { driver.detached() }
 
     var memberCount: Int { core.memberCount }
-    var epoch: String { core.epoch }
 
     /// Feeds `input` to the core and performs its effects (and those of any input they cause),
     /// in order. Never re-entered: inputs raised meanwhile wait their turn.
