@@ -13,7 +13,8 @@ import Testing
         let section = Section(key: "s", title: "S", collapsed: true, rows: [Row(key: "r0", label: "zero")])
         let other = Section(key: "t", title: "T")
         var core = SessionCore(
-            name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [section, other], seq: 0), settings: SessionCore.Settings(), order: LocalOrder())
+            name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [section, other], seq: 0), settings: SessionCore.Settings(),
+            order: LocalOrder())
         _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil, scope: "k:ana"), now: 0)
         _ = core.handle(.join(bo, JoinRequest(session: "x", name: "bo"), role: nil, scope: "k:bo"), now: 0)
         _ = core.handle(.join(cy, JoinRequest(session: "x", name: "cy"), role: "viewer", scope: "u:cy"), now: 0)
