@@ -123,6 +123,10 @@ public final class InteractiveSession {
             show("refused: \(error.message)", error: true)
         case .welcome(let welcome):
             if welcome.recovered == false { show("rejoined: the session changed while you were away", error: false) }
+            // A private view outlives a reconnect: asked for again, as it was.
+            if let savedView { connection.sendNow(.view(private: true, collapsed: savedView)) }
+        case .view, .viewChanged:
+            savedView = connection.replica.isPrivate ? connection.replica.sections.map { CollapseEffect(key: $0.key, collapsed: $0.collapsed) } : nil
         case .found(let id, let query, let matches, _):
             guard id != nil, id == pendingFind else { break }
             pendingFind = nil
@@ -244,6 +248,9 @@ public final class InteractiveSession {
         case .character("v"): startEditing()
         case .character("u"): connection.undo(redo: false)
         case .character("U"): connection.undo(redo: true)
+        case .character("p"):
+            // My own view and back: collapsing then changes only what this terminal shows.
+            connection.sendNow(.view(private: !connection.replica.isPrivate, collapsed: nil))
         case .character("r"): connection.retryNow()
         case .character("q"), .interrupt, .endOfInput: quit()
         case .redraw:
@@ -386,6 +393,9 @@ public final class InteractiveSession {
         previousFrame = frame
     }
 
+    /// This member's private view as last told, to ask for again after a reconnect (`nil`: shared).
+    private var savedView: [CollapseEffect]?
+
     private func status() -> TableScreen.Status {
         var prompt: String?
         switch mode {
@@ -399,7 +409,8 @@ public final class InteractiveSession {
         case .connecting(let attempt): connectionText = attempt == 0 ? "connecting…" : "reconnecting…"
         case .joining: connectionText = "joining…"
         case .joined:
-            connectionText = "connected"
+            // Which view this is, always: the keys change what they mean with it.
+            connectionText = connection.replica.isPrivate ? "connected · my view (p: shared)" : "connected · shared view"
             healthy = true
         case .waiting(let retryAt, _, _):
             let now = ClientConnection.nowMs()
