@@ -280,6 +280,33 @@ def test_load_makes_sessions_from_csv_and_json_files_at_start_and_a_bad_file_sto
     assert done.returncode == 1 and "NAME=PATH" in done.stderr
 
 
+def test_the_demo_sessions_own_export_imports_back_under_the_default_body_limit():
+    # Default settings: the export (50,000 rows in its large section, about 2.7 MB) is a body
+    # the same server takes back.
+    s = Server("--memory")
+    try:
+        status, _, document = call(s, "GET", "/api/v1/sessions/demo")
+        assert status == 200
+        exported = json.dumps(document).encode()
+        assert len(exported) > 2_000_000, len(exported)
+        status, _, body = call(s, "POST", "/api/v1/sessions?name=demo-copy", exported)
+        assert status in (200, 201), (status, body)
+        _, _, copy = call(s, "GET", "/api/v1/sessions/demo-copy")
+        assert copy["sections"] == document["sections"]
+    finally:
+        s.stop()
+
+
+def test_a_body_over_the_limit_is_refused_naming_the_setting_and_the_limit():
+    s = Server("--memory", "--max-http-body-bytes", "4096")
+    try:
+        status, _, body = call(s, "POST", "/api/v1/sessions?name=big", b"x" * 5000)
+        assert status == 413 and body["error"]["code"] == "too_large"
+        assert body["error"]["message"] == "the request body is over the server's limit of 4096 bytes (--max-http-body-bytes)"
+    finally:
+        s.stop()
+
+
 def test_past_the_memory_budget_joins_and_new_sessions_are_refused_and_counted():
     from prometheus_client.parser import text_string_to_metric_families
     # A budget of 1 MiB: any real process is past it, so every join and creation is refused.
