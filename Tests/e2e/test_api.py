@@ -307,6 +307,33 @@ def test_a_body_over_the_limit_is_refused_naming_the_setting_and_the_limit():
         s.stop()
 
 
+def test_changes_that_add_a_row_or_a_section_answer_with_its_key(server):
+    name = unique("keys")
+    path = f"/api/v1/sessions/{name}/changes"
+    assert call(server, "POST", f"/api/v1/sessions?name={name}", b"")[0] in (200, 201)
+    # The table chooses the key when the change names none...
+    status, _, added = call(server, "POST", path, {"type": "addSection", "title": "Mac"})
+    assert status == 200 and added == {"seq": added["seq"], "key": added["key"]} and added["key"].startswith("s"), added
+    section = added["key"]
+    status, _, row = call(server, "POST", path, {"type": "addRow", "section": section, "label": "iMac"})
+    assert status == 200 and set(row) == {"seq", "key"} and row["key"].startswith("r"), row
+    # ...and the key is the one the table holds: the row is addressed by it next.
+    status, _, _ = call(server, "POST", path, {"type": "updateRow", "row": row["key"], "set": {"value": "M4"}})
+    assert status == 200
+    _, _, table = call(server, "GET", f"/api/v1/sessions/{name}")
+    assert [(s["key"], [(r["key"], r["value"]) for r in s["rows"]]) for s in table["sections"]] == [(section, [(row["key"], "M4")])]
+    # A key the change names comes back as it is; a retry with one Idempotency-Key gets the same.
+    named = {"type": "addRow", "section": section, "label": "Mac mini", "key": "mini"}
+    assert call(server, "POST", path, named)[2] == {"seq": row["seq"] + 2, "key": "mini"}
+    change = {"type": "addRow", "section": section, "label": "Mac Pro"}
+    first = call(server, "POST", path, change, {"Idempotency-Key": "pro-1"})[2]
+    again = call(server, "POST", path, change, {"Idempotency-Key": "pro-1"})[2]
+    assert first["key"].startswith("r") and again["seq"] == first["seq"], (first, again)
+    # Other changes answer with their seq alone.
+    status, _, toggled = call(server, "POST", path, {"type": "toggle", "section": section})
+    assert status == 200 and set(toggled) == {"seq"}
+
+
 def test_past_the_memory_budget_joins_and_new_sessions_are_refused_and_counted():
     from prometheus_client.parser import text_string_to_metric_families
     # A budget of 1 MiB: any real process is past it, so every join and creation is refused.

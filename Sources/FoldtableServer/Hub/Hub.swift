@@ -34,7 +34,10 @@ public final class Hub: TransportDelegate {
     /// Sessions being opened, with what waits for each (joins, API calls).
     var loading: [String: [(Result<TableSession, ProtocolError>) -> Void]] = [:]
     /// HTTP API changes waiting for their commit, by request number.
-    var apiRequests: [UInt64: (Result<UInt64, ProtocolError>) -> Void] = [:]
+    var apiRequests: [UInt64: (Result<UInt64, ProtocolError>, _ created: String?) -> Void] = [:]
+    /// The key of the row or section an HTTP API change created, from its event, until the
+    /// change is answered (``SessionEffect/created(request:key:)`` comes just before the answer).
+    var apiCreatedKeys: [UInt64: String] = [:]
     var nextAPIRequest: UInt64 = 0
     /// `list` answer cache, rebuilt only after a session is created or deleted.
     var sortedNames: [String]?
