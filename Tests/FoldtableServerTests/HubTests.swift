@@ -106,6 +106,16 @@ import Testing
         #expect(answers.dropFirst().map { $0.1 } == ["watch", nil])
     }
 
+    @Test func creatingASessionIfAbsentSaysWhetherItMadeOne() {
+        let h = Harness()
+        var made: [Bool] = []
+        h.hub.createSessionIfAbsent("fresh", table: Table()) { made.append((try? $0.get()) ?? false) }
+        h.hub.createSessionIfAbsent("fresh", table: Table()) { made.append((try? $0.get()) ?? true) }
+        h.hub.createSessionIfAbsent("demo", table: Table()) { made.append((try? $0.get()) ?? true) }
+        h.transport.settle()
+        #expect(made == [true, false, false])
+    }
+
     @Test func aRenameIsShownToEveryMember() {
         let h = Harness()
         h.join(1, name: "ana")

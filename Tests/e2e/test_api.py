@@ -334,6 +334,29 @@ def test_changes_that_add_a_row_or_a_section_answer_with_its_key(server):
     assert status == 200 and set(toggled) == {"seq"}
 
 
+def test_load_of_a_session_that_exists_already_says_so_in_one_log_line(tmp_path):
+    csv = tmp_path / "fruit.csv"
+    csv.write_text("section,label,value,detail\nFruit,Apple,red,\n")
+    data = tmp_path / "data"
+    first = Server("--data-dir", str(data), "--load", f"fruit={csv}", "--log-level", "info")
+    try:
+        assert call(first, "GET", "/api/v1/sessions/fruit")[0] == 200
+    finally:
+        first.stop()
+    first_log = first.proc.stderr.read()
+    assert "event=load_skipped" not in first_log and "event=load session=fruit" in first_log, first_log
+    # A restart finds the session the first start made (maybe changed since): left as it is,
+    # and the log says why the file was not read into it.
+    second = Server("--data-dir", str(data), "--load", f"fruit={csv}", "--log-level", "warning")
+    try:
+        assert call(second, "GET", "/api/v1/sessions/fruit")[0] == 200
+    finally:
+        second.stop()
+    lines = [line for line in second.proc.stderr.read().splitlines() if "event=load_skipped" in line]
+    assert len(lines) == 1, lines
+    assert "reason=exists" in lines[0] and "session=fruit" in lines[0], lines
+
+
 def test_past_the_memory_budget_joins_and_new_sessions_are_refused_and_counted():
     from prometheus_client.parser import text_string_to_metric_families
     # A budget of 1 MiB: any real process is past it, so every join and creation is refused.

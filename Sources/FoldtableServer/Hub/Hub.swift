@@ -155,9 +155,10 @@ public final class Hub: TransportDelegate {
     }
 
     /// Creates session `name` holding `table` when no session of that name exists (the demo,
-    /// tables loaded from files at start-up).
-    public func createSessionIfAbsent(_ name: String, table: Table) {
-        ordering.createIfAbsent(name, table: table)
+    /// tables loaded from files at start-up). `made` hears whether it was made here (false: a
+    /// session of that name existed and was left as it is), or why that is not known.
+    public func createSessionIfAbsent(_ name: String, table: Table, made: @escaping (Result<Bool, ProtocolError>) -> Void = { _ in }) {
+        ordering.createIfAbsent(name, table: table, made: made)
     }
 
     /// A normal stop: whatever other nodes hold of this one (its members in their presence) is
