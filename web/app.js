@@ -75,7 +75,8 @@ function say(text) {
   said.push(text);
   if (sayTimer) return;
   sayTimer = setTimeout(() => {
-    $('live').textContent = said.length === 1 ? said[0] : `${said.at(-1)} (and ${said.length - 1} more changes)`;
+    const more = said.length - 1;
+    $('live').textContent = more === 0 ? said[0] : `${said.at(-1)} (and ${more} more ${more === 1 ? 'change' : 'changes'})`;
     said = [];
     sayTimer = 0;
   }, 700);

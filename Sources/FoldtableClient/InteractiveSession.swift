@@ -40,6 +40,11 @@ public final class InteractiveSession {
     private var spinnerArmed = false
     private var fullScreen = false
     private var startFailure: String?
+    /// The join itself was refused (a missing or expired token): exit 1, not 3, as the one-shot
+    /// commands do (README's exit statuses).
+    private var startRefusal: String?
+    /// What each Enter on a section asked for (see ``CollapseIntents``).
+    private var intents = CollapseIntents()
     private var quitting = false
 
     private static let spinnerTimer = ClientConnection.firstUserTimer
@@ -74,6 +79,10 @@ public final class InteractiveSession {
         connection.run()
         terminal.restore()
         connection.shutdown()
+        if let startRefusal {
+            Console.error(startRefusal)
+            return Console.Status.refused
+        }
         if let startFailure {
             Console.error(startFailure)
             return Console.Status.connection
@@ -120,6 +129,10 @@ public final class InteractiveSession {
         case .event:
             if let note { show(note, error: false) }
         case .error(let error):
+            if error.id == nil && connection.state == .joining && !fullScreen {
+                // The server's answer to the join (it closes the connection next): what to say.
+                startRefusal = "the server refused to join \(connection.options.session ?? ""): \(error.message)"
+            }
             show("refused: \(error.message)", error: true)
         case .welcome(let welcome):
             if welcome.recovered == false { show("rejoined: the session changed while you were away", error: false) }
@@ -232,7 +245,10 @@ public final class InteractiveSession {
         case .home, .character("g"): select(layout.first)
         case .end, .character("G"): select(layout.last)
         case .enter, .character(" "):
-            if let section = selectedSection() { connection.send(.toggle(section: .key(section))) }
+            if let section = selectedSection(), let shown = connection.replica.section(section)?.collapsed {
+                let collapsed = intents.target(for: section, shown: shown, unanswered: connection.isUnanswered)
+                intents.record(section, id: connection.send(.setCollapsed(section: .key(section), collapsed: collapsed)), collapsed: collapsed)
+            }
         case .left, .character("h"):
             if let section = selectedSection() {
                 connection.send(.setCollapsed(section: .key(section), collapsed: true))
