@@ -68,6 +68,7 @@ final class SessionAPI {
         add("POST", "/api/v1/sessions/{name}/collapse-all", .editor, SessionAPI.collapseAll)
         add("POST", "/api/v1/sessions/{name}/changes", .editor, SessionAPI.postChange)
         add("GET", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.find)
+        add("POST", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.findByBody)
     }
 
     private func add(_ method: String, _ path: String, _ role: Role, _ handler: @escaping Handler) {
@@ -331,12 +332,32 @@ final class SessionAPI {
 
     /// `GET .../find?q=TEXT&limit=N`: rows containing the text, from every section.
     private func find(_ call: Call, _ respond: @escaping Respond) {
-        let query = call.request.query["q"] ?? ""
+        // A limit that is not a number is refused like one out of range, not read as the default.
+        find(call.request.query["q"] ?? "", limit: call.request.query["limit"].map { Int($0) ?? 0 }, call, respond)
+    }
+
+    /// `POST .../find` with `{"q":..,"limit":N}`: the same search, for text a URL cannot carry.
+    /// libwebsockets ends the request line at a decoded line break (`%0A`), so a query that
+    /// holds one (two-line titles) goes in a body.
+    private func findByBody(_ call: Call, _ respond: @escaping Respond) {
+        guard mediaType(call.request) == "application/json" else { return respond(unsupportedMediaType(["application/json"])) }
+        let query: String
+        let limit: Int64?
+        do {
+            let reader = try FieldReader(try JSONParser.parse(call.request.body, limits: hub.messageLimits.json))
+            query = try reader.string("q")
+            limit = try reader.optionalInteger("limit")
+        } catch {
+            return respond(Self.error(error))
+        }
+        find(query, limit: limit.map { Int(clamping: $0) }, call, respond)
+    }
+
+    private func find(_ query: String, limit given: Int?, _ call: Call, _ respond: @escaping Respond) {
         guard !query.isEmpty, query.utf8.count <= RowSearch.maxQueryBytes else {
             return respond(Self.error(400, ProtocolError(.invalidValue, "q must be 1 to \(RowSearch.maxQueryBytes) bytes", field: "q")))
         }
-        // A limit that is not a number is refused like one out of range, not read as the default.
-        let limit = call.request.query["limit"].map { Int($0) ?? 0 } ?? RowSearch.defaultLimit
+        let limit = given ?? RowSearch.defaultLimit
         guard (1...RowSearch.maxLimit).contains(limit) else {
             return respond(Self.error(400, ProtocolError(.invalidValue, "limit must be 1 to \(RowSearch.maxLimit)", field: "limit")))
         }
