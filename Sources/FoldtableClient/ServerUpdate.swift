@@ -16,6 +16,8 @@ public enum ServerUpdate: Equatable, Sendable {
     case sessions([SessionInfo])
     /// The answer to `find`.
     case found(id: String?, query: String, matches: [RowSearch.Match], truncated: Bool)
+    /// The answer to `history`: events newest first, and whether older ones are kept.
+    case history(id: String?, events: [TableEvent], more: Bool)
     case other(type: String)
 
     /// The snapshot after `join`.
@@ -120,6 +122,9 @@ public enum ServerUpdate: Equatable, Sendable {
             }
             return .found(
                 id: try reader.optionalString("id"), query: try reader.string("q"), matches: matches, truncated: try reader.bool("truncated"))
+        case "history":
+            let page = try EventHistory.decodePage(value)
+            return .history(id: try reader.optionalString("id"), events: page.events, more: page.more)
         case "sessions":
             var list: [SessionInfo] = []
             for element in try reader.array("sessions") {

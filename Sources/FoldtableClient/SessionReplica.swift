@@ -91,7 +91,7 @@ public struct SessionReplica: Sendable {
         case .busy(let key, let busy):
             if let position = positions[key] { sections[position].busy = busy }
         case .presence(let change): updatePresence(change)
-        case .ack, .error, .sessions, .found, .other: break
+        case .ack, .error, .sessions, .found, .history, .other: break
         }
     }
 

@@ -14,6 +14,9 @@ public enum ClientMessage: Equatable, Sendable {
     case deleteSession
     /// Find rows of the joined session's table by text, loaded by this client or not.
     case find(query: String, limit: Int, id: String?)
+    /// Read the joined session's history: up to `limit` events before seq `before` (`nil`: the
+    /// newest), newest first (see ``EventHistory``). Any member may ask, viewers too.
+    case history(before: UInt64?, limit: Int, id: String?)
 
     /// Limits applied while decoding a client message.
     public struct Limits: Sendable {
@@ -111,6 +114,13 @@ public enum ClientMessage: Equatable, Sendable {
                 throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
             }
             return .find(query: query, limit: Int(limit), id: id)
+        case "history":
+            let (before, limit) = try EventHistory.checked(before: try reader.optionalInteger("before"), limit: try reader.optionalInteger("limit"))
+            let id = try reader.optionalString("id")
+            if let id, id.isEmpty || id.utf8.count > limits.maxNameBytes {
+                throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
+            }
+            return .history(before: before, limit: limit, id: id)
         default:
             guard Change.typeNames.contains(type) else {
                 throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")
@@ -197,6 +207,19 @@ extension ClientMessage {
         case .find(let query, let limit, let id):
             out.raw("{\"type\":\"find\",\"q\":")
             out.string(query)
+            out.nextKey("limit")
+            out.integer(limit)
+            if let id {
+                out.nextKey("id")
+                out.string(id)
+            }
+            out.byte(UInt8(ascii: "}"))
+        case .history(let before, let limit, let id):
+            out.raw("{\"type\":\"history\"")
+            if let before {
+                out.nextKey("before")
+                out.integer(before)
+            }
             out.nextKey("limit")
             out.integer(limit)
             if let id {

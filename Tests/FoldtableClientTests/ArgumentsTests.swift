@@ -233,7 +233,7 @@ import Testing
             (["options", url, "demo", "--id", "x"], "--id needs a setting to change (options without settings only prints them)"),
             (["options", url, "demo", "extra"], "unexpected argument \"extra\""),
             (["toggle", url, "demo", "mac", "--accordion", "on"], "--accordion only goes with options"),
-            (["get", url, "demo", "--limit", "5"], "--limit only goes with find"),
+            (["get", url, "demo", "--limit", "5"], "--limit only goes with find and history"),
             (["toggle", url, "demo", "mac", "--clear-detail=1"], "--clear-detail takes no value"),
         ]
         for (line, message) in cases {

@@ -50,6 +50,8 @@ import Testing
                 rows: RowImport(rows: [NewRow(key: "k", label: "Mac \"mini\"", value: "M4", detail: "d"), NewRow(label: "iMac")])),
             id: "k3f9-15"),
         .change(.importRows(section: .title("Mac"), rows: RowImport(rows: [], replace: false)), id: nil),
+        .history(before: 120, limit: 20, id: "h1"),
+        .history(before: nil, limit: EventHistory.defaultLimit, id: nil),
     ]
 
     @Test(arguments: messages)
@@ -70,10 +72,11 @@ import Testing
             case .rename: kinds.insert("rename")
             case .deleteSession: kinds.insert("deleteSession")
             case .find: kinds.insert("find")
+            case .history: kinds.insert("history")
             case .change(let change, _): kinds.insert(change.typeName)
             }
         }
-        #expect(kinds == Change.typeNames.union(["join", "list", "auth", "rename", "deleteSession", "find"]))
+        #expect(kinds == Change.typeNames.union(["join", "list", "auth", "rename", "deleteSession", "find", "history"]))
     }
 
     /// The bytes clients sent before the codec moved here, and what the protocol article shows:
@@ -91,6 +94,7 @@ import Testing
             (.rename("ana b."), #"{"type":"rename","name":"ana b."}"#),
             (.deleteSession, #"{"type":"deleteSession"}"#),
             (.find(query: "leshan", limit: 20, id: "find-3"), #"{"type":"find","q":"leshan","limit":20,"id":"find-3"}"#),
+            (.history(before: 120, limit: 20, id: "h1"), #"{"type":"history","before":120,"limit":20,"id":"h1"}"#),
             (.change(.toggle(section: .key("mac")), id: "k3f9-1"), #"{"type":"toggle","section":"mac","id":"k3f9-1"}"#),
             (.change(.toggle(section: .title("Mac")), id: nil), #"{"type":"toggle","title":"Mac"}"#),
             (

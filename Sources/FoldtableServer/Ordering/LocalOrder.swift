@@ -186,7 +186,10 @@ public struct LocalOrder: SessionOrder {
             } else {
                 waitingAcks[seq, default: []].append((origin, id))
             }
-        case .applied(let event):
+        case .applied(var event):
+            // When it commits, near enough: the log's commit follows within the turn, and the
+            // time must be in the bytes the log writes (they are what members get).
+            event.time = room.unixTime
             if case .member(let connection)? = origin { effects.append(.accepted(connection)) }
             let needingRows = event.sectionsNeedingRows
             // The head holds the section as it will be committed at this seq, so whether it fits

@@ -319,7 +319,9 @@ public struct StreamOrder: SessionOrder {
         switch outcome {
         case .duplicate(let seq):
             if let waiting { room.acknowledge(waiting.origin, id: request.id, seq: seq, into: &effects) }
-        case .applied(let event):
+        case .applied(var event):
+            // The stream's own clock: every node reads the same entry, so stamps it the same.
+            event.time = StreamPosition.milliseconds(of: request.position)
             if case .member(let connection)? = waiting.flatMap({ room.present($0.origin) }) { effects.append(.accepted(connection)) }
             room.announce(event, OutboundMessage(ServerMessage.event(event)), author: waiting?.origin, streamed: nil, into: &effects)
         }

@@ -129,6 +129,11 @@ public protocol EventLog: AnyObject {
     /// The logged events of `session` after `seq`, oldest first; `nil` when the log no longer
     /// reaches back to `seq + 1` (the caller then sends a fresh welcome).
     func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void)
+    /// Up to `limit` logged events of `session` before seq `before` (`nil`: the newest), newest
+    /// first, as far back as the log keeps them (its history bound: ``ServerConfig/historyKeepEvents``
+    /// at or before the newest checkpoint, and every event after it); `.conflict` when the
+    /// session is not stored.
+    func history(session: String, before: UInt64?, limit: Int, completion: @escaping (Result<HistoryPage, StoreError>) -> Void)
     /// Told of every append's outcome, in order, just before the append's own appender (the
     /// ``StoreMonitor`` watching the log for readiness). Not retained: its owner keeps it alive.
     var appendObserver: LogAppender? { get set }

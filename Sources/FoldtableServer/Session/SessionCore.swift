@@ -55,6 +55,11 @@ public struct SessionCore {
         /// Members a session lists by name; past it, welcomes list this many and diffs carry the
         /// count and a sample, so presence costs no more per member in a room of 10,000.
         public var presenceListMax = 200
+        /// The Unix time in milliseconds minus the inputs' `now` (a monotonic clock), as the hub
+        /// read both once: an order stamps each event it commits with `now` plus this
+        /// (``TableEvent/time``), with no clock read of its own per change. `nil`: events carry no
+        /// time (cores under test that compare bytes).
+        public var unixOffsetMs: Int64?
 
         public init() {}
     }
