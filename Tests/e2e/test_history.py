@@ -214,3 +214,38 @@ def test_foldtable_history_prints_readable_lines_and_json():
         assert done.returncode == 1 and "nosuch" in done.stderr
     finally:
         server.stop()
+
+
+def test_the_interactive_client_shows_the_history_live_with_H_and_goes_back_with_Escape():
+    from test_terminal import Pane, join_command, tmux_server  # noqa: F401 (the fixture ends the tmux server)
+
+    server = Server("--memory")
+
+    async def scenario():
+        bo = await Client.join(server.ws, name="bo", create=False)
+        await bo.send({"type": "toggle", "section": "mac", "id": "bo-1"})
+        await bo.next(lambda m: m["type"] == "ack")
+        pane = Pane(join_command(server.ws))
+        try:
+            await pane.wait_for("connected", "Inventory")
+            pane.keys("H")
+            screen = await pane.wait_for("History, newest first")
+            assert re.search(r"^ \d\d:\d\d:\d\d bo collapsed Mac", screen, re.M), screen
+            assert "Inventory" not in screen  # the history stands in for the table
+            # Live: a change made meanwhile goes on top.
+            await bo.send({"type": "toggle", "section": "iphone", "id": "bo-2"})
+            screen = await pane.wait(lambda t: re.search(r"^ \d\d:\d\d:\d\d bo expanded iPhone", t, re.M), what="the live line")
+            lines = [line for line in screen.split("\n") if re.match(r" \d\d:\d\d:\d\d bo ", line)]
+            assert "expanded iPhone" in lines[0] and "collapsed Mac" in lines[1], lines
+            pane.keys("Escape")
+            await pane.wait_for("Inventory", "iPhone 16 Pro")
+            pane.keys("q")
+            await pane.wait_for("EXIT=0")
+        finally:
+            pane.close()
+            await bo.close()
+
+    try:
+        run(scenario())
+    finally:
+        server.stop()
