@@ -249,3 +249,41 @@ def test_the_interactive_client_shows_the_history_live_with_H_and_goes_back_with
         run(scenario())
     finally:
         server.stop()
+
+
+def test_under_redis_events_carry_the_stream_entrys_time_on_every_node_and_history_is_what_the_session_keeps():
+    from test_cluster import REDIS, RedisProcess
+    if REDIS is None:
+        pytest.skip("redis-server is not installed")
+    redis = RedisProcess()
+    nodes = [Server("--redis", redis.url, "--node-id", node, "--history-events", "5") for node in ("a", "b")]
+    session = unique("redis")
+    try:
+        async def scenario():
+            ana = await Client.join(nodes[0].ws, session=session, name="ana")
+            bo = await Client.join(nodes[1].ws, session=session, name="bo")
+            await ana.send({"type": "addSection", "key": "mac", "title": "Mac", "id": "a"})
+            await ana.next(lambda m: m["type"] == "ack" and m["id"] == "a")
+            for n in range(7):
+                await ana.send({"type": "toggle", "section": "mac", "id": f"t{n}"})
+                await ana.next(lambda m, n=n: m["type"] == "ack" and m["id"] == f"t{n}")
+            seen_by_bo = await bo.next(lambda m: m["type"] == "event" and m["seq"] == 8)
+            seen_by_ana = next(m for m in ana.all if m["type"] == "event" and m["seq"] == 8)
+            await bo.send({"type": "history", "limit": 200, "id": "h"})
+            history = await bo.next(lambda m: m["type"] == "history")
+            await ana.close()
+            await bo.close()
+            return seen_by_ana, seen_by_bo, history
+        started = now_ms()
+        seen_by_ana, seen_by_bo, history = run(scenario())
+        # The stream entry's time: the same on both nodes.
+        assert seen_by_ana["time"] == seen_by_bo["time"] and started - 1000 <= seen_by_ana["time"] <= now_ms() + 1000
+        # The last --history-events events, newest first, nothing older kept.
+        assert [e["seq"] for e in history["events"]] == [8, 7, 6, 5, 4] and history["more"] is False
+        assert history["events"][0]["time"] == seen_by_ana["time"] and history["events"][0]["author"]["name"] == "ana"
+        status, _, body = call(nodes[1], "GET", f"/api/v1/sessions/{session}/events?limit=2")
+        assert status == 200 and [e["seq"] for e in body["events"]] == [8, 7] and body["next"] == 7
+    finally:
+        for node in nodes:
+            node.stop()
+        redis.close()
