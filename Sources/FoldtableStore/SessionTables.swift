@@ -465,7 +465,7 @@ final class SessionTables {
         // one is in an earlier slice); then the slices wholly older than the window go.
         try addChangeIds(name, table.rememberedChanges(after: head.checkpoint), through: table.seq)
         try deleteChangeIds(of: name, before: table.oldestRememberedSeq)
-        // Keep `keepEvents` events at or before the checkpoint for resume, and every one after
+        // Keep `keepEvents` events at or before the checkpoint for resume and history, and every one after
         // it. The rows stay in the journal until it is truncated behind every session's oldest.
         index.checkpointed(name, at: table.seq, pruneThrough: table.seq > keepEvents ? table.seq - keepEvents : nil)
         return .success(())
