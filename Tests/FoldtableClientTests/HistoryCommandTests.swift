@@ -52,4 +52,13 @@ struct HistoryCommandTests {
         // A section title holding an escape sequence cannot reach the terminal as one.
         #expect(HistoryText.description(event(.addSection(NewSection(title: "x\u{1B}[2J"))), titles: [:]) == "added section x?[2J")
     }
+
+    @Test func theServersHistoryReplyDecodesToItsEventsNewestFirst() throws {
+        let newer = event(.setAll(collapsed: true))
+        var older = event(.toggle(section: .key("mac")), collapsed: [CollapseEffect(key: "mac", collapsed: false)], time: nil)
+        older.seq = 3
+        let bytes = EventHistory.message(id: "t-history-1", events: [newer, older], more: false)
+        #expect(try ServerUpdate.decode(bytes) == .history(id: "t-history-1", events: [newer, older], more: false))
+        #expect(throws: ProtocolError.self) { try ServerUpdate.decode(Array(#"{"type":"history","events":[{"seq":0}],"more":false}"#.utf8)) }
+    }
 }
