@@ -89,3 +89,25 @@ import Testing
         #expect(StreamPosition.milliseconds(of: "") == nil)
     }
 }
+
+/// How the local order stamps events: from the input's `now` and the hub's offset, no clock read.
+@Suite struct LocalOrderTimes {
+    @Test func anEventIsStampedWithItsInputsNowPlusTheOffsetAndWithoutAnOffsetNotAtAll() throws {
+        let ana = Connection(id: 1)
+        for offset in [Int64(1_796_000_000_000), nil] {
+            var settings = SessionCore.Settings()
+            settings.unixOffsetMs = offset
+            var core = SessionCore(
+                name: "x", epoch: "e1", table: try Table(options: TableOptions(), sections: [Section(key: "s", title: "S", collapsed: true)], seq: 0),
+                settings: settings)
+            _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 40)
+            let effects = core.handle(.change(.toggle(section: .key("s")), id: "a", from: ana), now: 1_234)
+            var logged: [LoggedEvent] = []
+            for case .persist(let events, _) in effects { logged += events }
+            #expect(logged.map(\.event.time) == [offset.map { UInt64($0) + 1_234 }])
+            // The bytes members will get are the log's, time included.
+            let text = logged.first?.encoded.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            #expect(text.contains(#""time":"#) == (offset != nil))
+        }
+    }
+}
