@@ -69,6 +69,7 @@ final class SessionAPI {
         add("POST", "/api/v1/sessions/{name}/changes", .editor, SessionAPI.postChange)
         add("GET", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.find)
         add("POST", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.findByBody)
+        add("GET", "/api/v1/sessions/{name}/events", .viewer, SessionAPI.events)
     }
 
     private func add(_ method: String, _ path: String, _ role: Role, _ handler: @escaping Handler) {
@@ -370,6 +371,33 @@ final class SessionAPI {
                 var refusal = Self.error(RowFinder.busy)
                 refusal.headers["Retry-After"] = "1"
                 respond(refusal)
+            }
+        }
+    }
+
+    /// `GET .../events?before=SEQ&limit=N`: the session's history, newest first (see
+    /// ``EventHistory``): `{"events":[...],"next":SEQ|null}`.
+    private func events(_ call: Call, _ respond: @escaping Respond) {
+        // Each parameter that is given must be a whole number: one that is not is refused, never
+        // read as absent.
+        var numbers: [String: Int64] = [:]
+        for field in ["before", "limit"] {
+            guard let text = call.request.query[field] else { continue }
+            guard let number = Int64(text) else {
+                return respond(Self.error(400, ProtocolError(.invalidValue, "\(field) must be a whole number", field: field)))
+            }
+            numbers[field] = number
+        }
+        let checked: (before: UInt64?, limit: Int)
+        do {
+            checked = try EventHistory.checked(before: numbers["before"], limit: numbers["limit"])
+        } catch {
+            return respond(Self.error(400, error))
+        }
+        hub.history(ofSession: call.parameters["name"] ?? "", before: checked.before, limit: checked.limit) { result in
+            switch result {
+            case .success(let page): respond(.json(200, EventHistory.page(events: page.events, more: page.more)))
+            case .failure(let error): respond(Self.error(error))
             }
         }
     }
