@@ -179,6 +179,7 @@ public final class Hub: TransportDelegate {
         settings.chunkRows = config.rowChunkRows
         // Chunks stay well under the refill mark, so one chunk never passes a member's queue cap.
         settings.chunkBytes = min(config.maxBatchBytes, config.streamLowMarkBytes)
+        settings.streamRefillBytes = config.streamLowMarkBytes
         return settings
     }
 

@@ -49,6 +49,14 @@ public struct SessionCore {
         /// streams, paced per member, and changes touching it wait for the stream.
         public var chunkRows = 500
         public var chunkBytes = 65_536
+        /// A member's queue is refilled with row chunks while it holds at most this many bytes
+        /// (the hub's `streamLowMarkBytes`): a stream up to this size is handed over at once.
+        public var streamRefillBytes = 262_144
+        /// The pace, in bytes a second, a row stream is expected to reach even a slow member at:
+        /// a stream larger than what this pace covers within the table's busy threshold is shown
+        /// busy as it starts. A `busy` decided later would queue behind the rows already in a
+        /// member's queue and socket (megabytes), and reach a slow reader after its rows.
+        public var streamExpectedBytesPerSec = 1_048_576
         /// Joins, leaves and renames within this many milliseconds go to members as one
         /// `presence` diff (0: each at once, still one message per member per change).
         public var presenceIntervalMs: UInt64 = 100

@@ -30,8 +30,8 @@ extension SessionRoom {
             finishIfDone(section.key, into: &effects)
             return
         }
-        // Busy first: with a threshold of 0 members hear it before the first chunk, not after.
-        armBusyAndDeadline(section.key, now: now, into: &effects)
+        // Busy first, when it is decided at the start: members hear it before the first chunk.
+        armBusyAndDeadline(section, now: now, into: &effects)
         effects.append(.startStream(section, seq: seq, to: recipients))
     }
 
@@ -52,16 +52,19 @@ extension SessionRoom {
         var stream = Stream(seq: committed.seq)
         stream.members[connection.id] = (connection, now)
         streams[section.key] = stream
-        armBusyAndDeadline(section.key, now: now, into: &effects)
+        armBusyAndDeadline(section, now: now, into: &effects)
         effects.append(.startStream(section, seq: committed.seq, to: [connection]))
     }
 
-    private mutating func armBusyAndDeadline(_ key: String, now: UInt64, into effects: inout [SessionEffect]) {
+    /// Shows `section` busy now, before its stream's first chunk, when the stream is expected to
+    /// outlast the threshold (see ``outlastsBusyThreshold(_:)``); else arms the threshold's timer.
+    private mutating func armBusyAndDeadline(_ section: Section, now: UInt64, into effects: inout [SessionEffect]) {
+        let key = section.key
         guard let stream = streams[key] else { return }
         let options = committed.options
         // A table with `showBusyIndicator` off gets no timer and no `busy`: only the deadline.
         if options.showBusyIndicator {
-            if options.busyThresholdMs == 0 {
+            if options.busyThresholdMs == 0 || outlastsBusyThreshold(section) {
                 showBusy(key, into: &effects)
             } else if !stream.busyShown && !stream.busyArmed {
                 streams[key]?.busyArmed = true
@@ -69,6 +72,26 @@ extension SessionRoom {
             }
         }
         armDeadline(key, now: now, into: &effects)
+    }
+
+    /// Whether streaming `section` is expected to outlast the table's busy threshold, so that it
+    /// is shown busy from its start. A `busy` sent when the threshold's timer fires is queued
+    /// behind every row already handed to a member's socket (the kernel takes megabytes): a slow
+    /// reader would see it after its rows, and busy end as soon as it began. Only what the
+    /// server can know at the start decides: a stream that fits one refill is handed to every
+    /// member at once (it waits for no one); a larger one that the expected pace covers within
+    /// the threshold keeps the threshold's timer (no flash of busy for a quick expansion).
+    func outlastsBusyThreshold(_ section: Section) -> Bool {
+        let threshold = committed.options.busyThresholdMs
+        let (paced, overflow) = settings.streamExpectedBytesPerSec.multipliedReportingOverflow(by: max(0, threshold))
+        let bound = max(settings.streamRefillBytes, overflow ? Int.max : paced / 1_000)
+        // Counted only up to the bound: a section of a million rows needs no full sum.
+        var bytes = 0
+        for row in section.rows {
+            bytes += RowStream.estimatedBytes(row)
+            if bytes > bound { return true }
+        }
+        return false
     }
 
     /// Members must take a stream's rows within `streamTimeoutMs` of joining it: changes to the
