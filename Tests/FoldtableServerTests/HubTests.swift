@@ -287,6 +287,37 @@ func rowKeys(_ rows: [JSONValue]) -> [String] {
         }
     }
 
+    @Test func busyEndsForEveryoneOnlyOnceTheSlowestMembersSocketTookItsRows() {
+        let h = Harness {
+            $0.busyThresholdMs = 500
+            $0.rowChunkRows = 100
+            $0.maxQueueBytes = 16_384
+            $0.demoLargeRows = 10_000
+        }
+        h.transport.holdsQueues = true
+        h.join(1)
+        h.join(2)
+        h.transport.flush(1)
+        h.transport.flush(2)
+        h.transport.clear()
+        // Member 2's kernel still holds a megabyte when its last chunk is queued.
+        h.transport.inSocket[2] = 1_048_576
+        h.say(1, #"{"type":"toggle","section":"big","id":"x"}"#)
+        drainAll(h, ids: [1, 2])
+        #expect(h.transport.messages(2, type: "rows").last?["final"] == .bool(true))
+        #expect(h.transport.messages(1, type: "busy").map { $0["busy"] } == [.bool(true)])
+        // A change to the section goes on meanwhile: it waits for the rows' order, not the socket.
+        h.say(1, #"{"type":"toggle","section":"big","id":"y"}"#)
+        #expect(h.transport.messages(1, type: "ack").last?["id"] == .string("y"))
+        h.transport.fireTimers(upTo: 20)
+        #expect(h.transport.messages(1, type: "busy").map { $0["busy"] } == [.bool(true)])
+        h.transport.inSocket[2] = 0
+        h.transport.fireTimers(upTo: 20)
+        for id: UInt64 in [1, 2] {
+            #expect(h.transport.messages(id, type: "busy").map { $0["busy"] } == [.bool(true), .bool(false)])
+        }
+    }
+
     @Test func aStreamFinishingWithinTheThresholdNeverShowsBusy() {
         let h = Harness { $0.busyThresholdMs = 500 }
         h.join(1)

@@ -777,6 +777,7 @@ import Testing
         settings.streamRefillBytes = refillBytes
         settings.streamExpectedBytesPerSec = 200
         settings.welcomeByteBudget = refillBytes  // as the hub sets it: a larger section streams
+        settings.busyAwaitsPeers = true
         var options = TableOptions()
         options.busyThresholdMs = threshold
         options.showBusyIndicator = showBusy
@@ -802,12 +803,64 @@ import Testing
         #expect(busyBroadcasts(first).isEmpty)
         #expect(core.busySections == ["s"])
         // bo's last chunk was queued before this input (the driver pumps, then reports): busy
-        // ends after it, for everyone.
+        // ends after it, for everyone, once both peers took their rows.
         let last = core.handle(.streamDelivered(section: "s", seq: 1, to: bo), now: 4_000)
         let end = try #require(index(last) { if case .endStream(section: "s") = $0 { return true } else { return false } })
-        #expect(busyBroadcasts(last).map(\.busy) == [false])
-        #expect(busyBroadcasts(last).first?.to == [ana.id, bo.id])
-        #expect(end < (busyBroadcasts(last).first?.index ?? -1))
+        var ends = last
+        for member in [ana, bo] { ends += core.handle(.streamFlushed(section: "s", seq: 1, to: member), now: 4_000) }
+        #expect(busyBroadcasts(ends).map(\.busy) == [false])
+        #expect(busyBroadcasts(ends).first?.to == [ana.id, bo.id])
+        #expect(end < (busyBroadcasts(ends).first?.index ?? -1))
+        #expect(core.busySections.isEmpty)
+    }
+
+    /// Which members the driver is asked to watch until their peers took the rows of "s".
+    func awaitedFlushes(_ effects: [SessionEffect]) -> [UInt64] {
+        effects.compactMap { if case .awaitFlush(section: "s", seq: _, let member) = $0 { return member.id } else { return nil } }
+    }
+
+    @Test func busyLastsUntilTheSlowestPeerTookItsRowsWhileChangesToTheSectionGoOnAlready() throws {
+        var core = try slowStreamCore(threshold: 500)
+        _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        #expect(awaitedFlushes(core.handle(.streamDelivered(section: "s", seq: 1, to: ana), now: 10)) == [ana.id])
+        #expect(busyBroadcasts(core.handle(.streamFlushed(section: "s", seq: 1, to: ana), now: 20)).isEmpty)
+        // bo's last chunk is queued, the stream is over, but its rows are still in its socket.
+        let queued = core.handle(.streamDelivered(section: "s", seq: 1, to: bo), now: 30)
+        #expect(awaitedFlushes(queued) == [bo.id])
+        #expect(queued.contains { if case .endStream(section: "s") = $0 { return true } else { return false } })
+        #expect(busyBroadcasts(queued).isEmpty)
+        #expect(core.busySections == ["s"])
+        // Changes to the section no longer wait: the order of rows and events is already fixed.
+        let collapse = core.handle(.change(.toggle(section: .key("s")), id: "shut", from: ana), now: 40)
+        #expect(persisted(collapse) != nil)
+        // A stale report (another stream, or a member not waited for) changes nothing.
+        #expect(busyBroadcasts(core.handle(.streamFlushed(section: "s", seq: 9, to: bo), now: 50)).isEmpty)
+        #expect(busyBroadcasts(core.handle(.streamFlushed(section: "s", seq: 1, to: ana), now: 50)).isEmpty)
+        #expect(core.busySections == ["s"])
+        let taken = core.handle(.streamFlushed(section: "s", seq: 1, to: bo), now: 60)
+        #expect(busyBroadcasts(taken).map(\.busy) == [false])
+        #expect(busyBroadcasts(taken).first?.to == [ana.id, bo.id])
+        #expect(core.busySections.isEmpty)
+    }
+
+    @Test func aMemberLeavingBeforeItsPeerTookItsRowsEndsTheBusyThatWaitedForIt() throws {
+        var core = try slowStreamCore(threshold: 500)
+        _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        for member in [ana, bo] { _ = core.handle(.streamDelivered(section: "s", seq: 1, to: member), now: 10) }
+        _ = core.handle(.streamFlushed(section: "s", seq: 1, to: ana), now: 20)
+        let left = core.handle(.leave(bo), now: 30)
+        #expect(busyBroadcasts(left).map(\.busy) == [false])
+        #expect(busyBroadcasts(left).first?.to == [ana.id])
+        #expect(core.busySections.isEmpty)
+    }
+
+    @Test func aStreamThatWasNeverBusyWaitsForNoPeer() throws {
+        var core = try slowStreamCore(threshold: 500, refillBytes: 1_000)  // fits one refill: timer
+        _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        var effects: [SessionEffect] = []
+        for member in [ana, bo] { effects += core.handle(.streamDelivered(section: "s", seq: 1, to: member), now: 10) }
+        #expect(awaitedFlushes(effects).isEmpty)
+        #expect(busyBroadcasts(effects).isEmpty)
         #expect(core.busySections.isEmpty)
     }
 
@@ -815,6 +868,7 @@ import Testing
         var core = try slowStreamCore(threshold: 500)
         _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
         for member in [ana, bo] { _ = core.handle(.streamDelivered(section: "s", seq: 1, to: member), now: 10) }
+        for member in [ana, bo] { _ = core.handle(.streamFlushed(section: "s", seq: 1, to: member), now: 10) }
         #expect(core.busySections.isEmpty)
         // The newcomer's welcome cannot carry the rows inline (it is streamed to it alone).
         let cy = Connection(id: 3)

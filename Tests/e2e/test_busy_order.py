@@ -108,7 +108,14 @@ def test_a_slow_member_who_did_not_expand_sees_busy_before_the_first_row_and_not
         # It really was slow: the slow member's rows took well past the busy threshold, the case
         # where busy used to arrive after them.
         event, _, chunks, _ = busy_order(slow_seen, "big", seq)
-        assert slow_seen[chunks[-1]][0] - sent > 1.0
+        slow_final = slow_seen[chunks[-1]][0]
+        assert slow_final - sent > 1.0
+        # The others see busy while the slow member still reads: not only until its last rows
+        # were queued (megabytes then still sat in its socket, a second of reading), but until its
+        # socket took all but about one chunk of them (a few frames of reading left).
+        for seen in (author_seen, holder_seen):
+            _, _, _, off = busy_order(seen, "big", seq)
+            assert seen[off[0]][0] > slow_final - 0.5, f"busy ended {slow_final - seen[off[0]][0]:.2f} s before the slow member's last rows"
         for member in (author, slow, holder):
             await member.close()
     run(scenario())

@@ -180,6 +180,7 @@ public final class Hub: TransportDelegate {
         // Chunks stay well under the refill mark, so one chunk never passes a member's queue cap.
         settings.chunkBytes = min(config.maxBatchBytes, config.streamLowMarkBytes)
         settings.streamRefillBytes = config.streamLowMarkBytes
+        settings.busyAwaitsPeers = true
         return settings
     }
 

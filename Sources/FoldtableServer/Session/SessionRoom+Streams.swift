@@ -20,7 +20,9 @@ extension SessionRoom {
             if running.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: section.key, seq: running.seq))) }
         }
         var stream = Stream(seq: seq)
-        stream.busyShown = streams[section.key]?.busyShown ?? false
+        // Still busy from a stream before (running, or its rows still on their way): it stays
+        // busy, without a `false` and `true` between; the new stream's end decides.
+        stream.busyShown = streams[section.key]?.busyShown ?? false || busyTails.removeValue(forKey: section.key) != nil
         for connection in recipients {
             stream.members[connection.id] = (connection, now)
             members[connection.id]?.streams.insert(section.key)
@@ -50,6 +52,7 @@ extension SessionRoom {
             return
         }
         var stream = Stream(seq: committed.seq)
+        stream.busyShown = busyTails.removeValue(forKey: section.key) != nil
         stream.members[connection.id] = (connection, now)
         streams[section.key] = stream
         armBusyAndDeadline(section, now: now, into: &effects)
@@ -108,7 +111,45 @@ extension SessionRoom {
         streams[key]?.members[connection.id] = nil
         members[connection.id]?.streams.remove(key)
         members[connection.id]?.held.insert(key)
+        if stream.busyShown && settings.busyAwaitsPeers {
+            // Every chunk is queued, but a slow reader's last rows can sit megabytes deep in its
+            // socket: busy must not end for the others before it has them.
+            streams[key]?.flushing.insert(connection.id)
+            effects.append(.awaitFlush(section: key, seq: seq, member: connection))
+        }
         finishIfDone(key, into: &effects)
+    }
+
+    /// A member's peer took every row of the stream of `key` at `seq`: busy may end.
+    mutating func flushed(_ key: String, seq: UInt64, to connection: Connection, into effects: inout [SessionEffect]) {
+        if let stream = streams[key], stream.seq == seq {
+            streams[key]?.flushing.remove(connection.id)
+        } else if let tail = busyTails[key], tail.seq == seq, tail.members.contains(connection.id) {
+            busyTails[key]?.members.remove(connection.id)
+            endBusyTailIfDone(key, into: &effects)
+        }
+    }
+
+    /// A member left: busy waits no longer for its rows to reach it.
+    mutating func forgetFlushes(of connection: Connection, into effects: inout [SessionEffect]) {
+        for key in streams.keys where streams[key]?.flushing.contains(connection.id) == true {
+            streams[key]?.flushing.remove(connection.id)
+        }
+        for key in busyTails.keys.sorted() where busyTails[key]?.members.contains(connection.id) == true {
+            busyTails[key]?.members.remove(connection.id)
+            endBusyTailIfDone(key, into: &effects)
+        }
+    }
+
+    private mutating func endBusyTailIfDone(_ key: String, into effects: inout [SessionEffect]) {
+        guard let tail = busyTails[key], tail.members.isEmpty else { return }
+        busyTails[key] = nil
+        endBusy(key, into: &effects)
+    }
+
+    private mutating func endBusy(_ key: String, into effects: inout [SessionEffect]) {
+        busySections.remove(key)
+        effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: false)), to: connections))
     }
 
     mutating func fire(_ timer: SessionTimer, now: UInt64, into effects: inout [SessionEffect]) {
@@ -153,8 +194,12 @@ extension SessionRoom {
         if stream.busyArmed { effects.append(.cancelTimer(.busy(section: key, seq: stream.seq))) }
         if stream.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: key, seq: stream.seq))) }
         if stream.busyShown {
-            busySections.remove(key)
-            effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: false)), to: connections))
+            // Changes to the section go on now; busy waits for rows still on their way.
+            if stream.flushing.isEmpty {
+                endBusy(key, into: &effects)
+            } else {
+                busyTails[key] = (stream.seq, stream.flushing)
+            }
         }
         mayDrain = true
         return true
@@ -169,6 +214,7 @@ extension SessionRoom {
             if stream.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: key, seq: stream.seq))) }
         }
         streams.removeAll()
+        busyTails.removeAll()
         busySections.removeAll()
     }
 }

@@ -222,6 +222,28 @@ final class TableSession {
         }
     }
 
+    /// How often a member whose rows may still sit in its socket is looked at again, in ms: the
+    /// transport says when its own queue drains, but not when the kernel's does.
+    private static let flushPollMilliseconds: UInt64 = 20
+
+    /// Reports ``SessionInput/streamFlushed(section:seq:to:)`` once the member's peer has taken
+    /// all but about one chunk of what was sent to it (not exactly all: events and pings keep
+    /// coming in a lively session, and a busy section must not wait for a quiet socket). Gives up
+    /// waiting after the stream timeout: a peer that stops reading must not keep a section busy.
+    private func awaitFlush(_ key: String, seq: UInt64, _ connection: Connection, since: UInt64) {
+        // A connection that closed leaves the session, and its leave stops the wait.
+        guard hub.isOpen(connection) else { return }
+        let config = hub.config
+        let now = transport.nowMilliseconds()
+        let gaveUp = now >= since && now - since >= UInt64(config.streamTimeoutSecs) * 1_000
+        if gaveUp || transport.unflushedBytes(connection) <= min(config.maxBatchBytes, config.streamLowMarkBytes) {
+            handle(.streamFlushed(section: key, seq: seq, to: connection))
+            return
+        }
+        _ = hub.armTimer(
+            .later { [weak self] in self?.awaitFlush(key, seq: seq, connection, since: since) }, milliseconds: Self.flushPollMilliseconds)
+    }
+
     /// `hub` and `transport`: this session's, held by the caller for its loop; `ackBuffer`
     /// the session's, taken out for it; `applied`: when the (first) change that caused `effect`
     /// was applied, if one did (this turn: it starts the commit clock of the append it causes).
@@ -275,6 +297,8 @@ final class TableSession {
             rowStreams[key]?.remove(connection)
         case .endStream(let key):
             rowStreams[key] = nil
+        case .awaitFlush(let key, let seq, let connection):
+            awaitFlush(key, seq: seq, connection, since: transport.nowMilliseconds())
         case .armTimer(let timer, let milliseconds):
             if let old = timerTokens[timer] { hub.cancelTimer(old) }
             timerTokens[timer] = hub.armTimer(.session(name: name, timer), milliseconds: milliseconds)
