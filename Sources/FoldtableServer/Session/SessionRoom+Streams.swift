@@ -22,7 +22,8 @@ extension SessionRoom {
         var stream = Stream(seq: seq)
         // Still busy from a stream before (running, or its rows still on their way): it stays
         // busy, without a `false` and `true` between; the new stream's end decides.
-        stream.busyShown = streams[section.key]?.busyShown ?? false || busyTails.removeValue(forKey: section.key) != nil
+        let tail = busyTails.removeValue(forKey: section.key)
+        stream.busyShown = (streams[section.key]?.busyShown ?? false) || tail != nil
         for connection in recipients {
             stream.members[connection.id] = (connection, now)
             members[connection.id]?.streams.insert(section.key)
