@@ -42,17 +42,20 @@ async def slow_member(url, name, rcvbuf=4096):
     return member
 
 
-async def read_until_not_busy(member, key, pause):
-    """Every message of `member` until `busy:false` for `key`, pausing `pause` seconds after each
-    frame (a slow reader), each with when it arrived."""
+async def read_until_not_busy(member, key, change_id, pause):
+    """Every message of `member` until `busy:false` for `key` after the event of change
+    `change_id`, pausing `pause` seconds after each frame (a slow reader), each with when it
+    arrived. (A `busy:false` of an earlier expansion may still come before that event.)"""
     seen = []
+    expanded = False
     while True:
         frame = await asyncio.wait_for(member.ws.recv(), 60)
         now = time.monotonic()
         for line in frame.split("\n"):
             message = json.loads(line)
             seen.append((now, message))
-            if message == {"type": "busy", "section": key, "busy": False}:
+            expanded = expanded or (message["type"] == "event" and message.get("id") == change_id)
+            if expanded and message == {"type": "busy", "section": key, "busy": False}:
                 return seen
         if pause:
             await asyncio.sleep(pause)
@@ -62,8 +65,9 @@ def busy_order(seen, key, seq):
     """Indices of the expansion's event, busy true, first and final rows chunk, busy false."""
     messages = [m for _, m in seen]
     event = next(i for i, m in enumerate(messages) if m["type"] == "event" and m["seq"] == seq)
-    on = [i for i, m in enumerate(messages) if m == {"type": "busy", "section": key, "busy": True}]
-    off = [i for i, m in enumerate(messages) if m == {"type": "busy", "section": key, "busy": False}]
+    # Busy before the event belongs to an earlier expansion; this one's rows carry its seq.
+    on = [i for i, m in enumerate(messages) if i > event and m == {"type": "busy", "section": key, "busy": True}]
+    off = [i for i, m in enumerate(messages) if i > event and m == {"type": "busy", "section": key, "busy": False}]
     chunks = [i for i, m in enumerate(messages) if m["type"] == "rows" and m["section"] == key and m["seq"] == seq]
     return event, on, chunks, off
 
@@ -91,8 +95,8 @@ def test_a_slow_member_who_did_not_expand_sees_busy_before_the_first_row_and_not
         sent = time.monotonic()
         await author.send({"type": "set", "section": "big", "collapsed": False, "id": "open"})
         author_seen, slow_seen, holder_seen = await asyncio.gather(
-            read_until_not_busy(author, "big", pause=0), read_until_not_busy(slow, "big", pause=0.02),
-            read_until_not_busy(holder, "big", pause=0))
+            read_until_not_busy(author, "big", "open", pause=0), read_until_not_busy(slow, "big", "open", pause=0.02),
+            read_until_not_busy(holder, "big", "open", pause=0))
         seq = next(m for _, m in author_seen if m["type"] == "ack" and m["id"] == "open")["seq"]
         event, on, chunks, off = busy_order(holder_seen, "big", seq)
         assert not chunks and len(on) == 1 and len(off) == 1 and event < on[0] < off[0]
