@@ -864,7 +864,7 @@ import Testing
         #expect(core.busySections.isEmpty)
     }
 
-    @Test func aMemberJoiningWhileTheSectionIsExpandedIsShownBusyBeforeItsOwnStreamStarts() throws {
+    @Test func aMemberJoiningWhileTheSectionIsExpandedIsShownBusyBeforeItsOwnStreamAndTheOthersHearNothing() throws {
         var core = try slowStreamCore(threshold: 500)
         _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
         for member in [ana, bo] { _ = core.handle(.streamDelivered(section: "s", seq: 1, to: member), now: 10) }
@@ -875,10 +875,24 @@ import Testing
         let joined = core.handle(.join(cy, JoinRequest(session: "x", name: "cy"), role: nil), now: 20)
         let welcome = try #require(index(joined) { if case .send = $0 { return true } else { return false } })
         let start = try #require(index(joined) { if case .startStream = $0 { return true } else { return false } })
-        let busy = busyBroadcasts(joined)
-        #expect(busy.map(\.busy) == [true])
-        #expect(busy.first?.to == [ana.id, bo.id, cy.id])
-        #expect(welcome < (busy.first?.index ?? -1) && (busy.first?.index ?? .max) < start)
+        // Busy for the newcomer alone, between its welcome and its rows: the members who hold the
+        // rows already are not told (a join must not cost a message to every member).
+        #expect(busyBroadcasts(joined).isEmpty)
+        let told = joined.indices.filter { index in
+            guard case .send(let message, let to) = joined[index], to == cy else { return false }
+            return String(decoding: message.bytes, as: UTF8.self).contains(#""busy":true"#)
+        }
+        #expect(told.count == 1)
+        #expect(welcome < (told.first ?? -1) && (told.first ?? .max) < start)
+        #expect(core.busySections.isEmpty)
+        // Its end goes to it alone, right behind its last chunk.
+        let done = core.handle(.streamDelivered(section: "s", seq: 1, to: cy), now: 30)
+        #expect(busyBroadcasts(done).isEmpty)
+        #expect(
+            done.contains { effect in
+                guard case .send(let message, let to) = effect, to == cy else { return false }
+                return String(decoding: message.bytes, as: UTF8.self).contains(#""busy":false"#)
+            })
     }
 
     @Test(arguments: [

@@ -23,7 +23,9 @@ extension SessionRoom {
         // Still busy from a stream before (running, or its rows still on their way): it stays
         // busy, without a `false` and `true` between; the new stream's end decides.
         let tail = busyTails.removeValue(forKey: section.key)
-        stream.busyShown = (streams[section.key]?.busyShown ?? false) || tail != nil
+        // A catch-up stream's busy was told to its own members only: the room has not heard it.
+        let running = streams[section.key].map { $0.busyShown && !$0.catchUp } ?? false
+        stream.busyShown = running || tail != nil
         for connection in recipients {
             stream.members[connection.id] = (connection, now)
             members[connection.id]?.streams.insert(section.key)
@@ -49,11 +51,17 @@ extension SessionRoom {
         members[connection.id]?.streams.insert(section.key)
         if let running = streams[section.key] {
             streams[section.key]?.members[connection.id] = (connection, now)
+            // Busy told to a catch-up stream's members: this one hears it too, before its rows.
+            if running.catchUp && running.busyTold {
+                effects.append(.send(OutboundMessage(ServerMessage.busy(section: section.key, busy: true)), to: connection))
+            }
             effects.append(.joinStream(section: section.key, seq: running.seq, member: connection))
             return
         }
         var stream = Stream(seq: committed.seq)
-        stream.busyShown = busyTails.removeValue(forKey: section.key) != nil
+        stream.catchUp = true
+        // Busy the room already sees (rows of an expansion still on their way) stays the room's.
+        if busyTails[section.key] != nil { stream.busyTold = true }
         stream.members[connection.id] = (connection, now)
         streams[section.key] = stream
         armBusyAndDeadline(section, now: now, into: &effects)
@@ -112,7 +120,12 @@ extension SessionRoom {
         streams[key]?.members[connection.id] = nil
         members[connection.id]?.streams.remove(key)
         members[connection.id]?.held.insert(key)
-        if stream.busyShown && settings.busyAwaitsPeers {
+        if stream.catchUp {
+            // Right behind its last chunk, on its own connection: it has them when it hears it.
+            if stream.busyTold && !stream.busyShown {
+                effects.append(.send(OutboundMessage(ServerMessage.busy(section: key, busy: false)), to: connection))
+            }
+        } else if stream.busyShown && settings.busyAwaitsPeers {
             // Every chunk is queued, but a slow reader's last rows can sit megabytes deep in its
             // socket: busy must not end for the others before it has them.
             streams[key]?.flushing.insert(connection.id)
@@ -180,6 +193,14 @@ extension SessionRoom {
         // `setOptions` waits for every stream, so the option cannot change under a running one;
         // checked here too so that no path can announce busy for a table that turned it off.
         guard let stream = streams[key], !stream.busyShown, committed.options.showBusyIndicator else { return }
+        if stream.catchUp {
+            // Its own members only (see ``SessionRoom/Stream/catchUp``).
+            guard !stream.busyTold else { return }
+            streams[key]?.busyTold = true
+            let message = OutboundMessage(ServerMessage.busy(section: key, busy: true))
+            for (_, member) in stream.members.sorted(by: { $0.key < $1.key }) { effects.append(.send(message, to: member.connection)) }
+            return
+        }
         streams[key]?.busyShown = true
         busySections.insert(key)
         effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: true)), to: connections))

@@ -83,6 +83,14 @@ public struct SessionRoom {
         /// Members that have every chunk queued while the section is busy, whose peers have not
         /// yet taken them all: busy lasts until they have (see `SessionRoom+Streams.swift`).
         var flushing: Set<UInt64> = []
+        /// A stream for members catching up (a welcome, a resume, a private view), not for an
+        /// expansion everyone sees: busy is told to its own members only, each of whom hears it
+        /// end right behind its own last chunk. Others have the rows already: a member joining
+        /// must not make every header in the room flash busy (one join would cost a message to
+        /// every member, and a room filling up N^2).
+        var catchUp = false
+        /// Whether busy was told to this catch-up stream's members.
+        var busyTold = false
     }
     var streams: [String: Stream] = [:]
     /// Busy sections whose streams ended (changes to them go on) while some members' rows are
