@@ -75,10 +75,27 @@ function say(text) {
   said.push(text);
   if (sayTimer) return;
   sayTimer = setTimeout(() => {
-    $('live').textContent = said.length === 1 ? said[0] : `${said.at(-1)} (and ${said.length - 1} more changes)`;
+    const more = said.length - 1;
+    $('live').textContent = more === 0 ? said[0] : `${said.at(-1)} (and ${more} more change${more === 1 ? '' : 's'})`;
     said = [];
     sayTimer = 0;
   }, 700);
+}
+
+// ---- a toast: what just happened, with one action (undo), for a few seconds ----
+let toastTimer = 0;
+function toast(text, action, act) {
+  const t = $('toast');
+  clearTimeout(toastTimer);
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.textContent = action;
+  b.addEventListener('click', () => { t.hidden = true; act(); });
+  t.replaceChildren(`${text} · `, b);
+  t.hidden = false;
+  // Long enough to reach the button with the keyboard; hovering or focusing keeps it.
+  const hide = () => { toastTimer = setTimeout(() => { if (!t.matches(':hover, :focus-within')) t.hidden = true; else hide(); }, 8000); };
+  hide();
 }
 
 function note(text) {
@@ -103,10 +120,20 @@ function startLobby(badName) {
   $('lobby').hidden = false;
   if (badName) note(`“${badName}” is not a session name: use letters, digits, - and _.`);
   let everOpen = false;
+  // A refused `list` (a server with tokens, and none or a wrong one here) is final until the
+  // person acts: asking again would only be refused again, and enough refusals in a row make
+  // the server close the connection (4500).
+  let refused = false;
+  const ask = () => { if (!refused) conn.sendNow(listMessage()); };
   conn = new Connection({
     session: null,
     name: () => myName,
     onMessage(msg) {
+      if (msg.type === 'error') {
+        refused = true;
+        refusedNote(msg);
+        return;
+      }
       if (msg.type !== 'sessions') return;
       const ul = $('sessions');
       ul.replaceChildren(...msg.sessions.map(({ name, members }) => {
@@ -120,13 +147,26 @@ function startLobby(badName) {
       $('no-sessions').hidden = msg.sessions.length > 0;
     },
     onStatus(st) {
-      if (st.state === 'open') { everOpen = true; conn.sendNow(listMessage()); }
+      // Only when the connection (re)opens: the lobby joins nothing, so nothing else is news.
+      if (st.state === 'open' && st.opened) { everOpen = true; ask(); }
       showStatus(st, everOpen);
     },
   });
   conn.connect();
   // `list` is not pushed: ask again now and then while the lobby is open.
-  setInterval(() => conn.sendNow(listMessage()), 4000);
+  setInterval(ask, 4000);
+  function refusedNote(msg) {
+    const n = $('note');
+    clearTimeout(n.timer);
+    const again = document.createElement('button');
+    again.type = 'button';
+    again.textContent = 'Ask again';
+    again.addEventListener('click', () => { refused = false; n.textContent = ''; ask(); });
+    const why = msg.code === 'unauthorized'
+      ? 'This server lists sessions only with a token: open the link you were given (…?token=…).'
+      : `The server refused the list: ${msg.message || msg.code}.`;
+    n.replaceChildren(why, ' ', again);
+  }
   $('join-form').addEventListener('submit', (e) => {
     e.preventDefault();
     // A name typed here may be new: `?new` asks the session page to create it.
@@ -177,6 +217,13 @@ function startSession(name) {
     send(change) {
       try { return conn.send(change); } catch (e) { note(e.message); return null; }
     },
+    // Viewers (tokens on) change nothing: no edit controls at all. Open mode has no roles.
+    mayEdit: () => role !== 'viewer',
+    moved: (text) => say(text),
+    // No confirm dialog: the section goes at once, and a toast offers to undo it.
+    removeSection(s) {
+      if (ui.send({ type: 'removeSection', section: s.key })) toast(`Removed ${s.title.split('\n')[0]}`, 'Undo', () => ui.send({ type: 'undo' }));
+    },
     // `set` rather than `toggle`: a press queued while offline must mean "expanded", not "flip
     // whatever it is by the time we are back".
     toggle(key) {
@@ -219,6 +266,9 @@ function startSession(name) {
     const o = table.options;
     $('accordion').checked = !!o.accordion;
     $('accordion').disabled = !mayChangeOptions();
+    // A viewer's page has no control that changes the table.
+    for (const id of ['everyone', 'edit-switch', 'expand-all', 'collapse-all']) $(id).hidden = !ui.mayEdit();
+    if (!ui.mayEdit() && $('edit').checked) { $('edit').checked = false; editMode(); }
     $('expand-all').disabled = !!o.accordion;
     drawOptions(o);
     const names = [...people.entries()].map(([c, n]) => (c === me ? `${n} (you)` : n));
@@ -327,7 +377,9 @@ function startSession(name) {
             hits.push({ s, r: { key: m.row, label: m.label, value: m.value }, text: m.label, sub: `${s.title}${m.value ? ` · ${m.value}` : ''}` });
           }
           if (active < 0 && hits.length) active = 0;
+          findId = null; // answered: nothing more is coming for this query
           drawHits();
+          drawNone();
           break;
         }
         case 'ack': settle(entry); break;
@@ -347,11 +399,12 @@ function startSession(name) {
   $('expand-all').addEventListener('click', () => ui.send({ type: 'setAll', collapsed: false }));
   $('collapse-all').addEventListener('click', () => ui.send({ type: 'setAll', collapsed: true }));
   $('accordion').addEventListener('change', (e) => ui.send({ type: 'setOptions', options: { accordion: e.target.checked } }));
-  $('edit').addEventListener('change', () => {
+  function editMode() {
     $('add-section').hidden = !ui.editing();
     document.body.classList.toggle('editing', ui.editing());
     schedule();
-  });
+  }
+  $('edit').addEventListener('change', editMode);
 
   // ---- table options ----
   // Only owners may change options (Protocol.md, "Access"); in open mode there are no roles and
@@ -422,10 +475,12 @@ function startSession(name) {
   find.addEventListener('input', () => {
     const q = find.value.trim().toLowerCase();
     clearTimeout(findTimer);
+    findTimer = 0;
     findId = null;
     // Asked once typing pauses; the answer is shown only if it is for the latest query.
     if (q && table.sections.some((s) => s.rowCount > 0 && !table.complete(s))) {
       findTimer = setTimeout(() => {
+        findTimer = 0;
         findId = `find-${++findCount}`;
         conn.sendNow({ type: 'find', q: find.value.trim(), limit: 30, id: findId });
       }, 150);
@@ -445,7 +500,13 @@ function startSession(name) {
     }
     active = hits.length ? 0 : -1;
     drawHits();
+    drawNone();
   });
+  // "No matches" once nothing here matches and the server, if asked, found nothing either.
+  function drawNone() {
+    const none = find.value.trim() && !hits.length && !findTimer && findId === null;
+    $('find-none').textContent = none ? 'No matches' : '';
+  }
   find.addEventListener('keydown', (e) => {
     if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
       e.preventDefault();
@@ -456,6 +517,10 @@ function startSession(name) {
       pick(hits[active]);
     } else if (e.key === 'Escape') {
       hits = [];
+      active = -1;
+      findId = null;
+      clearTimeout(findTimer);
+      findTimer = 0;
       drawHits();
     }
   });
@@ -477,13 +542,15 @@ function startSession(name) {
       return li;
     }));
     results.hidden = !hits.length;
+    $('find-none').textContent = '';
     $('find-box').setAttribute('aria-expanded', String(hits.length > 0));
-    if (active >= 0) find.setAttribute('aria-activedescendant', `hit${active}`);
+    if (active >= 0 && hits.length) find.setAttribute('aria-activedescendant', `hit${active}`);
     else find.removeAttribute('aria-activedescendant');
     results.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: 'nearest' });
   }
   function pick(h) {
     hits = [];
+    active = -1;
     drawHits();
     if (!h) return;
     if (ui.collapsedShown(h.s)) {
