@@ -3,6 +3,7 @@
 import { Connection, token } from './protocol.js';
 import { Table } from './model.js';
 import { TableView } from './table.js';
+import { Activity } from './activity.js';
 
 const $ = (id) => document.getElementById(id);
 const SESSION_RE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -195,6 +196,10 @@ function startSession(name) {
   let role = null;            // with tokens on: 'viewer', 'editor' or 'owner'; null in open mode
   let flashes = [];
   let catchUp = null;         // {to, n} while replaying what we missed
+  // The member's own view (open mode keeps it per browser and session; with tokens the server
+  // keeps it per token).
+  const viewKey = `foldtable.view.${name}`;
+  const activity = new Activity($('activity-list'), $('activity-empty'), $('activity-more'));
 
   const ui = {
     editing: () => $('edit').checked,
@@ -217,6 +222,7 @@ function startSession(name) {
     send(change) {
       try { return conn.send(change); } catch (e) { note(e.message); return null; }
     },
+    privateView: () => table.mode === 'private',
     // Viewers (tokens on) change nothing: no edit controls at all. Open mode has no roles.
     mayEdit: () => role !== 'viewer',
     moved: (text) => say(text),
@@ -320,6 +326,11 @@ function startSession(name) {
           count = msg.presenceCount ?? people.size;
           if (loaded) say('Reconnected. The table was reloaded from the server.');
           loaded = true;
+          table.mode = 'shared';
+          if (msg.view?.mode === 'private') showView(msg.view);
+          else if (role === null && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
+          activity.clear();
+          askHistory();
           break;
         case 'resume':
           // Events up to msg.seq are the ones we missed; they follow now.
@@ -327,12 +338,15 @@ function startSession(name) {
           if (conn.seq >= msg.seq) { say('Reconnected. Nothing was missed.'); catchUp = null; }
           me = msg.client;
           role = msg.role ?? null;
+          // A resumed connection is a new one to the server: the private view goes with it.
+          if (table.mode === 'private' && role === null && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
           people.clear();
           for (const p of msg.presence || []) people.set(p.client, p.name);
           count = msg.presenceCount ?? people.size;
           break;
         case 'event': {
           const { sections, text } = table.applyEvent(msg);
+          activity.add({ seq: msg.seq, time: msg.time ?? Date.now(), author: msg.by, text });
           const remote = msg.by && msg.by.client !== me;
           if (remote) for (const key of sections) flashes.push([key, msg.by.name]);
           if (catchUp && msg.seq <= catchUp.to) {
@@ -383,9 +397,24 @@ function startSession(name) {
           break;
         }
         case 'ack': settle(entry); break;
+        case 'view': showView(msg); break;
+        case 'viewChanged':
+          table.applyView('private', msg.collapsed);
+          saveView();
+          settle(entry);
+          break;
+        case 'history':
+          if (msg.id !== historyId) break;
+          historyId = null;
+          for (const ev of msg.events || []) {
+            activity.add({ seq: ev.seq, time: ev.time, author: ev.author, text: table.describe(ev) });
+          }
+          activity.more(!!msg.more);
+          break;
         case 'error':
           settle(entry);
-          note(`Not done: ${msg.message || msg.code}`);
+          if (msg.id && msg.id === historyId) { historyId = null; activity.unavailable(); break; }
+          note(`Not done: ${undoRefusals[msg.code] ?? msg.message ?? msg.code}`);
           break;
       }
       schedule();
@@ -394,6 +423,77 @@ function startSession(name) {
   // Joined: tell the session (everyone sees the rename); not joined: the next join carries it.
   onRename = () => { if (conn.ready) conn.sendNow({ type: 'rename', name: myName }); };
   conn.connect();
+
+  // ---- my view: private or shared ----
+  function savedView() {
+    try { const v = JSON.parse(localStorage.getItem(viewKey)); return v && typeof v === 'object' ? v : null; } catch { return null; }
+  }
+  function saveView() {
+    if (role !== null) return; // with tokens the server keeps it
+    if (table.mode !== 'private') { localStorage.removeItem(viewKey); return; }
+    const map = {};
+    for (const s of table.sections) map[s.key] = s.collapsed;
+    localStorage.setItem(viewKey, JSON.stringify(map));
+  }
+  function showView(msg) {
+    const mode = msg.mode === 'private' ? 'private' : 'shared';
+    const was = table.mode;
+    table.applyView(mode, msg.collapsed);
+    // Toggles still on their way were meant for the view we left.
+    want.clear();
+    saveView();
+    drawView();
+    if (was !== mode) say(mode === 'private' ? 'Now in your own view: what you open or close, only you see.' : 'Back to the shared view.');
+  }
+  function drawView() {
+    const mine = table.mode === 'private';
+    $('my-view').checked = mine;
+    document.body.classList.toggle('private', mine);
+    $('back-shared').hidden = !mine;
+    const state = $('view-state');
+    const strong = document.createElement('strong');
+    strong.textContent = mine ? 'My view' : 'Shared view';
+    state.replaceChildren(strong, mine
+      ? ' · only you see what you open or close; others’ changes to the table still arrive'
+      : ' · opening or closing a section does it for everyone');
+  }
+  function askView(mode) {
+    if (mode === table.mode) return;
+    const m = { type: 'view', mode };
+    if (mode === 'private' && role === null && savedView()) m.collapsed = savedView();
+    conn.sendNow(m);
+  }
+  $('my-view').addEventListener('change', (e) => {
+    e.target.checked = table.mode === 'private'; // shown once the server says so
+    askView(table.mode === 'private' ? 'shared' : 'private');
+  });
+  $('back-shared').addEventListener('click', () => askView('shared'));
+
+  // ---- undo and redo: Ctrl+Z, Ctrl+Shift+Z and Ctrl+Y, not while typing in a field ----
+  const undoRefusals = {
+    nothing_to_undo: 'nothing of yours to undo.',
+    nothing_to_redo: 'nothing to redo.',
+    undo_conflict: 'someone changed the same thing since, so it was left as it is.',
+  };
+  document.addEventListener('keydown', (e) => {
+    const t = e.target;
+    if (t.closest?.('input, textarea, select, [contenteditable]')) return;
+    if (e.altKey && e.shiftKey && e.code === 'KeyS' && table.mode === 'private') { e.preventDefault(); askView('shared'); return; }
+    if (!(e.ctrlKey || e.metaKey) || e.altKey || !ui.mayEdit()) return;
+    const key = e.key.toLowerCase();
+    if (key === 'z') { e.preventDefault(); ui.send({ type: e.shiftKey ? 'redo' : 'undo' }); }
+    else if (key === 'y' && !e.shiftKey) { e.preventDefault(); ui.send({ type: 'redo' }); }
+  });
+
+  // ---- activity: history on (re)join, then live from events ----
+  let historyId = null;
+  let historyCount = 0;
+  function askHistory(before) {
+    historyId = `hist-${++historyCount}`;
+    conn.sendNow(before ? { type: 'history', before, limit: 50, id: historyId } : { type: 'history', limit: 50, id: historyId });
+  }
+  $('activity').addEventListener('toggle', () => activity.refresh());
+  $('activity-more').addEventListener('click', () => { if (activity.oldest) askHistory(activity.oldest); });
 
   // ---- toolbar ----
   $('expand-all').addEventListener('click', () => ui.send({ type: 'setAll', collapsed: false }));

@@ -173,6 +173,7 @@ export class Connection {
         if (typeof msg.seq === 'number') this.seq = msg.seq;
         break;
       case 'ack':
+      case 'viewChanged': // a toggle in a private view: acknowledged, not broadcast
         this.outbox.delete(msg.id);
         break;
       case 'error':
@@ -185,7 +186,7 @@ export class Connection {
         break;
     }
     this.onMessage(msg, entry);
-    if (['welcome', 'resume', 'ack', 'error'].includes(msg.type)) this.status(this.ready ? 'open' : this.info.state);
+    if (['welcome', 'resume', 'ack', 'viewChanged', 'error'].includes(msg.type)) this.status(this.ready ? 'open' : this.info.state);
   }
 
   joined() {

@@ -131,7 +131,9 @@ export class TableView {
     v.count = el('span', 'count');
     v.spin = el('span', 'spin');
     v.spin.setAttribute('aria-hidden', 'true');
-    v.btn.append(v.ind, v.title, v.detail, v.count, el('span', 'spin-text', 'Loading rows…'), v.spin);
+    // In a private view: the shared state, when it differs from what this member sees.
+    v.mark = el('span', 'shared-mark');
+    v.btn.append(v.ind, v.title, v.detail, v.count, v.mark, el('span', 'spin-text', 'Loading rows…'), v.spin);
     h.append(v.btn);
     v.badges = el('span', 'badges');
     v.tools = el('div', 'tools');
@@ -167,6 +169,7 @@ export class TableView {
     if (!mayEdit) v.btn.removeAttribute('aria-keyshortcuts');
     setText(v.foot, s.footer);
     v.foot.hidden = !s.footer;
+    setText(v.mark, this.table.mode === 'private' && s.shared !== collapsed ? (s.shared ? 'collapsed for everyone' : 'open for everyone') : '');
 
     if (v.editing !== editing) {
       v.tools.replaceChildren();
