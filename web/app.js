@@ -220,6 +220,8 @@ function startSession(name) {
       return false;
     },
     send(change) {
+      // "Removed · Undo" undoes our latest change: once another one goes, that is no longer the removal.
+      if (change.type !== 'undo') $('toast').hidden = true;
       try { return conn.send(change); } catch (e) { note(e.message); return null; }
     },
     privateView: () => table.mode === 'private',
