@@ -195,7 +195,16 @@ public struct SessionReplica: Sendable {
         guard hasSnapshot, event.seq > seq else { return }  // before a snapshot, or seen already
         if event.seq != seq + 1 { needsSnapshot = true }  // events were missed
         seq = event.seq
-        switch event.change {
+        apply(event.change, of: event)
+        for effect in event.collapsed { setCollapsed(effect.key, effect.collapsed, at: event.seq) }
+    }
+
+    /// Applies one change of `event` (the event's own, or one inside an undo).
+    private mutating func apply(_ change: Change, of event: TableEvent) {
+        switch change {
+        case .undo(let undo):
+            // Its changes in order; the event's collapsed map, applied after, holds the states.
+            for inner in undo.changes { apply(inner, of: event) }
         case .toggle, .setCollapsed, .setAll, .reveal:
             break  // only collapse effects, below
         case .addSection(let new):
@@ -271,7 +280,6 @@ public struct SessionReplica: Sendable {
             incoming[key] = nil
             collapseSeq[key] = event.seq
         }
-        for effect in event.collapsed { setCollapsed(effect.key, effect.collapsed, at: event.seq) }
     }
 
     private mutating func setCollapsed(_ key: String, _ collapsed: Bool, at eventSeq: UInt64) {
@@ -381,6 +389,7 @@ public struct SessionReplica: Sendable {
         case .setOptions: what = "changed the table options"
         case .importRows(let ref, let imported):
             what = "imported \(imported.count) row\(imported.count == 1 ? "" : "s") into \(title(ref))"
+        case .undo(let undo): what = "\(undo.redo ? "redid" : "undid") change \(undo.of)"
         }
         return DisplayText.sanitize("\(event.author.name) \(what)")
     }

@@ -31,6 +31,9 @@ public enum Change: Equatable, Sendable {
     indirect case setOptions(OptionsPatch)
     /// Rows brought into one section at once (an import): they replace its rows or follow them.
     indirect case importRows(section: SectionRef, rows: RowImport)
+    /// An author's undo or redo as the server resolved it (``UndoChange``). Never sent by
+    /// members, who send `undo`/`redo` messages; not in ``typeNames``.
+    indirect case undo(UndoChange)
 
     /// The wire name of the change (`type` field).
     public var typeName: String {
@@ -49,6 +52,7 @@ public enum Change: Equatable, Sendable {
         case .moveRow: return "moveRow"
         case .setOptions: return "setOptions"
         case .importRows: return "importRows"
+        case .undo(let undo): return undo.redo ? "redo" : "undo"
         }
     }
 
@@ -150,7 +154,7 @@ extension Table {
         }
         func rowSection(_ row: String) -> [String] { sectionKey(ofRow: row).map { [$0] } ?? [] }
         switch change {
-        case .setAll, .setOptions: return .table
+        case .setAll, .setOptions, .undo: return .table
         case .toggle(let ref), .setCollapsed(let ref, _):
             return options.accordion ? .table : .sections(key(ref))
         case .reveal(let row):

@@ -79,13 +79,15 @@ extension Change {
                 rows.append(try newRow(try FieldReader(element, path: "rows.\(index).")))
             }
             return .importRows(section: section, rows: RowImport(rows: rows, replace: replace))
+        case "undo", "redo":
+            return .undo(try UndoChange.decode(reader, redo: type == "redo"))
         default:
             throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")
         }
     }
 
     /// A row's `key`, `label`, `value` and `detail` (no index).
-    private static func newRow(_ fields: FieldReader) throws(ProtocolError) -> NewRow {
+    static func newRow(_ fields: FieldReader) throws(ProtocolError) -> NewRow {
         NewRow(
             key: try fields.optionalString("key"), label: try fields.string("label"), value: try fields.optionalString("value") ?? "",
             detail: try fields.optionalString("detail"))
@@ -104,8 +106,12 @@ extension Change {
     /// members is also what the log stores. Not for an import that carries rows: members get
     /// them in `rows` chunks, the log keeps them.
     public var membersGetWholeForm: Bool {
-        if case .importRows(_, let imported) = self { return !imported.carriesRows }
-        return true
+        switch self {
+        case .importRows(_, let imported): return !imported.carriesRows
+        // Members get neither its expectations nor the rows of an import inside it.
+        case .undo: return false
+        default: return true
+        }
     }
 
     /// Writes the change as a JSON object (`{"type":...,...}`), fields in a fixed order.
@@ -232,12 +238,14 @@ extension Change {
                 }
                 out.byte(UInt8(ascii: "]"))
             }
+        case .undo(let undo):
+            undo.encodeFields(into: &out, form: form)
         }
         out.byte(UInt8(ascii: "}"))
     }
 
     /// `{"key":..,"label":..,"value":..,"detail":..}`, key and detail only when given (no index).
-    private static func write(_ row: NewRow, into out: inout JSONWriter) {
+    static func write(_ row: NewRow, into out: inout JSONWriter) {
         out.byte(UInt8(ascii: "{"))
         var first = true
         if let key = row.key { member("key", key, first: &first, into: &out) }
@@ -264,6 +272,7 @@ extension Change {
         case .moveRow: return #"{"type":"moveRow""#
         case .setOptions: return #"{"type":"setOptions""#
         case .importRows: return #"{"type":"importRows""#
+        case .undo(let undo): return undo.redo ? #"{"type":"redo""# : #"{"type":"undo""#
         }
     }
 
@@ -278,7 +287,7 @@ extension Change {
         }
     }
 
-    private static func member(_ name: StaticString, _ value: String?, first: inout Bool, into out: inout JSONWriter) {
+    static func member(_ name: StaticString, _ value: String?, first: inout Bool, into out: inout JSONWriter) {
         if !first { out.byte(UInt8(ascii: ",")) }
         first = false
         out.key(name)

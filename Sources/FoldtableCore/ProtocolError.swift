@@ -42,6 +42,14 @@ public struct ProtocolError: Error, Equatable, Sendable {
         /// session was reloaded from shared storage before its answer): read the table before
         /// retrying. Never sent for a change with an id the server still remembers.
         case outcomeUnknown = "outcome_unknown"
+        /// `undo`: the sender has no change of its own left to take back (none since the session
+        /// was loaded here, or all undone already).
+        case nothingToUndo = "nothing_to_undo"
+        /// `redo`: nothing the sender undid is left to make again (or it changed something since).
+        case nothingToRedo = "nothing_to_redo"
+        /// `undo`/`redo`: what the change touched was changed since by someone else (or is gone),
+        /// so taking it back would undo their work or surprise them; nothing was changed.
+        case undoConflict = "undo_conflict"
     }
 
     public var code: Code

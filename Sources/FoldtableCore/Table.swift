@@ -652,6 +652,9 @@ public struct Table: Sendable {
             for row in rows { rowSections[row.key] = sectionKey }
             return (.importRows(section: .key(sectionKey), rows: imported), [])
 
+        case .undo(let undo):
+            return try performUndo(undo, seq: next)
+
         case .setOptions(let patch):
             guard !patch.isEmpty else {
                 throw ProtocolError(.invalidValue, "options must change at least one option", field: "options")
@@ -671,6 +674,80 @@ public struct Table: Sendable {
                 effects = collapseOthers(than: first)
             }
             return (.setOptions(patch), effects)
+        }
+    }
+
+    /// Applies an undo or redo: its expectations checked, then its changes and restored states
+    /// on a copy, which replaces the table only when every part applied. Any part refused
+    /// refuses the whole as `undo_conflict`, naming why.
+    private mutating func performUndo(_ undo: UndoChange, seq next: UInt64) throws(ProtocolError) -> (Change, CollapseEffects) {
+        let word = undo.redo ? "redo" : "undo"
+        if let unmet = undo.expect.first(where: { !holds($0) }) {
+            throw ProtocolError(.undoConflict, "cannot \(word) change \(undo.of): \(Self.describe(unmet)) changed since", field: "type")
+        }
+        var copy = self
+        var resolved: [Change] = []
+        resolved.reserveCapacity(undo.changes.count)
+        var touched = Set<String>()
+        for change in undo.changes {
+            if case .undo = change { throw ProtocolError(.invalidValue, "an undo cannot hold another", field: "changes") }
+            var origin: RowOrigin?
+            do throws(ProtocolError) {
+                let (done, effects) = try copy.perform(change, seq: next, origin: &origin)
+                resolved.append(done)
+                for effect in effects { touched.insert(effect.key) }
+                if case .addSection(let new) = done, let key = new.key { touched.insert(key) }
+            } catch {
+                throw ProtocolError(.undoConflict, "cannot \(word) change \(undo.of): \(error.message)", field: "type")
+            }
+        }
+        for effect in undo.restore {
+            guard let position = copy.sectionPositions[effect.key] else {
+                throw ProtocolError(.undoConflict, "cannot \(word) change \(undo.of): section \"\(effect.key.prefix(64))\" is gone", field: "type")
+            }
+            copy.sections[position].collapsed = effect.collapsed
+            touched.insert(effect.key)
+        }
+        self = copy
+        // Every section whose state a part set, with its final state, in table order: clients
+        // apply the changes, then this map, and hold what the table holds.
+        var effects = CollapseEffects()
+        for section in sections where touched.contains(section.key) {
+            effects.append(CollapseEffect(key: section.key, collapsed: section.collapsed))
+        }
+        return (.undo(UndoChange(of: undo.of, redo: undo.redo, changes: resolved, restore: undo.restore, expect: undo.expect)), effects)
+    }
+
+    /// Whether the table holds what `expectation` says.
+    func holds(_ expectation: UndoExpectation) -> Bool {
+        switch expectation {
+        case .section(let key, let title, let detail, let footer):
+            guard let position = sectionPositions[key] else { return false }
+            let section = sections[position]
+            return section.title == title && section.detail == detail && section.footer == footer
+        case .noSection(let key):
+            return sectionPositions[key] == nil
+        case .collapsed(let key, let collapsed):
+            return sectionPositions[key].map { sections[$0].collapsed == collapsed } ?? false
+        case .row(let row, let section):
+            guard rowSections[row.key] == section, let position = sectionPositions[section] else { return false }
+            return sections[position].rows.first(where: { $0.key == row.key }) == row
+        case .rows(let section, let count, let digest):
+            guard let position = sectionPositions[section] else { return false }
+            return sections[position].rows.count == count && Self.rowsDigest(sections[position].rows) == digest
+        case .options(let expected):
+            return options == expected
+        }
+    }
+
+    /// Words for what an unmet expectation was about, for the refusal.
+    private static func describe(_ expectation: UndoExpectation) -> String {
+        switch expectation {
+        case .section(let key, _, _, _), .noSection(let key): return "section \"\(key.prefix(64))\""
+        case .collapsed(let key, _): return "whether section \"\(key.prefix(64))\" is collapsed"
+        case .row(let row, _): return "row \"\(row.key.prefix(64))\""
+        case .rows(let section, _, _): return "the rows of section \"\(section.prefix(64))\""
+        case .options: return "the table's options"
         }
     }
 
