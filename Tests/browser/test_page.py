@@ -260,3 +260,31 @@ def test_on_a_server_with_tokens_the_lobby_asks_once_and_a_refusal_stays_final_u
         assert b.execute_script("return window.closes") == []
     finally:
         s.stop()
+
+
+def test_the_busy_indicator_spans_the_header_and_stands_still_under_reduced_motion(browsers):
+    import signal
+    for calm in (False, True):
+        s = Server().start()  # a fresh demo each time: its large section collapsed
+        try:
+            b = browsers()
+            if calm:
+                b.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-reduced-motion", "value": "reduce"}]})
+            open_as(b, s, "ana", "/s/demo")
+            # Frozen, the server cannot send the rows: the page's own indicator shows after 0.5 s.
+            os.kill(s.proc.pid, signal.SIGSTOP)
+            try:
+                head(b, "big").click()
+                wait(b, lambda b: b.find_element(By.CSS_SELECTOR, 'section[data-sec="big"]').get_attribute("aria-busy") == "true")
+                spin = head(b, "big").find_element(By.CSS_SELECTOR, ".spin")
+                header = b.find_element(By.CSS_SELECTOR, 'section[data-sec="big"] .head')
+                assert spin.is_displayed() and spin.size["width"] >= header.size["width"] - 1
+                assert head(b, "big").find_element(By.CSS_SELECTOR, ".spin-text").text == "Loading rows…"
+                moving = b.execute_script("return getComputedStyle(arguments[0], '::before').animationName", spin)
+                assert moving == ("none" if calm else "sweep")
+            finally:
+                os.kill(s.proc.pid, signal.SIGCONT)
+            wait(b, lambda b: b.find_element(By.CSS_SELECTOR, 'section[data-sec="big"]').get_attribute("aria-busy") == "false", timeout=30)
+            assert not head(b, "big").find_element(By.CSS_SELECTOR, ".spin").is_displayed()
+        finally:
+            s.stop()
