@@ -455,9 +455,12 @@ function startSession(name) {
     const state = $('view-state');
     const strong = document.createElement('strong');
     strong.textContent = mine ? 'My view' : 'Shared view';
-    state.replaceChildren(strong, mine
+    const more = document.createElement('span');
+    more.className = 'why';
+    more.textContent = mine
       ? ' · only you see what you open or close; others’ changes to the table still arrive'
-      : ' · opening or closing a section does it for everyone');
+      : ' · opening or closing a section does it for everyone';
+    state.replaceChildren(strong, more);
   }
   function askView(mode) {
     if (mode === table.mode) return;
