@@ -56,6 +56,15 @@ public enum Change: Equatable, Sendable {
         }
     }
 
+    /// Whether the change only sets collapsed states (a toggle, `set`, `setAll`, `reveal`): what
+    /// a member in a private view changes for itself alone.
+    public var isCollapseOnly: Bool {
+        switch self {
+        case .toggle, .setCollapsed, .setAll, .reveal: return true
+        default: return false
+        }
+    }
+
     /// Every change type name the protocol knows.
     public static let typeNames: Set<String> = [
         "toggle", "set", "setAll", "reveal", "addSection", "removeSection", "updateSection", "moveSection",

@@ -14,6 +14,13 @@ public enum ClientMessage: Equatable, Sendable {
     case deleteSession
     /// Find rows of the joined session's table by text, loaded by this client or not.
     case find(query: String, limit: Int, id: String?)
+    /// Take back the sender's own latest change not yet undone (`redo`: make again the latest
+    /// one it undid), as a new change in the session's order, with the client's change id.
+    case undo(redo: Bool, id: String?)
+    /// Switch to a view of one's own (`private`: collapse changes then change only what this
+    /// member sees) or back to the shared one. `collapsed`: a private view the client saved,
+    /// to start from instead of the shared state.
+    case view(private: Bool, collapsed: [CollapseEffect]?)
 
     /// Limits applied while decoding a client message.
     public struct Limits: Sendable {
@@ -111,6 +118,22 @@ public enum ClientMessage: Equatable, Sendable {
                 throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
             }
             return .find(query: query, limit: Int(limit), id: id)
+        case "undo", "redo":
+            return .undo(redo: type == "redo", id: try changeId(reader, limits: limits))
+        case "view":
+            let mode = try reader.string("mode")
+            guard mode == "private" || mode == "shared" else {
+                throw ProtocolError(.invalidValue, "mode must be \"private\" or \"shared\"", field: "mode")
+            }
+            guard mode == "private", reader.has("collapsed") else { return .view(private: mode == "private", collapsed: nil) }
+            var collapsed: [CollapseEffect] = []
+            for (key, flag) in try reader.object("collapsed").members {
+                guard case .bool(let value) = flag else {
+                    throw ProtocolError(.wrongType, "collapsed.\(key.prefix(64)) must be true or false", field: "collapsed")
+                }
+                collapsed.append(CollapseEffect(key: key, collapsed: value))
+            }
+            return .view(private: true, collapsed: collapsed)
         default:
             guard Change.typeNames.contains(type) else {
                 throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")
@@ -127,6 +150,18 @@ public enum ClientMessage: Equatable, Sendable {
             }
             return .change(try Change.decode(reader, type: type), id: id)
         }
+    }
+
+    /// A change id: 1 to `maxNameBytes` bytes, never holding `/` (see the change case above).
+    private static func changeId(_ reader: FieldReader, limits: Limits) throws(ProtocolError) -> String? {
+        let id = try reader.optionalString("id")
+        if let id, id.isEmpty || id.utf8.count > limits.maxNameBytes {
+            throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
+        }
+        if let id, id.utf8.contains(UInt8(ascii: "/")) {
+            throw ProtocolError(.invalidValue, "id may only hold letters, digits and _ - . :", field: "id")
+        }
+        return id
     }
 }
 
@@ -194,6 +229,27 @@ extension ClientMessage {
             }
         case .deleteSession:
             out.raw("{\"type\":\"deleteSession\"}")
+        case .undo(let redo, let id):
+            out.raw(redo ? "{\"type\":\"redo\"" : "{\"type\":\"undo\"")
+            if let id {
+                out.nextKey("id")
+                out.string(id)
+            }
+            out.byte(UInt8(ascii: "}"))
+        case .view(let isPrivate, let collapsed):
+            out.raw(isPrivate ? "{\"type\":\"view\",\"mode\":\"private\"" : "{\"type\":\"view\",\"mode\":\"shared\"")
+            if let collapsed {
+                out.nextKey("collapsed")
+                out.byte(UInt8(ascii: "{"))
+                for (index, effect) in collapsed.enumerated() {
+                    if index > 0 { out.byte(UInt8(ascii: ",")) }
+                    out.string(effect.key)
+                    out.byte(UInt8(ascii: ":"))
+                    out.bool(effect.collapsed)
+                }
+                out.byte(UInt8(ascii: "}"))
+            }
+            out.byte(UInt8(ascii: "}"))
         case .find(let query, let limit, let id):
             out.raw("{\"type\":\"find\",\"q\":")
             out.string(query)

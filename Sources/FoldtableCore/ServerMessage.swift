@@ -198,6 +198,46 @@ public enum ServerMessage {
         return out.bytes
     }
 
+    /// `{"type":"view","mode":"private","collapsed":{..}}` (the member's whole private view) or
+    /// `{"type":"view","mode":"shared"}`: which view a member is in, after it asked or joined.
+    public static func view(private collapsed: [CollapseEffect]?) -> [UInt8] {
+        var out = JSONWriter(capacity: 64)
+        guard let collapsed else {
+            out.raw("{\"type\":\"view\",\"mode\":\"shared\"}")
+            return out.bytes
+        }
+        out.raw("{\"type\":\"view\",\"mode\":\"private\",\"collapsed\":")
+        collapsedMap(collapsed, into: &out)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    /// `{"type":"viewChanged","id":..,"collapsed":{..}}`: a member's collapse change applied to
+    /// its private view only (the sections whose state it altered there).
+    public static func viewChanged(id: String?, collapsed: [CollapseEffect]) -> [UInt8] {
+        var out = JSONWriter(capacity: 64)
+        out.raw("{\"type\":\"viewChanged\"")
+        if let id {
+            out.nextKey("id")
+            out.string(id)
+        }
+        out.nextKey("collapsed")
+        collapsedMap(collapsed, into: &out)
+        out.byte(UInt8(ascii: "}"))
+        return out.bytes
+    }
+
+    private static func collapsedMap(_ effects: [CollapseEffect], into out: inout JSONWriter) {
+        out.byte(UInt8(ascii: "{"))
+        for (index, effect) in effects.enumerated() {
+            if index > 0 { out.byte(UInt8(ascii: ",")) }
+            out.string(effect.key)
+            out.byte(UInt8(ascii: ":"))
+            out.bool(effect.collapsed)
+        }
+        out.byte(UInt8(ascii: "}"))
+    }
+
     /// `{"type":"found",...}`: the answer to `find`, matches in table order.
     public static func found(id: String?, query: String, matches: [RowSearch.Match], truncated: Bool) -> [UInt8] {
         var out = JSONWriter(capacity: 96 + matches.count * 80)

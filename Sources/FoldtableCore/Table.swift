@@ -682,6 +682,7 @@ public struct Table: Sendable {
     /// refuses the whole as `undo_conflict`, naming why.
     private mutating func performUndo(_ undo: UndoChange, seq next: UInt64) throws(ProtocolError) -> (Change, CollapseEffects) {
         let word = undo.redo ? "redo" : "undo"
+        guard !undo.isRequest else { throw ProtocolError(.invalidValue, "an \(word) must be resolved before it is applied", field: "of") }
         if let unmet = undo.expect.first(where: { !holds($0) }) {
             throw ProtocolError(.undoConflict, "cannot \(word) change \(undo.of): \(Self.describe(unmet)) changed since", field: "type")
         }

@@ -31,15 +31,44 @@ public struct TableEvent: Equatable, Sendable {
         // this runs for every change a session applies.
         var keys: [String] = []
         for effect in collapsed where !effect.collapsed { keys.append(effect.key) }
-        if case .importRows(.key(let key), _) = change { keys.append(key) }
+        switch change {
+        case .importRows(.key(let key), _): keys.append(key)
+        case .undo: keys += reloadedSections
+        default: break
+        }
         return keys
     }
 
     /// The sections whose rows this event brought in wholesale (an import): members holding their
     /// old rows no longer do, and those that show them must be sent the new ones.
     public var reloadedSections: [String] {
-        if case .importRows(.key(let key), _) = change { return [key] }
-        return []
+        switch change {
+        case .importRows(.key(let key), _): return [key]
+        case .undo(let undo):
+            return undo.changes.compactMap { if case .importRows(.key(let key), _) = $0 { return key } else { return nil } }
+        default: return []
+        }
+    }
+
+    /// The sections this event added (members hold them whole: they have no rows yet), also
+    /// inside an undo, in order.
+    public var addedSections: [String] {
+        switch change {
+        case .addSection(let new): return new.key.map { [$0] } ?? []
+        case .undo(let undo):
+            return undo.changes.compactMap { if case .addSection(let new) = $0 { return new.key } else { return nil } }
+        default: return []
+        }
+    }
+
+    /// The sections this event removed, also inside an undo.
+    public var removedSections: [String] {
+        switch change {
+        case .removeSection(.key(let key)): return [key]
+        case .undo(let undo):
+            return undo.changes.compactMap { if case .removeSection(.key(let key)) = $0 { return key } else { return nil } }
+        default: return []
+        }
     }
 }
 

@@ -22,6 +22,13 @@ public struct UndoChange: Equatable, Sendable {
     /// log and to shared streams, left out of what members receive.
     public var expect: [UndoExpectation]
 
+    /// A member's request, before the server resolved it from the author's ``UndoRecord``:
+    /// what an order queues in place of the change until its turn comes. Never applied as such.
+    public static func request(redo: Bool) -> UndoChange { UndoChange(of: 0, redo: redo, changes: []) }
+
+    /// Whether this is a request still to be resolved (``request(redo:)``).
+    public var isRequest: Bool { of == 0 }
+
     public init(of: UInt64, redo: Bool, changes: [Change], restore: CollapseEffects = [], expect: [UndoExpectation] = []) {
         self.of = of
         self.redo = redo

@@ -149,7 +149,12 @@ extension Hub {
             if case .setOptions = change, client.role < .owner {
                 return refuse(connection, ProtocolError(.forbidden, "only an owner changes the table's options"), id: id)
             }
-            guard client.role >= .editor else { return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id) }
+            // A viewer may collapse and expand in a view of its own (the session refuses it in
+            // the shared view), never change the table.
+            let viewOnly = client.role < .editor
+            guard !viewOnly || change.isCollapseOnly else {
+                return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id)
+            }
             // One reading of the clock for the rate limit and the core's `now`.
             let now = transport.nowMilliseconds()
             guard client.changes.take(now: now) else { return refuse(connection, rateLimited, id: id) }
@@ -163,8 +168,29 @@ extension Hub {
                 }
             }
             receiving = client
-            session.handle(.change(change, id: key, from: connection), now: now)
+            session.handle(viewOnly ? .privateChange(change, id: key, from: connection) : .change(change, id: key, from: connection), now: now)
             receiving = nil
+        case .success(.undo(let redo, let id)):
+            guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            guard client.role >= .editor else { return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id) }
+            let now = transport.nowMilliseconds()
+            guard client.changes.take(now: now) else { return refuse(connection, rateLimited, id: id) }
+            var key: String?
+            if let id {
+                do {
+                    key = try ChangeIdScope.key(id, scope: client.idScope)
+                } catch {
+                    return refuse(connection, error, id: id)
+                }
+            }
+            receiving = client
+            session.handle(.undo(redo: redo, id: key, from: connection), now: now)
+            receiving = nil
+        case .success(.view(let isPrivate, let collapsed)):
+            guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
+            let now = transport.nowMilliseconds()
+            guard client.changes.take(now: now) else { return refuse(connection, rateLimited, id: id) }
+            session.handle(.view(private: isPrivate, collapsed: collapsed, from: connection), now: now)
         case .success(.find(let query, let limit, let id)):
             // A read any member may make; it scans the whole table, so it counts against the
             // same rate limit as a change.
@@ -227,7 +253,7 @@ extension Hub {
 
     private func enter(_ client: ClientState, _ session: TableSession, _ request: JoinRequest) {
         client.session = session
-        session.handle(.join(client.connection, request, role: verifier == nil ? nil : client.role.rawValue))
+        session.handle(.join(client.connection, request, role: verifier == nil ? nil : client.role.rawValue, scope: client.idScope))
         log(.info, "join", ["client": client.clientId, "session": request.session, "resume": request.since == nil ? "no" : "yes"])
     }
 

@@ -167,6 +167,44 @@ public struct LocalOrder: SessionOrder {
     /// `originPresent`: the caller knows the change's origin can be answered (no member lookup).
     private mutating func apply(_ change: ChangeRequest, originPresent: Bool = false, _ room: inout SessionRoom, into effects: inout [SessionEffect])
     {
+        if case .undo(let ask) = change.change, ask.isRequest { return applyUndo(change, redo: ask.redo, &room, into: &effects) }
+        // A member's change is recorded for its undo: what it overwrites is read first (cheap:
+        // nothing for a toggle, shared values otherwise).
+        let prelude = change.scope != nil && room.undo.depth > 0 ? head.undoPrelude(for: change.change) : .notRecorded
+        apply(change, prelude: prelude, undoing: nil, originPresent: originPresent, &room, into: &effects)
+    }
+
+    /// An author's undo (or redo), resolved at its turn against the head, from the author's
+    /// records: then applied like any change (a retry of its id is acknowledged, not resolved again).
+    private mutating func applyUndo(_ request: ChangeRequest, redo: Bool, _ room: inout SessionRoom, into effects: inout [SessionEffect]) {
+        if let id = request.id, let earlier = head.remembered(id) {
+            return answerDuplicate(request, seq: earlier.seq, origin: room.present(request.origin), &room, into: &effects)
+        }
+        guard let scope = request.scope, let record = room.undo.next(redo: redo, of: scope) else {
+            return room.refuse(request.origin, UndoHistory.nothingLeft(redo: redo), id: request.id, into: &effects)
+        }
+        var resolved = request
+        resolved.change = .undo(record.change(redo: redo, on: head))
+        apply(resolved, prelude: .notRecorded, undoing: record, &room, into: &effects)
+    }
+
+    private mutating func answerDuplicate(
+        _ change: ChangeRequest, seq: UInt64, origin: ChangeOrigin?, _ room: inout SessionRoom, into effects: inout [SessionEffect]
+    ) {
+        guard let id = change.id, let origin else { return }
+        if seq <= room.committed.seq {
+            room.acknowledge(origin, id: id, seq: seq, into: &effects)
+        } else {
+            waitingAcks[seq, default: []].append((origin, id))
+        }
+    }
+
+    /// `prelude`: what the change overwrites, for its undo record (``UndoPrelude/notRecorded``:
+    /// none). `undoing`: the record an undo or redo applies, moved once it is applied.
+    private mutating func apply(
+        _ change: ChangeRequest, prelude: UndoPrelude, undoing: UndoRecord?, originPresent: Bool = false, _ room: inout SessionRoom,
+        into effects: inout [SessionEffect]
+    ) {
         let origin = originPresent ? change.origin : room.present(change.origin)
         let outcome: ApplyOutcome
         // The digest the head's id window keeps for the change id: the committed replica takes it.
@@ -180,14 +218,18 @@ public struct LocalOrder: SessionOrder {
         // Consumed: the event is moved out of the outcome and into the log's entry, not copied.
         switch consume outcome {
         case .duplicate(let seq):
-            guard let id = change.id, let origin else { return }
-            if seq <= room.committed.seq {
-                room.acknowledge(origin, id: id, seq: seq, into: &effects)
-            } else {
-                waitingAcks[seq, default: []].append((origin, id))
-            }
+            answerDuplicate(change, seq: seq, origin: origin, &room, into: &effects)
         case .applied(let event):
             if case .member(let connection)? = origin { effects.append(.accepted(connection)) }
+            // Recorded when applied to the head, not when committed: an undo sent right after a
+            // change must find it. A failed append forgets every record (``rollBack``).
+            if let scope = change.scope {
+                if let undoing, case .undo(let undo) = event.change {
+                    room.undo.applied(redo: undo.redo, of: undoing.seq, by: scope)
+                } else if let record = head.undoRecord(for: event, prelude: prelude) {
+                    room.undo.recorded(record, by: scope)
+                }
+            }
             let needingRows = event.sectionsNeedingRows
             // The head holds the section as it will be committed at this seq, so whether it fits
             // one chunk is known now; only sections that will stream make later changes wait.
@@ -307,6 +349,8 @@ public struct LocalOrder: SessionOrder {
         persisting.removeAll()
         persistingNext = 0
         expandingInFlight.removeAll()
+        // Records of lost changes (and moves of lost undos) cannot be told from the others.
+        room.undo.removeAll()
         // The committed table with its ids: those of the lost changes are forgotten with them.
         head = savedTable(room)
         head.changeIdsCommitted(through: room.committed.seq)

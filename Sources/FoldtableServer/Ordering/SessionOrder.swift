@@ -28,7 +28,7 @@ public protocol SessionOrder {
     mutating func drain(_ room: inout SessionRoom, into effects: inout [SessionEffect])
     /// Whether the order holds this join back (it resumes from a point this node has not
     /// reached yet); it lets it in later through the room.
-    mutating func holdsJoin(_ connection: Connection, _ request: JoinRequest, role: String?, _ room: SessionRoom) -> Bool
+    mutating func holdsJoin(_ connection: Connection, _ request: JoinRequest, role: String?, scope: String?, _ room: SessionRoom) -> Bool
     /// Whether a change of `connection` is held with its waiting join.
     mutating func holdsChange(_ change: Change, id: String?, from connection: Connection) -> Bool
     /// `connection` closed: anything held for it is dropped.
@@ -51,7 +51,9 @@ public protocol SessionOrder {
 }
 
 extension SessionOrder {
-    public mutating func holdsJoin(_ connection: Connection, _ request: JoinRequest, role: String?, _ room: SessionRoom) -> Bool { false }
+    public mutating func holdsJoin(_ connection: Connection, _ request: JoinRequest, role: String?, scope: String?, _ room: SessionRoom) -> Bool {
+        false
+    }
     public mutating func holdsChange(_ change: Change, id: String?, from connection: Connection) -> Bool { false }
     public mutating func forget(_ connection: Connection) {}
     public var awaitsHandOver: Bool { false }
@@ -72,4 +74,8 @@ public struct ChangeRequest {
     public var id: String?
     public var author: Author
     public var origin: ChangeOrigin
+    /// Whose change it is for undo (a ``ChangeIdScope``): the order records it under this
+    /// author, and resolves an undo request from this author's records. `nil`: not recorded
+    /// (the HTTP API, where nobody is identified).
+    public var scope: String? = nil
 }

@@ -29,6 +29,10 @@ public struct StreamOrder: SessionOrder {
         var after: UInt64
         /// Where the append put it, once its reply came.
         var position: String?
+        /// Whose change it is for undo (``ChangeRequest/scope``).
+        var scope: String?
+        /// For an undo or redo: the record it applies.
+        var undoing: UndoRecord?
     }
 
     /// What became of a request of this node's that no read will deliver.
@@ -59,6 +63,7 @@ public struct StreamOrder: SessionOrder {
         let connection: Connection
         let request: JoinRequest
         let role: String?
+        let scope: String?
         var reads: Int
         var changes: [(change: Change, id: String?)] = []
     }
@@ -110,11 +115,11 @@ public struct StreamOrder: SessionOrder {
     /// saw it on another node whose reader was ahead. The join waits until this node applied
     /// it, or two reads to the stream's end (the second begun after the join) did not bring it
     /// (a `since` nobody reached): then it goes on, as a fresh welcome.
-    public mutating func holdsJoin(_ connection: Connection, _ request: JoinRequest, role: String?, _ room: SessionRoom) -> Bool {
+    public mutating func holdsJoin(_ connection: Connection, _ request: JoinRequest, role: String?, scope: String?, _ room: SessionRoom) -> Bool {
         guard let since = request.since, request.epoch == room.epoch, since > room.committed.seq,
             !room.isMember(connection), !joinsWaiting.contains(where: { $0.connection == connection })
         else { return false }
-        joinsWaiting.append(WaitingJoin(connection: connection, request: request, role: role, reads: 2))
+        joinsWaiting.append(WaitingJoin(connection: connection, request: request, role: role, scope: scope, reads: 2))
         return true
     }
 
@@ -139,10 +144,13 @@ public struct StreamOrder: SessionOrder {
         }
         joinsWaiting = still
         for waiting in admitted {
-            room.join(waiting.connection, waiting.request, role: waiting.role, now: room.now, into: &effects)
+            room.join(waiting.connection, waiting.request, role: waiting.role, scope: waiting.scope, now: room.now, into: &effects)
             for sent in waiting.changes {
                 guard let author = room.author(of: waiting.connection) else { break }
-                submit(ChangeRequest(change: sent.change, id: sent.id, author: author, origin: .member(waiting.connection)), &room, into: &effects)
+                submit(
+                    ChangeRequest(
+                        change: sent.change, id: sent.id, author: author, origin: .member(waiting.connection), scope: waiting.scope),
+                    &room, into: &effects)
             }
         }
     }
@@ -152,6 +160,22 @@ public struct StreamOrder: SessionOrder {
     /// A change becomes a request for the stream; only the order decides what it meets, so
     /// nothing is checked against the table here.
     public mutating func submit(_ change: ChangeRequest, _ room: inout SessionRoom, into effects: inout [SessionEffect]) {
+        var change = change
+        var undoing: UndoRecord?
+        if case .undo(let ask) = change.change, ask.isRequest {
+            // Resolved here, against what this node applied: the request goes to the stream
+            // whole, with what it expects, so every node applies it or refuses it alike.
+            if let id = change.id, let earlier = room.committed.remembered(id) {
+                room.acknowledge(change.origin, id: id, seq: earlier.seq, into: &effects)
+                return
+            }
+            guard let scope = change.scope, let record = room.undo.next(redo: ask.redo, of: scope) else {
+                room.refuse(change.origin, UndoHistory.nothingLeft(redo: ask.redo), id: change.id, into: &effects)
+                return
+            }
+            change.change = .undo(record.change(redo: ask.redo, on: room.committed))
+            undoing = record
+        }
         guard writable else {
             // Applying it here alone would fork the order: refused, as with a failed append.
             room.refuse(change.origin, Self.readOnly, id: change.id, into: &effects)
@@ -164,7 +188,8 @@ public struct StreamOrder: SessionOrder {
         }
         requestsMade += 1
         awaiting[requestsMade] = Awaiting(
-            origin: change.origin, id: change.id, digest: change.id == nil ? 0 : Table.digest(change.change), after: room.committed.seq)
+            origin: change.origin, id: change.id, digest: change.id == nil ? 0 : Table.digest(change.change), after: room.committed.seq,
+            scope: change.scope, undoing: undoing)
         let origin = RequestOrigin(node: origin, number: requestsMade)
         effects.append(.append(SequencedRequest(change: change.change, id: change.id, author: change.author, origin: origin)))
     }
@@ -309,6 +334,9 @@ public struct StreamOrder: SessionOrder {
             uncertain[request.origin.number] = nil
         }
         appliedPosition = request.position
+        // This node's own member's change: recorded for its undo (what it overwrites is read first).
+        let recording = waiting?.scope != nil && waiting?.undoing == nil && room.undo.depth > 0
+        let prelude = recording ? room.committed.undoPrelude(for: request.change) : .notRecorded
         let outcome: ApplyOutcome
         do {
             outcome = try room.committed.apply(request.change, by: request.author, changeId: request.id)
@@ -320,6 +348,13 @@ public struct StreamOrder: SessionOrder {
         case .duplicate(let seq):
             if let waiting { room.acknowledge(waiting.origin, id: request.id, seq: seq, into: &effects) }
         case .applied(let event):
+            if let waiting, let scope = waiting.scope {
+                if let record = waiting.undoing, case .undo(let undo) = event.change {
+                    room.undo.applied(redo: undo.redo, of: record.seq, by: scope)
+                } else if let record = room.committed.undoRecord(for: event, prelude: prelude) {
+                    room.undo.recorded(record, by: scope)
+                }
+            }
             if case .member(let connection)? = waiting.flatMap({ room.present($0.origin) }) { effects.append(.accepted(connection)) }
             room.announce(event, OutboundMessage(ServerMessage.event(event)), author: waiting?.origin, streamed: nil, into: &effects)
         }

@@ -55,6 +55,10 @@ public struct SessionCore {
         /// Members a session lists by name; past it, welcomes list this many and diffs carry the
         /// count and a sample, so presence costs no more per member in a room of 10,000.
         public var presenceListMax = 200
+        /// Changes each author can take back (0: no undo), and authors a session remembers
+        /// changes of (the one idle longest is forgotten first): see ``UndoHistory``.
+        public var undoDepth = 50
+        public var undoAuthors = 256
 
         public init() {}
     }
@@ -127,11 +131,36 @@ public struct SessionCore {
         case .change(let change, let id, let connection):
             if order.holdsChange(change, id: id, from: connection) { break }
             guard let author = room.author(of: connection) else { break }
-            order.submit(ChangeRequest(change: change, id: id, author: author, origin: .member(connection)), &room, into: &effects)
+            // In a private view, collapsing and expanding change what this member sees only.
+            if change.isCollapseOnly && room.isPrivate(connection) {
+                room.changeView(change, id: id, of: connection, now: now, into: &effects)
+                break
+            }
+            order.submit(
+                ChangeRequest(change: change, id: id, author: author, origin: .member(connection), scope: room.scope(of: connection)), &room,
+                into: &effects)
+        case .privateChange(let change, let id, let connection):
+            if room.isPrivate(connection) {
+                room.changeView(change, id: id, of: connection, now: now, into: &effects)
+            } else if room.isMember(connection) {
+                let refusal = ProtocolError(.forbidden, "a viewer cannot change the table; switch to your own view to collapse for yourself")
+                effects.append(.refuse(connection, refusal, id: id.map(ChangeIdScope.id(ofKey:))))
+            }
+        case .undo(let redo, let id, let connection):
+            let request = Change.undo(.request(redo: redo))
+            if order.holdsChange(request, id: id, from: connection) { break }
+            guard let author = room.author(of: connection) else { break }
+            order.submit(
+                ChangeRequest(change: request, id: id, author: author, origin: .member(connection), scope: room.scope(of: connection)), &room,
+                into: &effects)
+        case .view(let isPrivate, let collapsed, let connection):
+            room.setView(isPrivate ? (collapsed ?? []) : nil, of: connection, now: now, into: &effects)
         case .apiChange(let change, let id, let author, let request):
             order.submit(ChangeRequest(change: change, id: id, author: author, origin: .api(request)), &room, into: &effects)
-        case .join(let connection, let request, let role):
-            if !order.holdsJoin(connection, request, role: role, room) { room.join(connection, request, role: role, now: now, into: &effects) }
+        case .join(let connection, let request, let role, let scope):
+            if !order.holdsJoin(connection, request, role: role, scope: scope, room) {
+                room.join(connection, request, role: role, scope: scope, now: now, into: &effects)
+            }
         case .leave(let connection):
             order.forget(connection)
             room.leave(connection, into: &effects)

@@ -3,14 +3,23 @@ import FoldtableCore
 /// Something that happened to a session, fed to ``SessionCore/handle(_:now:)``.
 public enum SessionInput {
     /// A connection asks to join (its display name is in the request) with a role, told back
-    /// in the welcome when there is one (`nil` in open mode: everyone edits).
-    case join(Connection, JoinRequest, role: String?)
+    /// in the welcome when there is one (`nil` in open mode: everyone edits), and whose changes
+    /// it makes (its ``ChangeIdScope``: what undo and a saved private view belong to; `nil`:
+    /// this connection's own).
+    case join(Connection, JoinRequest, role: String?, scope: String? = nil)
     /// A member's connection closed.
     case leave(Connection)
     /// A member changed its display name.
     case rename(Connection, name: String)
     /// A member asks for a change; `id` is its change id, if it gave one.
     case change(Change, id: String?, from: Connection)
+    /// A viewer's collapse change: applied to its private view, refused in the shared one.
+    case privateChange(Change, id: String?, from: Connection)
+    /// A member's `undo` (or `redo`), with its change id (key, ``ChangeIdScope``) if it gave one.
+    case undo(redo: Bool, id: String?, from: Connection)
+    /// A member switches to its private view (`collapsed`: one it saved, to start from) or back
+    /// to the shared one.
+    case view(private: Bool, collapsed: [CollapseEffect]?, from: Connection)
     /// A caller of the HTTP API asks for a change as `author` (`id`: its Idempotency-Key);
     /// answered with ``SessionEffect/answer(request:_:)`` for `request` after the commit.
     case apiChange(Change, id: String?, author: Author, request: UInt64)

@@ -38,8 +38,19 @@ public struct SessionRoom {
         /// collapsed and events keep them current, so expanding it again sends only the event.
         /// Empty for most members most of the time, so it costs nothing per idle member.
         var held: Set<String> = []
+        /// Whose changes it makes (``ChangeIdScope``): what its undo and saved view belong to.
+        let scope: String
+        /// Its private view (section key -> collapsed), or `nil` in the shared view.
+        var view: [String: Bool]?
     }
     var members = ConnectionMap<Member>()
+    /// How many members are in a private view: events need a look at their views only then.
+    var privateMembers = 0
+    /// The private views of token users who left or reconnected (by scope, `u:<sub>`), to give
+    /// back when they join again while the session is here. See ``SessionRoom/setView(_:of:now:into:)``.
+    var savedViews: [String: [String: Bool]] = [:]
+    /// Every author's changes that can be undone here.
+    var undo: UndoHistory
     /// Member connections in join order: the broadcast list, changed on join and leave only.
     private(set) var connections: [Connection] = []
 
@@ -110,6 +121,7 @@ public struct SessionRoom {
         self.epoch = epoch
         self.settings = settings
         self.committed = table
+        self.undo = UndoHistory(depth: settings.undoDepth, authors: settings.undoAuthors)
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
             remember(logged.event.seq, ServerMessage.event(logged.event), expanded: logged.event.sectionsNeedingRows)
         }
@@ -153,10 +165,12 @@ public struct SessionRoom {
 
     // MARK: - Membership
 
-    mutating func join(_ connection: Connection, _ request: JoinRequest, role: String?, now: UInt64, into effects: inout [SessionEffect]) {
+    mutating func join(
+        _ connection: Connection, _ request: JoinRequest, role: String?, scope: String? = nil, now: UInt64, into effects: inout [SessionEffect]
+    ) {
         guard !members.contains(connection.id) else { return }
         let author = Author(client: clientPrefix + "c\(connection.id)", name: request.name)
-        members[connection.id] = Member(connection: connection, author: author, role: role)
+        members[connection.id] = Member(connection: connection, author: author, role: role, scope: scope ?? "c:\(connection.id)")
         connections.append(connection)
         let presence = listedMembers()
         if presence.count < clusterMemberCount { presenceListExact = false }
@@ -185,6 +199,7 @@ public struct SessionRoom {
         }
         presenceJoined.append(connection.id)
         presenceChanged(into: &effects)
+        restoreSavedView(of: connection, now: now, into: &effects)
     }
 
     /// The whole committed table to one member (rows inline while the budgets last, the rest
@@ -220,6 +235,10 @@ public struct SessionRoom {
 
     mutating func leave(_ connection: Connection, into effects: inout [SessionEffect]) {
         guard let member = members.removeValue(forKey: connection.id) else { return }
+        if let view = member.view {
+            privateMembers -= 1
+            saveView(view, of: member.scope)
+        }
         if let index = connections.firstIndex(of: connection) { connections.remove(at: index) }
         for key in member.streams.sorted() {
             effects.append(.leaveStream(section: key, member: connection))
@@ -277,7 +296,7 @@ public struct SessionRoom {
         needingRows: [String]? = nil, into effects: inout [SessionEffect]
     ) {
         effects.append(.broadcast(message, to: connections))
-        if case .addSection(let added) = event.change, let key = added.key {
+        for key in event.addedSections {
             // Everyone now holds the new section whole: it has no rows yet.
             for connection in connections { members[connection.id]?.held.insert(key) }
         }
@@ -297,8 +316,9 @@ public struct SessionRoom {
             guard let position = committed.position(ofSection: key) else { continue }
             // An empty section needs no rows: every client's row count for it is already 0.
             guard !committed.sections[position].collapsed, !committed.sections[position].rows.isEmpty else { continue }
-            // Only members that lack the rows get them; the others already show them.
-            let lacking = connections.filter { members[$0.id]?.held.contains(key) == false }
+            // Only members that lack the rows get them; the others already show them. A member
+            // in a private view gets rows for what its own view shows (below).
+            let lacking = connections.filter { members[$0.id].map { !$0.held.contains(key) && $0.view == nil } ?? false }
             guard !lacking.isEmpty else { continue }
             if streamed.map({ $0.contains(key) }) ?? !fitsOneChunk(committed.sections[position]) {
                 startStream(committed.sections[position], seq: event.seq, to: lacking, now: now, into: &effects)
@@ -311,6 +331,7 @@ public struct SessionRoom {
                 for connection in lacking { members[connection.id]?.held.insert(key) }
             }
         }
+        if privateMembers > 0 { followPrivateViews(event, into: &effects) }
     }
 
     /// Whether a section's rows go in one chunk (then they are sent with the event that expands it).
@@ -336,6 +357,8 @@ public struct SessionRoom {
             members[connection.id]?.streams = []
             members[connection.id]?.held = []
             welcome(connection, author: member.author, presence: presence, recovered: nil, role: member.role, now: now, into: &effects)
+            // A private view stays private: told again, with the rows it shows.
+            if member.view != nil { setView([], of: connection, now: now, into: &effects) }
         }
     }
 

@@ -135,7 +135,7 @@ final class TableSession {
         case .join, .leave, .rename:
             presenceDirty = true
             outcome = Self.handle(input, now: given ?? transport.nowMilliseconds(), core: &core, into: &effects)
-        case .change, .apiChange:
+        case .change, .apiChange, .undo:
             let start = MonotonicTime.now
             let now = given ?? transport.milliseconds(at: start) ?? transport.nowMilliseconds()
             outcome = Self.handle(input, now: now, core: &core, into: &effects)

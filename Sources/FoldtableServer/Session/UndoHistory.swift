@@ -1,0 +1,78 @@
+import FoldtableCore
+
+/// Each author's changes that can be taken back, and those taken back that can be made again:
+/// two stacks of ``UndoRecord`` per author, kept by the session that ordered the changes.
+///
+/// An author is a change-id scope (``ChangeIdScope``): a token's user on every connection and
+/// every device, in open mode the client's own `idScope` (a browser tab, a terminal user), else
+/// the connection. Records are kept in memory for the life of the session on this node: after a
+/// restart, an eviction or a lost append there is nothing to undo, never a wrong undo.
+///
+/// Bounded: at most `depth` records per author and `authors` authors (the one idle longest is
+/// forgotten first), so a session of 10,000 editors holds at most `depth x authors` records.
+struct UndoHistory {
+    /// Most changes an author can take back, newest first.
+    let depth: Int
+    /// Most authors remembered at once.
+    let authors: Int
+
+    private struct Stacks {
+        var done: [UndoRecord] = []
+        var undone: [UndoRecord] = []
+        /// When the author last changed something (a counter, not a clock).
+        var used: UInt64 = 0
+    }
+    private var stacks: [String: Stacks] = [:]
+    private var clock: UInt64 = 0
+
+    init(depth: Int, authors: Int) {
+        self.depth = max(0, depth)
+        self.authors = max(1, authors)
+    }
+
+    var isEmpty: Bool { stacks.isEmpty }
+
+    /// A new change of `author`: it can be undone, and what it undid can no longer be redone.
+    mutating func recorded(_ record: UndoRecord, by author: String) {
+        guard depth > 0 else { return }
+        clock += 1
+        if stacks[author] == nil && stacks.count >= authors, let idle = stacks.min(by: { $0.value.used < $1.value.used })?.key {
+            stacks[idle] = nil
+        }
+        stacks[author, default: Stacks()].done.append(record)
+        stacks[author]?.undone.removeAll()
+        stacks[author]?.used = clock
+        if let count = stacks[author]?.done.count, count > depth { stacks[author]?.done.removeFirst(count - depth) }
+    }
+
+    /// What `author`'s next undo (or redo) would apply, without taking it.
+    func next(redo: Bool, of author: String) -> UndoRecord? {
+        redo ? stacks[author]?.undone.last : stacks[author]?.done.last
+    }
+
+    /// `author`'s undo (or redo) of the change at `seq` was applied: its record moves to the
+    /// other stack. Nothing moves when it is not the top one (a retry, or a race between nodes).
+    mutating func applied(redo: Bool, of seq: UInt64, by author: String) {
+        guard var entry = stacks[author] else { return }
+        if redo {
+            guard let top = entry.undone.last, top.seq == seq else { return }
+            entry.done.append(entry.undone.removeLast())
+        } else {
+            guard let top = entry.done.last, top.seq == seq else { return }
+            entry.undone.append(entry.done.removeLast())
+        }
+        clock += 1
+        entry.used = clock
+        stacks[author] = entry
+    }
+
+    /// The refusal of an undo (or redo) with nothing left to apply.
+    static func nothingLeft(redo: Bool) -> ProtocolError {
+        redo
+            ? ProtocolError(.nothingToRedo, "nothing you undid is left to redo", field: "type")
+            : ProtocolError(.nothingToUndo, "no change of yours is left to undo", field: "type")
+    }
+
+    /// Forgets everything (changes it recorded were lost with a failed append).
+    mutating func removeAll() { stacks.removeAll() }
+}
