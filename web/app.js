@@ -482,7 +482,8 @@ function startSession(name) {
   };
   document.addEventListener('keydown', (e) => {
     const t = e.target;
-    if (t.closest?.('input, textarea, select, [contenteditable]')) return;
+    // Typing in a field: its own undo. A checkbox or a button is not typing.
+    if (t.matches?.('textarea, select, [contenteditable], input:not([type=checkbox], [type=radio], [type=button])')) return;
     if (e.altKey && e.shiftKey && e.code === 'KeyS' && table.mode === 'private') { e.preventDefault(); askView('shared'); return; }
     if (!(e.ctrlKey || e.metaKey) || e.altKey || !ui.mayEdit()) return;
     const key = e.key.toLowerCase();
