@@ -235,6 +235,12 @@ function startSession(name) {
     // `set` rather than `toggle`: a press queued while offline must mean "expanded", not "flip
     // whatever it is by the time we are back".
     toggle(key) {
+      // A viewer folds only its own view: in the shared one the server would refuse it (and
+      // enough refusals in a row close the connection), so say how instead.
+      if (!ui.mayEdit() && table.mode !== 'private') {
+        note('As a viewer you fold sections in your own view: switch on “My view”.');
+        return;
+      }
       const s = table.section(key);
       const collapsed = !ui.collapsedShown(s);
       const id = ui.send({ type: 'set', section: key, collapsed });
@@ -275,7 +281,9 @@ function startSession(name) {
     $('accordion').checked = !!o.accordion;
     $('accordion').disabled = !mayChangeOptions();
     // A viewer's page has no control that changes the table.
-    for (const id of ['everyone', 'edit-switch', 'expand-all', 'collapse-all']) $(id).hidden = !ui.mayEdit();
+    for (const id of ['everyone', 'edit-switch']) $(id).hidden = !ui.mayEdit();
+    // Expand and collapse all change a viewer's own view only.
+    for (const id of ['expand-all', 'collapse-all']) $(id).hidden = !ui.mayEdit() && table.mode !== 'private';
     if (!ui.mayEdit() && $('edit').checked) { $('edit').checked = false; editMode(); }
     $('expand-all').disabled = !!o.accordion;
     drawOptions(o);

@@ -158,6 +158,21 @@ def test_a_viewers_page_has_no_edit_controls(browsers, session_name, tmp_path):
         # The owner's page has them.
         assert owner.find_element(By.ID, "edit").is_displayed()
         assert owner.find_element(By.CSS_SELECTOR, "li.row button.value").is_displayed()
+        # A viewer folds only its own view: in the shared one the page says how, sending nothing.
+        key = viewer.find_element(By.CSS_SELECTOR, ".sec").get_attribute("data-sec")
+        viewer.find_element(By.CSS_SELECTOR, ".sec .toggle").click()
+        wait(viewer, lambda v: "My view" in v.find_element(By.ID, "note").text)
+        assert viewer.find_element(By.CSS_SELECTOR, ".sec .toggle").get_attribute("aria-expanded") == "true"
+        viewer.find_element(By.ID, "my-view").click()
+        wait(viewer, lambda v: v.find_element(By.ID, "collapse-all").is_displayed())
+        viewer.find_element(By.CSS_SELECTOR, ".sec .toggle").click()
+        wait(viewer, lambda v: v.find_element(By.CSS_SELECTOR, ".sec .toggle").get_attribute("aria-expanded") == "false")
+        assert owner.find_element(By.CSS_SELECTOR, ".sec .toggle").get_attribute("aria-expanded") == "true"
+        # With tokens the server keeps the view per member: a reload finds it again.
+        viewer.refresh()
+        wait(viewer, lambda v: "My view" in v.find_element(By.ID, "view-state").text
+             and v.find_element(By.CSS_SELECTOR, f'section[data-sec="{key}"] .toggle').get_attribute("aria-expanded") == "false",
+             timeout=10)
     finally:
         s.stop()
 
