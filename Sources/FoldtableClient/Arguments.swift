@@ -60,6 +60,9 @@ public enum Command: Equatable, Sendable {
     /// Make one change (toggle, expand, ..., add-row, options with settings), with the change id
     /// given by `--id` (else one of the connection's own).
     case change(ConnectOptions, Change, id: String?)
+    /// Take back this user's latest change in the session not yet undone (`redo`: make again
+    /// the latest it undid), with the change id given by `--id` (else a fresh one).
+    case undo(ConnectOptions, redo: Bool, id: String?)
     case help
 }
 
@@ -71,7 +74,7 @@ public enum Arguments {
         commands (SECTION is a section key, or leave it out and give --title TITLE; ROW is a row key):
           join URL SESSION                    the table, full-screen (keys: arrows or j/k move, Enter/Space
                                               toggle, e/c expand/collapse all, / search, n next match,
-                                              v edit value, q quit)
+                                              v edit value, u undo, U redo, q quit)
               foldtable join ws://localhost:8080/ws demo --name ana
           watch URL SESSION                   print every message from the server as one JSON line
               foldtable watch ws://localhost:8080/ws demo
@@ -110,6 +113,11 @@ public enum Arguments {
           rename-section URL SESSION SECTION TITLE
                                               give a section a new title
               foldtable rename-section ws://localhost:8080/ws demo mac Macs
+          undo URL SESSION                    take back your latest change in the session (made from this
+                                              user account's terminal, or with your token), print its seq
+              foldtable undo ws://localhost:8080/ws demo
+          redo URL SESSION                    make again the latest change you undid
+              foldtable redo ws://localhost:8080/ws demo
           options URL SESSION [settings]      print the table's options as JSON, or set some:
                                               [--accordion on|off] [--sections-initially-collapsed on|off]
                                               [--collapsed-indicator TEXT] [--expanded-indicator TEXT]
@@ -142,13 +150,13 @@ public enum Arguments {
     /// The subcommands, in the order of ``usage``.
     public static let verbs = [
         "join", "watch", "list", "get", "find", "toggle", "expand", "collapse", "expand-all", "collapse-all", "reveal",
-        "add-section", "add-row", "update-row", "remove-row", "move-row", "rename-section", "options",
+        "add-section", "add-row", "update-row", "remove-row", "move-row", "rename-section", "undo", "redo", "options",
     ]
 
     /// The subcommands that make a change (and so take `--id`).
     static let changeVerbs: Set<String> = [
         "toggle", "expand", "collapse", "expand-all", "collapse-all", "reveal", "add-section", "add-row", "update-row",
-        "remove-row", "move-row", "rename-section", "options",
+        "remove-row", "move-row", "rename-section", "undo", "redo", "options",
     ]
 
     /// Subcommands that name a section (by key, or by `--title`).
@@ -371,6 +379,7 @@ public enum Arguments {
             return change(.moveRow(row: moved, section: try section(), index: try number("--index", given["--index"])))
         case "rename-section":
             return change(.updateSection(section: try section(), patch: SectionPatch(title: named["TITLE"] ?? "")))
+        case "undo", "redo": return .undo(options, redo: verb == "redo", id: id)
         default:  // options
             let patch = OptionsPatch(
                 sectionsInitiallyCollapsed: try flag("--sections-initially-collapsed", given["--sections-initially-collapsed"]),

@@ -190,6 +190,23 @@ public final class ClientConnection {
         return changeId
     }
 
+    /// Queues an undo (or redo) of this user's latest change, like a change: sent when joined,
+    /// again after a rejoin until answered (the id makes a repeat harmless). Returns its id.
+    @discardableResult
+    public func undo(redo: Bool, id: String? = nil) -> String {
+        let changeId: String
+        if let id {
+            changeId = id
+        } else {
+            idCounter += 1
+            changeId = "\(idPrefix)-\(idCounter)"
+        }
+        let message = ClientMessage.undo(redo: redo, id: changeId).encoded()
+        outbox.append((changeId, message))
+        if state == .joined { transmit(message) }
+        return changeId
+    }
+
     /// Asks the server for rows containing `query` (the `found` answer carries the returned id);
     /// `nil` when not joined. Not queued: a search is worth nothing after a reconnect.
     public func find(_ query: String, limit: Int) -> String? {

@@ -25,7 +25,7 @@ public final class ScriptCommand {
     public static func run(_ command: Command) -> Int32 {
         var options: ConnectOptions
         switch command {
-        case .watch(let o), .get(let o, _), .list(let o), .find(let o, _, _), .options(let o): options = o
+        case .watch(let o), .get(let o, _), .list(let o), .find(let o, _, _), .options(let o), .undo(let o, _, _): options = o
         case .change(let o, _, _):
             // A change to a name that does not exist yet makes it (an owner's, as `join` does);
             // the commands that only read never leave a session behind.
@@ -146,6 +146,8 @@ public final class ScriptCommand {
             findId = connection.find(query, limit: limit)
         case .change(_, let change, let id):
             changeId = connection.send(change, id: id)
+        case .undo(_, let redo, let id):
+            changeId = connection.undo(redo: redo, id: id)
         case .watch, .list, .join, .help:
             break
         }
@@ -154,6 +156,7 @@ public final class ScriptCommand {
     /// The change was applied (its event came first) or, when no event came, it had been applied
     /// before under the same id (`repeated`).
     private func acknowledged(id: String, seq: UInt64) {
+        if case .undo = command { return undone(id: id, seq: seq) }
         guard case .change(_, let change, _) = command else { return }
         let repeated = event == nil
         let effects = event?.collapsed ?? []
@@ -189,6 +192,31 @@ public final class ScriptCommand {
         default:
             finish(Console.Status.success)
         }
+    }
+
+    /// An undo or redo was applied as event `seq`: prints which change it took back (or made
+    /// again), `{"seq":N,"id":ID,"repeated":false,"undid":M}` with `--json` (`"redid"` for a redo).
+    private func undone(id: String, seq: UInt64) {
+        guard case .undo(_, let redo, _) = command else { return }
+        var of: UInt64?
+        if case .undo(let undo)? = event?.change { of = undo.of }
+        if options.json {
+            var out = JSONWriter(capacity: 96)
+            out.raw("{\"seq\":")
+            out.integer(seq)
+            out.nextKey("id")
+            out.string(id)
+            out.nextKey("repeated")
+            out.bool(event == nil)
+            if let of {
+                if redo { out.nextKey("redid") } else { out.nextKey("undid") }
+                out.integer(of)
+            }
+            out.byte(UInt8(ascii: "}"))
+            return finish(Console.Status.success, output: String(decoding: out.bytes, as: UTF8.self))
+        }
+        let what = of.map { "change \($0)" } ?? "the change (done before, under this id)"
+        finish(Console.Status.success, output: "\(redo ? "redid" : "undid") \(what) as change \(seq)")
     }
 
     /// The server (or the command, for an ambiguous `get --by-title`) refused: exit 1, the reason

@@ -242,6 +242,8 @@ public final class InteractiveSession {
         case .character("n"):
             if let query = lastSearch { search(query) } else { show("no search yet: press / to search", error: false) }
         case .character("v"): startEditing()
+        case .character("u"): connection.undo(redo: false)
+        case .character("U"): connection.undo(redo: true)
         case .character("r"): connection.retryNow()
         case .character("q"), .interrupt, .endOfInput: quit()
         case .redraw:

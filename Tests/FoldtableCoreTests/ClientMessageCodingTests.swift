@@ -50,6 +50,11 @@ import Testing
                 rows: RowImport(rows: [NewRow(key: "k", label: "Mac \"mini\"", value: "M4", detail: "d"), NewRow(label: "iMac")])),
             id: "k3f9-15"),
         .change(.importRows(section: .title("Mac"), rows: RowImport(rows: [], replace: false)), id: nil),
+        .undo(redo: false, id: "k3f9-16"),
+        .undo(redo: true, id: nil),
+        .view(private: true, collapsed: nil),
+        .view(private: true, collapsed: [CollapseEffect(key: "mac", collapsed: false), CollapseEffect(key: "ipad", collapsed: true)]),
+        .view(private: false, collapsed: nil),
     ]
 
     @Test(arguments: messages)
@@ -71,9 +76,11 @@ import Testing
             case .deleteSession: kinds.insert("deleteSession")
             case .find: kinds.insert("find")
             case .change(let change, _): kinds.insert(change.typeName)
+            case .undo(let redo, _): kinds.insert(redo ? "redo" : "undo")
+            case .view: kinds.insert("view")
             }
         }
-        #expect(kinds == Change.typeNames.union(["join", "list", "auth", "rename", "deleteSession", "find"]))
+        #expect(kinds == Change.typeNames.union(["join", "list", "auth", "rename", "deleteSession", "find", "undo", "redo", "view"]))
     }
 
     /// The bytes clients sent before the codec moved here, and what the protocol article shows:
@@ -90,6 +97,12 @@ import Testing
             (.auth(token: "t"), #"{"type":"auth","token":"t"}"#),
             (.rename("ana b."), #"{"type":"rename","name":"ana b."}"#),
             (.deleteSession, #"{"type":"deleteSession"}"#),
+            (.undo(redo: false, id: "k3f9-6"), #"{"type":"undo","id":"k3f9-6"}"#),
+            (
+                .view(private: true, collapsed: [CollapseEffect(key: "mac", collapsed: false)]),
+                #"{"type":"view","mode":"private","collapsed":{"mac":false}}"#
+            ),
+            (.view(private: false, collapsed: nil), #"{"type":"view","mode":"shared"}"#),
             (.find(query: "leshan", limit: 20, id: "find-3"), #"{"type":"find","q":"leshan","limit":20,"id":"find-3"}"#),
             (.change(.toggle(section: .key("mac")), id: "k3f9-1"), #"{"type":"toggle","section":"mac","id":"k3f9-1"}"#),
             (.change(.toggle(section: .title("Mac")), id: nil), #"{"type":"toggle","title":"Mac"}"#),

@@ -973,3 +973,48 @@ def test_get_of_a_missing_name_fails_and_leaves_no_session_behind(server):
     # Opening the name on purpose (a change here, as `join` does) makes it.
     assert ft("add-section", server.ws, name, "First").returncode == 0
     assert name in ft("list", server.ws, "--json").stdout
+
+
+def test_u_undoes_your_own_latest_change_and_shifted_u_redoes_it(server):
+    async def scenario():
+        other = await Client.join(server.ws, name="bo")
+        pane = Pane(join_command(server.ws))
+        try:
+            await pane.wait_for("connected", "Inventory", "2 here")
+            pane.keys("Enter")  # collapses Mac, the first section
+            event = await other.next(lambda m: m["type"] == "event")
+            assert event["collapsed"] == {"mac": True}
+            await pane.wait_for("+ Mac")
+            pane.keys("u")
+            undo = await other.next(lambda m: m["type"] == "event" and m["change"]["type"] == "undo")
+            assert undo["change"]["of"] == event["seq"] and undo["collapsed"] == {"mac": False}
+            await pane.wait_for("− Mac", f"ana undid change {event['seq']}")
+            pane.keys("U")
+            redo = await other.next(lambda m: m["type"] == "event" and m["change"]["type"] == "redo")
+            assert redo["collapsed"] == {"mac": True}
+            await pane.wait_for("+ Mac")
+            # Nothing of hers is left to redo: the refusal shows, nothing changes.
+            pane.keys("U")
+            await pane.wait_for("nothing you undid is left to redo")
+            pane.keys("q")
+            await pane.wait_for("EXIT=0")
+        finally:
+            pane.close()
+            await other.close()
+
+    run(scenario())
+
+
+def test_undo_and_redo_from_the_command_line_take_back_this_users_latest_change(server):
+    before = table_of(server.ws, "demo")["mac"][2]
+    added = ft("add-row", server.ws, "demo", "mac", "Mac Studio", "--value", "M4 Max")
+    assert added.returncode == 0, added.stderr
+    assert table_of(server.ws, "demo")["mac"][2] == before + 1
+    undone = ft_json("undo", server.ws, "demo")
+    assert undone["undid"] > 0 and undone["repeated"] is False
+    assert table_of(server.ws, "demo")["mac"][2] == before
+    redone = ft("redo", server.ws, "demo")
+    assert redone.returncode == 0 and redone.stdout.startswith("redid change "), redone
+    assert table_of(server.ws, "demo")["mac"][2] == before + 1
+    nothing = ft("redo", server.ws, "demo")
+    assert nothing.returncode == 1 and one_line(nothing.stderr) == "foldtable: nothing you undid is left to redo"
