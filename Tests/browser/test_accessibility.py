@@ -81,3 +81,23 @@ def test_after_find_and_escape_and_in_dark_mode_there_are_no_accessibility_viola
     b.find_element(By.ID, "edit").click()
     wait(b, lambda b: b.find_elements(By.CSS_SELECTOR, ".sec .tools textarea"))
     violations(b)
+
+
+def test_a_private_view_with_shared_markers_the_activity_panel_and_the_undo_toast_have_no_accessibility_violations(server, browsers, session_name):
+    seed(server, session_name, [FRUIT, VEG, NUTS])
+    b = browsers()
+    open_as(b, server, "ana", f"/s/{session_name}")
+    b.find_element(By.ID, "my-view").click()
+    wait(b, lambda b: b.find_element(By.ID, "back-shared").is_displayed())
+    p = Peer(server, session_name, name="bo")
+    try:
+        p.send({"type": "set", "section": "veg", "collapsed": True})
+    finally:
+        p.close()
+    wait(b, lambda b: "collapsed for everyone" in b.find_element(By.CSS_SELECTOR, 'section[data-sec="veg"] .toggle').text)
+    b.find_element(By.CSS_SELECTOR, "#activity summary").click()
+    wait(b, lambda b: b.find_elements(By.CSS_SELECTOR, "#activity-list li"))
+    b.find_element(By.ID, "edit").click()
+    b.find_element(By.CSS_SELECTOR, 'section[data-sec="nuts"] [data-act="remove"]').click()
+    wait(b, lambda b: b.find_element(By.ID, "toast").is_displayed())
+    violations(b)
