@@ -335,10 +335,10 @@ export class TableView {
   closeValue(f, rowKey, revert) {
     if (!f.isConnected || f.dataset.closing) return;
     f.dataset.closing = '1';
-    if (revert && f.value !== f.dataset.was) {
+    if (revert) {
+      // What was typed may have gone out already: then the old value goes back for everyone.
       f.value = f.dataset.was;
-      // What was typed already went out while typing: put the old value back for everyone.
-      if (f.dataset.sent) { f.dataset.typing = '1'; }
+      f.dataset.typing = '1';
     }
     this.commitValue(f, rowKey);
     const shown = f.previousElementSibling;
@@ -555,11 +555,14 @@ export class TableView {
   commitValue(i, rowKey) {
     clearTimeout(i.timer);
     if (!i.dataset.typing) return;
+    delete i.dataset.typing;
+    // Nothing new (typed and taken back, or an Escape before anything went out): no change,
+    // which would also be a change for Ctrl+Z to take back.
+    if (i.value === (i.dataset.sentValue ?? i.dataset.was)) return;
     // Until the send, `typing` keeps the model from overwriting the field; after it, the
     // pending change in the outbox does.
     this.ui.send({ type: 'updateRow', row: rowKey, set: { value: i.value } });
-    i.dataset.sent = '1';
-    delete i.dataset.typing;
+    i.dataset.sentValue = i.value;
   }
 
   // Leaving an in-place value field ends the edit.

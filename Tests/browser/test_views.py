@@ -143,3 +143,19 @@ def test_the_activity_panel_starts_with_what_happened_before_the_page_opened(ser
     assert entries(a)[0] == "cy collapsed Vegetables · just now"
     assert any(e.startswith("seeder added section Vegetables · ") for e in entries(a))
     assert a.find_element(By.CSS_SELECTOR, "#activity-list li time").get_attribute("datetime")
+
+
+def test_an_in_place_edit_closed_without_a_change_sends_none_so_there_is_nothing_to_undo(server, browsers, session_name):
+    seed(server, session_name, [FRUIT])
+    a = browsers()
+    open_as(a, server, "ana", f"/s/{session_name}")
+    value = lambda: a.find_element(By.CSS_SELECTOR, 'li[data-row="apple"] .value')
+    # Typed and taken back, then Enter; and typed then Escape at once.
+    value().click()
+    ActionChains(a).send_keys(Keys.END, "x", Keys.BACKSPACE, Keys.ENTER).perform()
+    value().click()
+    ActionChains(a).send_keys("zz", Keys.ESCAPE).perform()
+    wait(a, lambda a: not a.find_elements(By.CSS_SELECTOR, ".in-value") and value().text == "red")
+    ActionChains(a).key_down(Keys.CONTROL).send_keys("z").key_up(Keys.CONTROL).perform()
+    wait(a, lambda a: "nothing of yours to undo" in a.find_element(By.ID, "note").text)
+    assert value().text == "red"
