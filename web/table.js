@@ -67,7 +67,7 @@ export class TableView {
     root.addEventListener('focusout', (e) => this.onFocusOut(e));
     root.addEventListener('pointerdown', (e) => this.onPointerDown(e));
     this.drag = null;
-    this.refocus = null;     // {row} or {section}: focus it once it is drawn again (after a move)
+    this.refocus = null;     // {row, section, until}: focus the row once it is drawn in that section
   }
 
   render(table) {
@@ -104,12 +104,13 @@ export class TableView {
     if (focused && focused !== document.activeElement && focused.isConnected) focused.focus({ preventScroll: true });
     // A row moved to another section is a new node there: focus follows it.
     if (this.refocus) {
-      const { row, section } = this.refocus;
-      const target = row
-        ? this.root.querySelector(`li[data-row="${CSS.escape(row)}"]`)
-        : this.views.get(section)?.btn;
-      const f = row ? target?.querySelector('.value, .in-label') ?? target : target;
-      if (f) { f.focus({ preventScroll: false }); this.refocus = null; }
+      const { row, section, until } = this.refocus;
+      const target = this.views.get(section)?.rowEls.get(row);
+      if (performance.now() > until) this.refocus = null; // refused, or someone moved it on
+      else if (target) {
+        (target.querySelector('.value, .in-label') ?? target).focus({ preventScroll: false });
+        this.refocus = null;
+      }
     }
   }
 
@@ -461,7 +462,7 @@ export class TableView {
       where = `to ${other.title}`;
     }
     if (this.ui.send(change)) {
-      this.refocus = { row: rowKey };
+      if (change.section !== s.key) this.refocus = { row: rowKey, section: change.section, until: performance.now() + 5000 };
       this.ui.moved(`Moved ${label} ${where}`);
     }
   }
