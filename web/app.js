@@ -336,7 +336,10 @@ function startSession(name) {
           count = msg.presenceCount ?? people.size;
           if (loaded) say('Reconnected. The table was reloaded from the server.');
           loaded = true;
+          // A welcome is the shared state: a private view is asked for (open mode) or sent by
+          // the server (tokens) again.
           table.mode = 'shared';
+          drawView();
           if (msg.view?.mode === 'private') showView(msg.view);
           else if (role === null && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
           activity.clear();
