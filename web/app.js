@@ -77,7 +77,7 @@ function say(text) {
   if (sayTimer) return;
   sayTimer = setTimeout(() => {
     const more = said.length - 1;
-    $('live').textContent = more === 0 ? said[0] : `${said.at(-1)} (and ${more} more change${more === 1 ? '' : 's'})`;
+    $('live').textContent = more === 0 ? said[0] : `${said.at(-1)} (and ${more} more ${more === 1 ? 'change' : 'changes'})`;
     said = [];
     sayTimer = 0;
   }, 700);

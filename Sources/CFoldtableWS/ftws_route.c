@@ -15,8 +15,9 @@
  * answer for a number it no longer knows (the client left, the deadline passed) is refused.
  *
  * lws 4.1.6 facts this leans on (read in its source): POST, PUT and PATCH without a
- * Content-Length make lws expect a 100 MB body, and it does not decode chunked request bodies, so
- * both are refused before any body is read; a body is delivered as LWS_CALLBACK_HTTP_BODY chunks
+ * Content-Length make lws expect a 100 MB body (see unframed_body for how that is answered),
+ * and it does not decode chunked request bodies, so those are refused before any body is read;
+ * a body is delivered as LWS_CALLBACK_HTTP_BODY chunks
  * and LWS_CALLBACK_HTTP_BODY_COMPLETION (also for a POST with "Content-Length: 0", which is
  * reported right after LWS_CALLBACK_HTTP); LWS_CALLBACK_HTTP_WRITEABLE comes only when lws holds
  * nothing of ours unsent; closing flushes what lws still holds first; lws_add_http_header_status
@@ -136,6 +137,13 @@ struct ftws_http_req {
     size_t window_bytes;
     bool headers_sent;
     bool close_after;              /* the body may still be arriving, or framing was bad: close */
+    /* A POST, PUT or PATCH with neither Content-Length nor Transfer-Encoding (`curl -X POST`).
+     * HTTP/1.1 says such a request has no body (RFC 9112 §6.3), so the owner gets it with an
+     * empty one. But lws 4.1.6 has already set itself to read a 100 MB body (rx_content_remain,
+     * which no public call resets): lws_http_transaction_completed would then discard the
+     * client's next requests as that body. So the answer says "Connection: close" and the
+     * connection closes once it is out; the client opens a new one for its next request. */
+    bool unframed_body;
     bool rx_paused;                /* lws_rx_flow_control is holding its input (see the top) */
 };
 
@@ -315,6 +323,7 @@ static int prepare_answer(ftws_http_req *r, unsigned int status, const char *hea
                           void (*release)(void *keeper))
 {
     struct lws *wsi = r->wsi;
+    close_after = close_after || r->unframed_body;
     bool has_cache_control = false;
     if (walk_headers(NULL, headers, NULL, NULL, &has_cache_control))
         return -1;
@@ -405,6 +414,17 @@ static int refuse(ftws_server *s, struct lws *wsi, ftws_http_req **slot, unsigne
     r->head = lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0;
     answer_error(r, status, code, message, true);
     return 0;
+}
+
+/* The 413 message names the limit and the setting that raises it: a client (or the person
+ * reading its error) learns what to change instead of guessing. Both binaries built on this file
+ * (foldtabled, foldtable-echo) call the setting --max-http-body-bytes. */
+static const char *too_large_message(ftws_server *s, char *buf, size_t len)
+{
+    int n = snprintf(buf, len,
+                     "the request body is over the server's limit of %zu bytes (--max-http-body-bytes)",
+                     s->cfg.max_http_body_bytes);
+    return n < 0 || (size_t)n >= len ? "the request body is over the server's limit" : buf;
 }
 
 int ftws_http_respond(ftws_server *server, uint64_t request_id, unsigned int status, const char *headers,
@@ -592,6 +612,22 @@ int ftws__route_http(ftws_server *s, struct lws *wsi, ftws_http_req **slot, cons
 
     bool claimed = s->cb.http_claims && s->cb.http_claims(s->cb.owner, uri);
 
+    /* lws 4.1.6 decodes %xx while it parses the request line and takes a decoded %0A or %0D
+     * for the end of that line (parsers.c, check_eol): the target is cut there and the rest of
+     * the line, "HTTP/1.1" with it, is lost. After %0A it even becomes the name of an unknown
+     * header running on to the next colon, which swallows the Host header, so such a request
+     * met the Host check below and got a baffling 421; after %0D the Host survives and the cut
+     * target was served as if it were the whole one. lws cannot be told to leave escapes alone
+     * and keeps no copy of the raw line, so the bytes are gone before this callback: what is
+     * left is to refuse clearly. The sign is a request line without its HTTP version, which
+     * every HTTP/1.x request has (this server speaks nothing else: ALPN offers only 1.1). */
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP) <= 0) {
+        if (claimed)
+            return refuse(s, wsi, slot, 400, "bad_request",
+                          "the request line ended early: a URL cannot carry a line break (%0A, %0D) here");
+        return ftws__http_status(wsi, HTTP_STATUS_BAD_REQUEST, false);
+    }
+
     if (s->cb.allow_host) {
         char host[512];
         bool too_long = false;
@@ -605,6 +641,11 @@ int ftws__route_http(ftws_server *s, struct lws *wsi, ftws_http_req **slot, cons
 
     long long length;
     unsigned int bad = check_framing(wsi, &length);
+    const char *method = method_of(wsi);
+    bool post = method && !strcmp(method, "POST");
+    /* No Content-Length on a method lws reads a body for: no body, but lws waits for one (see
+     * unframed_body), so the connection cannot be reused after the answer. */
+    bool unframed = !bad && length < 0 && (post || (method && (!strcmp(method, "PUT") || !strcmp(method, "PATCH"))));
     if (!claimed) {
         /* Static files take no body: lws would read one as the next request. So a request with
          * one is refused and its connection closed (405 for a method files do not take). */
@@ -612,7 +653,11 @@ int ftws__route_http(ftws_server *s, struct lws *wsi, ftws_http_req **slot, cons
             bad = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) || lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI)
                       ? HTTP_STATUS_REQ_ENTITY_TOO_LARGE
                       : HTTP_STATUS_METHOD_NOT_ALLOWED;
-        return bad ? ftws__http_status(wsi, bad, false) : ftws__http_serve_file(s, wsi, uri, len);
+        if (bad)
+            return ftws__http_status(wsi, bad, false);
+        /* Files take no POST (405), and lws would then wait for a body that never comes. */
+        return unframed ? ftws__http_status(wsi, HTTP_STATUS_METHOD_NOT_ALLOWED, false)
+                        : ftws__http_serve_file(s, wsi, uri, len);
     }
     if (bad == HTTP_STATUS_LENGTH_REQUIRED)
         return refuse(s, wsi, slot, bad, "length_required", "send the body with a Content-Length, not chunked");
@@ -621,16 +666,14 @@ int ftws__route_http(ftws_server *s, struct lws *wsi, ftws_http_req **slot, cons
     if (ftws__stopping(s))
         return refuse(s, wsi, slot, 503, "unavailable", "the server is shutting down; retry later");
 
-    const char *method = method_of(wsi);
     if (!method)
         return refuse(s, wsi, slot, 400, "bad_request", "unknown method");
-    bool post = !strcmp(method, "POST");
-    if (length < 0 && (post || !strcmp(method, "PUT") || !strcmp(method, "PATCH")))
-        return refuse(s, wsi, slot, HTTP_STATUS_LENGTH_REQUIRED, "length_required",
-                      "send the body with a Content-Length");
     if (length > (long long)s->cfg.max_http_body_bytes)
+    {
+        char message[128];
         return refuse(s, wsi, slot, HTTP_STATUS_REQ_ENTITY_TOO_LARGE, "too_large",
-                      "the request body is over the server's limit");
+                      too_large_message(s, message, sizeof(message)));
+    }
 
     ftws_http_req *r = req_create(s, wsi);
     if (!r)
@@ -638,6 +681,7 @@ int ftws__route_http(ftws_server *s, struct lws *wsi, ftws_http_req **slot, cons
     *slot = r;
     r->method = method;
     r->head = !strcmp(method, "HEAD");
+    r->unframed_body = unframed;
     if (copy_request(r, uri))
         return -1; /* out of memory: close; the close callbacks free r */
 
@@ -669,7 +713,8 @@ int ftws__route_body(ftws_server *s, ftws_http_req *r, const uint8_t *in, size_t
     size_t cap = s->cfg.max_http_body_bytes;
     if (len > cap - r->body_len) {
         /* Content-Length was checked against the cap, so lws cannot deliver more; still. */
-        answer_error(r, HTTP_STATUS_REQ_ENTITY_TOO_LARGE, "too_large", "the request body is over the server's limit", true);
+        char message[128];
+        answer_error(r, HTTP_STATUS_REQ_ENTITY_TOO_LARGE, "too_large", too_large_message(s, message, sizeof(message)), true);
         return 0;
     }
     if (ftws_buffer_reserve(&r->body, &r->body_cap, r->body_len + len, 16384, cap))

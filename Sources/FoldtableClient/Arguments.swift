@@ -74,7 +74,7 @@ public enum Arguments {
         commands (SECTION is a section key, or leave it out and give --title TITLE; ROW is a row key):
           join URL SESSION                    the table, full-screen (keys: arrows or j/k move, Enter/Space
                                               toggle, e/c expand/collapse all, / search, n next match,
-                                              v edit value, u undo, U redo, q quit)
+                                              v edit value, u undo, U redo, p my view/shared, q quit)
               foldtable join ws://localhost:8080/ws demo --name ana
           watch URL SESSION                   print every message from the server as one JSON line
               foldtable watch ws://localhost:8080/ws demo

@@ -229,6 +229,9 @@ public final class ClientConnection {
     /// Changes sent or waiting that the server has not answered yet.
     public var unanswered: Int { outbox.count }
 
+    /// Whether change `id` is still waiting for the server's ack or refusal.
+    public func isUnanswered(_ id: String) -> Bool { outbox.contains { $0.id == id } }
+
     /// Closes the connection on purpose (no reconnect); ``onSocketClosed`` follows once the
     /// socket is gone (at once when there was none).
     public func close() {

@@ -40,6 +40,11 @@ public final class InteractiveSession {
     private var spinnerArmed = false
     private var fullScreen = false
     private var startFailure: String?
+    /// The join itself was refused (a missing or expired token): exit 1, not 3, as the one-shot
+    /// commands do (README's exit statuses).
+    private var startRefusal: String?
+    /// What each Enter on a section asked for (see ``CollapseIntents``).
+    private var intents = CollapseIntents()
     private var quitting = false
 
     private static let spinnerTimer = ClientConnection.firstUserTimer
@@ -74,6 +79,10 @@ public final class InteractiveSession {
         connection.run()
         terminal.restore()
         connection.shutdown()
+        if let startRefusal {
+            Console.error(startRefusal)
+            return Console.Status.refused
+        }
         if let startFailure {
             Console.error(startFailure)
             return Console.Status.connection
@@ -120,9 +129,17 @@ public final class InteractiveSession {
         case .event:
             if let note { show(note, error: false) }
         case .error(let error):
+            if error.id == nil && connection.state == .joining && !fullScreen {
+                // The server's answer to the join (it closes the connection next): what to say.
+                startRefusal = "the server refused to join \(connection.options.session ?? ""): \(error.message)"
+            }
             show("refused: \(error.message)", error: true)
         case .welcome(let welcome):
             if welcome.recovered == false { show("rejoined: the session changed while you were away", error: false) }
+            // A private view outlives a reconnect: asked for again, as it was.
+            if let savedView { connection.sendNow(.view(private: true, collapsed: savedView)) }
+        case .view, .viewChanged:
+            savedView = connection.replica.isPrivate ? connection.replica.sections.map { CollapseEffect(key: $0.key, collapsed: $0.collapsed) } : nil
         case .found(let id, let query, let matches, _):
             guard id != nil, id == pendingFind else { break }
             pendingFind = nil
@@ -228,7 +245,10 @@ public final class InteractiveSession {
         case .home, .character("g"): select(layout.first)
         case .end, .character("G"): select(layout.last)
         case .enter, .character(" "):
-            if let section = selectedSection() { connection.send(.toggle(section: .key(section))) }
+            if let section = selectedSection(), let shown = connection.replica.section(section)?.collapsed {
+                let collapsed = intents.target(for: section, shown: shown, unanswered: connection.isUnanswered)
+                intents.record(section, id: connection.send(.setCollapsed(section: .key(section), collapsed: collapsed)), collapsed: collapsed)
+            }
         case .left, .character("h"):
             if let section = selectedSection() {
                 connection.send(.setCollapsed(section: .key(section), collapsed: true))
@@ -244,6 +264,9 @@ public final class InteractiveSession {
         case .character("v"): startEditing()
         case .character("u"): connection.undo(redo: false)
         case .character("U"): connection.undo(redo: true)
+        case .character("p"):
+            // My own view and back: collapsing then changes only what this terminal shows.
+            connection.sendNow(.view(private: !connection.replica.isPrivate, collapsed: nil))
         case .character("r"): connection.retryNow()
         case .character("q"), .interrupt, .endOfInput: quit()
         case .redraw:
@@ -386,6 +409,9 @@ public final class InteractiveSession {
         previousFrame = frame
     }
 
+    /// This member's private view as last told, to ask for again after a reconnect (`nil`: shared).
+    private var savedView: [CollapseEffect]?
+
     private func status() -> TableScreen.Status {
         var prompt: String?
         switch mode {
@@ -399,7 +425,8 @@ public final class InteractiveSession {
         case .connecting(let attempt): connectionText = attempt == 0 ? "connecting…" : "reconnecting…"
         case .joining: connectionText = "joining…"
         case .joined:
-            connectionText = "connected"
+            // Which view this is, always: the keys change what they mean with it.
+            connectionText = connection.replica.isPrivate ? "connected · my view (p: shared)" : "connected · shared view"
             healthy = true
         case .waiting(let retryAt, _, _):
             let now = ClientConnection.nowMs()

@@ -16,6 +16,10 @@ public enum ServerUpdate: Equatable, Sendable {
     case sessions([SessionInfo])
     /// The answer to `find`.
     case found(id: String?, query: String, matches: [RowSearch.Match], truncated: Bool)
+    /// Which view this member is in: its whole private view, or `nil` for the shared one.
+    case view(private: [CollapseEffect]?)
+    /// A collapse change applied to this member's private view only (acknowledges `id`).
+    case viewChanged(id: String?, collapsed: [CollapseEffect])
     case other(type: String)
 
     /// The snapshot after `join`.
@@ -70,6 +74,18 @@ public enum ServerUpdate: Equatable, Sendable {
         try decode(try JSONParser.parse(line, limits: limits))
     }
 
+    /// A `collapsed` object of `view`/`viewChanged`, in its order.
+    private static func collapsedMap(_ reader: FieldReader) throws(ProtocolError) -> [CollapseEffect] {
+        var effects: [CollapseEffect] = []
+        for (key, flag) in try reader.object("collapsed").members {
+            guard case .bool(let collapsed) = flag else {
+                throw ProtocolError(.wrongType, "collapsed.\(key.prefix(64)) must be true or false", field: "collapsed")
+            }
+            effects.append(CollapseEffect(key: key, collapsed: collapsed))
+        }
+        return effects
+    }
+
     /// Decodes one parsed server message.
     public static func decode(_ value: JSONValue) throws(ProtocolError) -> ServerUpdate {
         let reader = try FieldReader(value)
@@ -120,6 +136,12 @@ public enum ServerUpdate: Equatable, Sendable {
             }
             return .found(
                 id: try reader.optionalString("id"), query: try reader.string("q"), matches: matches, truncated: try reader.bool("truncated"))
+        case "view":
+            let mode = try reader.string("mode")
+            guard mode == "private" else { return .view(private: nil) }
+            return .view(private: try collapsedMap(reader))
+        case "viewChanged":
+            return .viewChanged(id: try reader.optionalString("id"), collapsed: try collapsedMap(reader))
         case "sessions":
             var list: [SessionInfo] = []
             for element in try reader.array("sessions") {

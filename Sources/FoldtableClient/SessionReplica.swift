@@ -38,6 +38,11 @@ public struct SessionReplica: Sendable {
     /// Whether ``presence`` lists every member (false in a session past the server's list
     /// threshold: then only the count is kept exact).
     public private(set) var presenceIsComplete = true
+    /// Whether this member is in a private view: then ``sections`` show its own collapsed
+    /// states, and the shared ones (what events set) are in ``sharedCollapsed``.
+    public private(set) var isPrivate = false
+    /// In a private view, each section's shared state (section key -> collapsed).
+    public private(set) var sharedCollapsed: [String: Bool] = [:]
     /// The replica can no longer be kept right from events (missed events, rows it cannot
     /// place): rejoin without `since` to get a fresh welcome.
     public private(set) var needsSnapshot = false
@@ -91,11 +96,31 @@ public struct SessionReplica: Sendable {
         case .busy(let key, let busy):
             if let position = positions[key] { sections[position].busy = busy }
         case .presence(let change): updatePresence(change)
+        case .view(let view): setView(view)
+        case .viewChanged(_, let collapsed):
+            guard isPrivate else { break }
+            for effect in collapsed { setCollapsed(effect.key, effect.collapsed, at: seq) }
         case .ack, .error, .sessions, .found, .other: break
         }
     }
 
+    /// Enters a private view (its whole map) or, with `nil`, goes back to the shared states.
+    private mutating func setView(_ view: [CollapseEffect]?) {
+        if let view {
+            if !isPrivate { sharedCollapsed = Dictionary(sections.map { ($0.key, $0.collapsed) }, uniquingKeysWith: { $1 }) }
+            isPrivate = true
+            for effect in view { setCollapsed(effect.key, effect.collapsed, at: seq) }
+        } else if isPrivate {
+            isPrivate = false
+            for (key, collapsed) in sharedCollapsed { setCollapsed(key, collapsed, at: seq) }
+            sharedCollapsed = [:]
+        }
+    }
+
     private mutating func load(_ welcome: ServerUpdate.Welcome) {
+        // A welcome shows the shared states; a private view is told again after it.
+        isPrivate = false
+        sharedCollapsed = [:]
         options = welcome.table.options
         session = welcome.session
         me = welcome.me
@@ -196,7 +221,18 @@ public struct SessionReplica: Sendable {
         if event.seq != seq + 1 { needsSnapshot = true }  // events were missed
         seq = event.seq
         apply(event.change, of: event)
-        for effect in event.collapsed { setCollapsed(effect.key, effect.collapsed, at: event.seq) }
+        for effect in event.collapsed {
+            // In a private view, events set the shared state only (a section new to the view
+            // takes the state the table gave it).
+            if isPrivate && sharedCollapsed[effect.key] != nil {
+                sharedCollapsed[effect.key] = effect.collapsed
+            } else {
+                setCollapsed(effect.key, effect.collapsed, at: event.seq)
+            }
+        }
+        if isPrivate {
+            for section in sections where sharedCollapsed[section.key] == nil { sharedCollapsed[section.key] = section.collapsed }
+        }
     }
 
     /// Applies one change of `event` (the event's own, or one inside an undo).

@@ -80,6 +80,13 @@ public struct UndoRecord: Equatable, Sendable {
     public var backward: UndoStep
     public var forward: UndoStep
 
+    public init(seq: UInt64, kind: String, backward: UndoStep, forward: UndoStep) {
+        self.seq = seq
+        self.kind = kind
+        self.backward = backward
+        self.forward = forward
+    }
+
     /// The change that applies one direction of this record to `table` as it is now: positions
     /// that no longer exist (rows or sections removed since) are brought within range, so the
     /// change lands as near as it can to where it was.

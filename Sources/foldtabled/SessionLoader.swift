@@ -25,7 +25,18 @@ enum SessionLoader {
             } catch {
                 throw LoadFailure("--load \(name): \(path): \(error.message)")
             }
-            hub.createSessionIfAbsent(name, table: table)
+            let log = Log(level: config.logLevel)
+            hub.createSessionIfAbsent(name, table: table) { result in
+                // A skipped file is not an error (a restart finds what the first start loaded, and
+                // later changes must not be overwritten), but the operator asked for this file
+                // and did not get it: a warning, so one who edited the file and restarted sees
+                // why the table did not change.
+                switch result {
+                case .success(true): log(.info, "load", ["session": name, "path": path])
+                case .success(false): log(.warning, "load_skipped", ["reason": "exists", "session": name, "path": path])
+                case .failure(let error): log(.warning, "load_failed", ["session": name, "path": path, "reason": error.message])
+                }
+            }
         }
     }
 

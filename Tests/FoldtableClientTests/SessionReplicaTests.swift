@@ -79,6 +79,39 @@ import Testing
         #expect(!replica.needsSnapshot)
     }
 
+    @Test func anUndoEventAppliesEachOfItsChangesToTheReplica() throws {
+        var table = try Wire.smallTable()
+        var replica = SessionReplica()
+        replica.apply(try Wire.welcome(table))
+        let change = Change.removeSection(section: .key("mac"))
+        let prelude = table.undoPrelude(for: change)
+        guard case .event(let removal) = try Wire.event(&table, change) else { return }
+        replica.apply(.event(removal))
+        let record = try #require(table.undoRecord(for: removal, prelude: prelude))
+        let update = try Wire.event(&table, .undo(record.change(redo: false, on: table)))
+        replica.apply(update)
+        replica.apply(try Wire.rows(table, section: "mac", seq: table.seq))
+        try expectInStep(replica, table)
+    }
+
+    @Test func inAPrivateViewEventsSetTheSharedStateAndTheViewKeepsItsOwn() throws {
+        var table = try Wire.smallTable()
+        var replica = SessionReplica()
+        replica.apply(try Wire.welcome(table))
+        replica.apply(try ServerUpdate.decode(ServerMessage.view(private: table.collapsedMap)))
+        #expect(replica.isPrivate)
+        replica.apply(try ServerUpdate.decode(ServerMessage.viewChanged(id: "v1", collapsed: [CollapseEffect(key: "mac", collapsed: true)])))
+        #expect(replica.section("mac")?.collapsed == true)
+        // Someone expands Inventory for everyone: shared, not here.
+        replica.apply(try Wire.event(&table, .setCollapsed(section: .key("big"), collapsed: false)))
+        #expect(replica.section("big")?.collapsed == true)
+        #expect(replica.sharedCollapsed["big"] == false)
+        replica.apply(try ServerUpdate.decode(ServerMessage.view(private: nil)))
+        #expect(!replica.isPrivate)
+        #expect(replica.section("mac")?.collapsed == false)
+        #expect(replica.section("big")?.collapsed == false)
+    }
+
     @Test func rowCountsStayRightInSectionsWhoseRowsAreNotLoaded() throws {
         var table = try Wire.smallTable()
         var replica = SessionReplica()

@@ -90,6 +90,26 @@ func eventLine(_ harness: Harness, _ id: UInt64) -> [String] {
         #expect(eventLine(b, 1) == ["1:set:api"])
     }
 
+    @Test func anAPIAddRowThroughTheStreamIsAnsweredWithTheKeyEveryNodeGaveIt() throws {
+        let cluster = LocalCluster()
+        let a = cluster.start("a")
+        let b = cluster.start("b")
+        b.join(1, name: "bo")
+        cluster.settle()
+        var answers: [(Result<UInt64, ProtocolError>, String?)] = []
+        a.hub.submitAPIChange(
+            .addRow(section: .key("mac"), row: NewRow(label: "Mac Pro")), id: nil, author: Author(client: "api", name: "cron"), session: "demo"
+        ) { answers.append(($0, $1)) }
+        cluster.settle()
+        let event = try #require(b.transport.messages(1, type: "event").last)
+        guard case .string(let key)? = event["change"]?["row"]?["key"] else {
+            Issue.record("the event names no key")
+            return
+        }
+        #expect(try answers.first?.0.get() == 1)
+        #expect(answers.first?.1 == key)
+    }
+
     @Test func aHubStartedLateOpensTheFullTable() throws {
         let cluster = LocalCluster()
         let a = cluster.start("a")

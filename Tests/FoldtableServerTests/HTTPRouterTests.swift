@@ -104,7 +104,7 @@ import Testing
     }
 
     @Test func theBodyCapIsASettingWithADefaultAndARange() throws {
-        #expect(ServerConfig().maxHTTPBodyBytes == 1_048_576)
+        #expect(ServerConfig().maxHTTPBodyBytes == 4_194_304)
         guard case .run(let config) = try ServerConfig.parse(arguments: ["--max-http-body-bytes", "0"]) else { return }
         #expect(config.maxHTTPBodyBytes == 0)
         guard case .run(let fromEnvironment) = try ServerConfig.parse(arguments: [], environment: ["FOLDTABLE_MAX_HTTP_BODY_BYTES": "4096"])

@@ -81,6 +81,41 @@ import Testing
         #expect(error.code == .sessionNotFound)
     }
 
+    @Test func anAPIChangeThatAddsARowOrSectionIsAnsweredWithTheKeyItsEventCarries() throws {
+        let h = Harness()
+        h.join(1)
+        var answers: [(Result<UInt64, ProtocolError>, String?)] = []
+        let api = Author(client: "api", name: "cron")
+        h.hub.submitAPIChange(.addRow(section: .key("mac"), row: NewRow(label: "Mac Pro")), id: nil, author: api, session: "demo") {
+            answers.append(($0, $1))
+        }
+        h.transport.settle()
+        let event = try #require(h.transport.messages(1, type: "event").last)
+        guard case .string(let chosen)? = event["change"]?["row"]?["key"] else {
+            Issue.record("the event names no key")
+            return
+        }
+        #expect(try answers.first?.0.get() != nil)
+        #expect(answers.first?.1 == chosen)
+        h.hub.submitAPIChange(.addSection(NewSection(key: "watch", title: "Watch")), id: nil, author: api, session: "demo") {
+            answers.append(($0, $1))
+        }
+        h.hub.submitAPIChange(.setAll(collapsed: true), id: nil, author: api, session: "demo") { answers.append(($0, $1)) }
+        h.transport.settle()
+        #expect(answers.count == 3)
+        #expect(answers.dropFirst().map { $0.1 } == ["watch", nil])
+    }
+
+    @Test func creatingASessionIfAbsentSaysWhetherItMadeOne() {
+        let h = Harness()
+        var made: [Bool] = []
+        h.hub.createSessionIfAbsent("fresh", table: Table()) { made.append((try? $0.get()) ?? false) }
+        h.hub.createSessionIfAbsent("fresh", table: Table()) { made.append((try? $0.get()) ?? true) }
+        h.hub.createSessionIfAbsent("demo", table: Table()) { made.append((try? $0.get()) ?? true) }
+        h.transport.settle()
+        #expect(made == [true, false, false])
+    }
+
     @Test func aRenameIsShownToEveryMember() {
         let h = Harness()
         h.join(1, name: "ana")

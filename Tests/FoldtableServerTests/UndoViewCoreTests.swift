@@ -94,4 +94,23 @@ import Testing
         let fresh = core.handle(.join(other, JoinRequest(session: "x", name: "dee"), role: nil, scope: "k:dee"), now: 0)
         #expect(!sent(fresh, to: other).contains { $0.contains("\"view\"") })
     }
+
+    @Test func theHistoryKeepsAtMostItsDepthPerAuthorAndForgetsTheAuthorsIdleLongest() {
+        func record(_ seq: UInt64) -> UndoRecord { UndoRecord(seq: seq, kind: "toggle", backward: UndoStep(), forward: UndoStep()) }
+        var history = UndoHistory(depth: 2, authors: 4)
+        for seq: UInt64 in 1...3 { history.recorded(record(seq), by: "a") }
+        history.applied(redo: false, of: 3, by: "a")
+        history.applied(redo: false, of: 2, by: "a")
+        #expect(history.next(redo: false, of: "a") == nil)  // 1 fell out: two are kept
+        #expect(history.next(redo: true, of: "a")?.seq == 2)
+        // A new change clears what can be redone.
+        history.recorded(record(4), by: "a")
+        #expect(history.next(redo: true, of: "a") == nil)
+        for (index, author) in ["b", "c", "d"].enumerated() { history.recorded(record(UInt64(5 + index)), by: author) }
+        history.recorded(record(9), by: "a")  // a is the most recent again
+        history.recorded(record(10), by: "e")  // one too many: the idlest half (b, c) go
+        #expect(history.next(redo: false, of: "b") == nil && history.next(redo: false, of: "c") == nil)
+        #expect(history.next(redo: false, of: "a")?.seq == 9)
+        #expect(history.next(redo: false, of: "e")?.seq == 10)
+    }
 }

@@ -559,3 +559,26 @@ def test_a_link_to_a_missing_session_says_so_and_makes_nothing_while_the_lobby_f
         assert b.current_url.endswith(f"/s/{session_name}"), b.current_url
     finally:
         server.stop()
+
+
+def test_a_burst_of_others_changes_is_announced_once_counting_the_rest_in_good_english(server, browsers, session_name):
+    seed(server, session_name, [FRUIT, VEG])
+    b = browsers()
+    open_as(b, server, "ana", f"/s/{session_name}")
+    live = lambda b: b.find_element(By.ID, "live").get_attribute("textContent")
+    peer = Peer(server, session_name, name="bo")
+    try:
+        wait(b, lambda b: "bo joined" in live(b))
+        time.sleep(1)  # that announcement is out: the next burst is announced on its own
+        # Two changes within the announcement's 0.7 s window: the last, and one more change.
+        peer.send({"type": "set", "section": "fruit", "collapsed": True})
+        peer.send({"type": "set", "section": "veg", "collapsed": True})
+        wait(b, lambda b: "bo collapsed Vegetables (and 1 more change)" == live(b))
+        time.sleep(1)
+        # Three: two more changes.
+        peer.send({"type": "set", "section": "fruit", "collapsed": False})
+        peer.send({"type": "set", "section": "veg", "collapsed": False})
+        peer.send({"type": "set", "section": "fruit", "collapsed": True})
+        wait(b, lambda b: "bo collapsed Fruit (and 2 more changes)" == live(b))
+    finally:
+        peer.close()

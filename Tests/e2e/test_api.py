@@ -280,6 +280,83 @@ def test_load_makes_sessions_from_csv_and_json_files_at_start_and_a_bad_file_sto
     assert done.returncode == 1 and "NAME=PATH" in done.stderr
 
 
+def test_the_demo_sessions_own_export_imports_back_under_the_default_body_limit():
+    # Default settings: the export (50,000 rows in its large section, about 2.7 MB) is a body
+    # the same server takes back.
+    s = Server("--memory")
+    try:
+        status, _, document = call(s, "GET", "/api/v1/sessions/demo")
+        assert status == 200
+        exported = json.dumps(document).encode()
+        assert len(exported) > 2_000_000, len(exported)
+        status, _, body = call(s, "POST", "/api/v1/sessions?name=demo-copy", exported)
+        assert status in (200, 201), (status, body)
+        _, _, copy = call(s, "GET", "/api/v1/sessions/demo-copy")
+        assert copy["sections"] == document["sections"]
+    finally:
+        s.stop()
+
+
+def test_a_body_over_the_limit_is_refused_naming_the_setting_and_the_limit():
+    s = Server("--memory", "--max-http-body-bytes", "4096")
+    try:
+        status, _, body = call(s, "POST", "/api/v1/sessions?name=big", b"x" * 5000)
+        assert status == 413 and body["error"]["code"] == "too_large"
+        assert body["error"]["message"] == "the request body is over the server's limit of 4096 bytes (--max-http-body-bytes)"
+    finally:
+        s.stop()
+
+
+def test_changes_that_add_a_row_or_a_section_answer_with_its_key(server):
+    name = unique("keys")
+    path = f"/api/v1/sessions/{name}/changes"
+    assert call(server, "POST", f"/api/v1/sessions?name={name}", b"")[0] in (200, 201)
+    # The table chooses the key when the change names none...
+    status, _, added = call(server, "POST", path, {"type": "addSection", "title": "Mac"})
+    assert status == 200 and added == {"seq": added["seq"], "key": added["key"]} and added["key"].startswith("s"), added
+    section = added["key"]
+    status, _, row = call(server, "POST", path, {"type": "addRow", "section": section, "label": "iMac"})
+    assert status == 200 and set(row) == {"seq", "key"} and row["key"].startswith("r"), row
+    # ...and the key is the one the table holds: the row is addressed by it next.
+    status, _, _ = call(server, "POST", path, {"type": "updateRow", "row": row["key"], "set": {"value": "M4"}})
+    assert status == 200
+    _, _, table = call(server, "GET", f"/api/v1/sessions/{name}")
+    assert [(s["key"], [(r["key"], r["value"]) for r in s["rows"]]) for s in table["sections"]] == [(section, [(row["key"], "M4")])]
+    # A key the change names comes back as it is; a retry with one Idempotency-Key gets the same.
+    named = {"type": "addRow", "section": section, "label": "Mac mini", "key": "mini"}
+    assert call(server, "POST", path, named)[2] == {"seq": row["seq"] + 2, "key": "mini"}
+    change = {"type": "addRow", "section": section, "label": "Mac Pro"}
+    first = call(server, "POST", path, change, {"Idempotency-Key": "pro-1"})[2]
+    again = call(server, "POST", path, change, {"Idempotency-Key": "pro-1"})[2]
+    assert first["key"].startswith("r") and again["seq"] == first["seq"], (first, again)
+    # Other changes answer with their seq alone.
+    status, _, toggled = call(server, "POST", path, {"type": "toggle", "section": section})
+    assert status == 200 and set(toggled) == {"seq"}
+
+
+def test_load_of_a_session_that_exists_already_says_so_in_one_log_line(tmp_path):
+    csv = tmp_path / "fruit.csv"
+    csv.write_text("section,label,value,detail\nFruit,Apple,red,\n")
+    data = tmp_path / "data"
+    first = Server("--data-dir", str(data), "--load", f"fruit={csv}", "--log-level", "info")
+    try:
+        assert call(first, "GET", "/api/v1/sessions/fruit")[0] == 200
+    finally:
+        first.stop()
+    first_log = first.proc.stderr.read()
+    assert "event=load_skipped" not in first_log and "event=load session=fruit" in first_log, first_log
+    # A restart finds the session the first start made (maybe changed since): left as it is,
+    # and the log says why the file was not read into it.
+    second = Server("--data-dir", str(data), "--load", f"fruit={csv}", "--log-level", "warning")
+    try:
+        assert call(second, "GET", "/api/v1/sessions/fruit")[0] == 200
+    finally:
+        second.stop()
+    lines = [line for line in second.proc.stderr.read().splitlines() if "event=load_skipped" in line]
+    assert len(lines) == 1, lines
+    assert "reason=exists" in lines[0] and "session=fruit" in lines[0], lines
+
+
 def test_past_the_memory_budget_joins_and_new_sessions_are_refused_and_counted():
     from prometheus_client.parser import text_string_to_metric_families
     # A budget of 1 MiB: any real process is past it, so every join and creation is refused.

@@ -149,6 +149,44 @@ def test_clients_on_two_nodes_see_the_same_events_in_the_same_order(nodes):
     run(scenario())
 
 
+def test_an_undo_on_one_node_is_applied_alike_on_every_node_and_a_conflicting_one_nowhere(nodes):
+    a, b = nodes
+    name = unique("undo")
+
+    async def scenario():
+        ana = await Client.join(a.ws, session=name, name="ana")
+        bo = await Client.join(b.ws, session=name, name="bo")
+        for n, message in enumerate([
+            {"type": "addSection", "key": "x", "title": "X"},
+            {"type": "addRow", "section": "x", "key": "r1", "label": "one", "value": "1"},
+        ]):
+            await ana.send({**message, "id": f"s{n}"})
+            assert (await ana.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == f"s{n}", timeout=10))["type"] == "ack"
+        await ana.send({"type": "updateRow", "row": "r1", "set": {"value": "2"}, "id": "c1"})
+        changed = await ana.next(lambda m: m["type"] == "ack" and m["id"] == "c1", timeout=10)
+        await ana.send({"type": "undo", "id": "u1"})
+        undone = await ana.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == "u1", timeout=10)
+        assert undone["type"] == "ack", undone
+        event = await bo.next(lambda m: m["type"] == "event" and m["seq"] == undone["seq"], timeout=10)
+        assert event["change"]["type"] == "undo" and event["change"]["of"] == changed["seq"]
+        assert event["change"]["changes"] == [{"type": "updateRow", "row": "r1", "set": {"value": "1"}}]
+        # Redo, then bo edits the same row on the other node: ana's undo is refused on every node.
+        await ana.send({"type": "redo", "id": "r1"})
+        assert (await ana.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == "r1", timeout=10))["type"] == "ack"
+        await bo.send({"type": "updateRow", "row": "r1", "set": {"value": "bo's"}, "id": "b1"})
+        edited = await bo.next(lambda m: m["type"] == "ack" and m["id"] == "b1", timeout=10)
+        await ana.next(lambda m: m["type"] == "event" and m["seq"] == edited["seq"], timeout=10)
+        await ana.send({"type": "undo", "id": "u2"})
+        refused = await ana.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == "u2", timeout=10)
+        assert refused["type"] == "error" and refused["code"] == "undo_conflict", refused
+        for server in (a, b):
+            status, _, table = call(server, "GET", f"/api/v1/sessions/{name}")
+            assert status == 200 and table["sections"][0]["rows"][0]["value"] == "bo's"
+        await ana.close()
+        await bo.close()
+    run(scenario())
+
+
 def test_an_api_change_on_one_node_reaches_members_on_the_other(nodes):
     a, b = nodes
     name = unique("api")

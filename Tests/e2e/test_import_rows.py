@@ -14,7 +14,7 @@ from test_api import call, run, unique
 
 @pytest.fixture(scope="module")
 def server():
-    # 8,000 rows of CSV are ~360 KB, under the default body cap (1 MiB; test_http.py tests it).
+    # 8,000 rows of CSV are ~360 KB, under the default body cap (4 MiB; test_http.py tests it).
     s = Server()
     yield s
     s.stop()

@@ -951,6 +951,60 @@ def test_the_interactive_client_reconnects_and_shows_what_it_missed(server):
     run(scenario())
 
 
+def test_an_enter_pressed_offline_is_replayed_as_the_state_it_asked_for_not_as_a_toggle(server):
+    name = f"offline{time.monotonic_ns() % 10**9}"
+    assert ft("add-section", server.ws, name, "Shelf", "--key", "shelf", "--expanded").returncode == 0
+
+    async def scenario():
+        proxy = Proxy(server.port)
+        command = "env NO_COLOR=1 TERM=xterm-256color " + shlex.join(
+            [CLIENT, "join", f"ws://127.0.0.1:{proxy.port}/ws", name, "--name", "ana"])
+        pane = Pane(command)
+        try:
+            await pane.wait_for("connected", "− Shelf")
+            proxy.accepting = False
+            proxy.drop_all()
+            await pane.wait_for("offline, retrying in")
+            pane.keys("Enter")  # Shelf is expanded on screen: this press asks for it collapsed
+            await pane.wait_for("1 unsent")
+            # Meanwhile someone else collapses it. A queued toggle would expand it again on the
+            # reconnect, undoing their change; the press asked for "collapsed", which it is.
+            assert ft("collapse", server.ws, name, "shelf", "--name", "bo").returncode == 0
+            watcher = await Client.join(server.ws, session=name, name="watcher")
+            proxy.accepting = True
+            pane.keys("r")
+            event = await watcher.next(lambda m: m["type"] == "event" and m["by"]["name"] == "ana", timeout=10)
+            assert event["change"]["type"] == "set" and event["change"]["collapsed"] is True, event
+            await pane.wait(lambda t: "● connected" in t and "unsent" not in t, what="connected, nothing unsent")
+            assert collapsed_map(server.ws, name) == {"shelf": True}
+            await watcher.close()
+        finally:
+            pane.close()
+            proxy.close()
+
+    run(scenario())
+
+
+def test_the_interactive_client_exits_1_when_the_server_refuses_the_join_for_want_of_a_token(tmp_path):
+    secret = tmp_path / "token.secret"
+    secret.write_text("s" * 40)
+    server = Server("--memory", "--token-secret-file", str(secret))
+
+    async def scenario():
+        pane = Pane(join_command(server.ws))
+        try:
+            screen = await pane.wait_for("EXIT=")
+            assert "EXIT=1" in screen, screen
+            assert "foldtable: the server refused to join demo: this server needs a token to join" in screen, screen
+        finally:
+            pane.close()
+
+    try:
+        run(scenario())
+    finally:
+        server.stop()
+
+
 def test_the_interactive_client_exits_with_one_line_when_the_server_is_unreachable():
     async def scenario():
         port = free_port()

@@ -109,11 +109,14 @@ public struct ServerConfig: Sendable, Equatable {
     public var maxQueueBytes = 1_048_576
     /// Queued messages are joined into one frame up to this many bytes. Default 64 KiB.
     public var maxBatchBytes = 65_536
-    /// Largest body of an HTTP request to the API, in bytes. Default 1 MiB: a JSON table of a
-    /// few thousand rows fits, and since a body is held whole in memory until it is answered,
-    /// the cap bounds what one request can make the server hold. A larger `Content-Length` gets
-    /// 413 before any of the body is read.
-    public var maxHTTPBodyBytes = 1_048_576
+    /// Largest body of an HTTP request to the API, in bytes. Default 4 MiB: what the server
+    /// exports with its defaults must import back, and the demo session's export (its 50,000-row
+    /// large section, `demoLargeRows`) is about 2.7 MB, so 4 MiB takes it with half as much again
+    /// to spare. Since a body is held whole in memory until it is answered, the cap bounds what
+    /// one request can make the server hold (with ``maxHTTPRequestsPerIP`` at its default, 256
+    /// MiB from one address at worst). A larger `Content-Length` gets 413, naming this setting,
+    /// before any of the body is read.
+    public var maxHTTPBodyBytes = 4_194_304
     /// HTTP API requests a second from one client address, sustained. Default 50: far above a
     /// script's or a dashboard's pace, while one address cannot keep the server busy with finds
     /// and exports; past it come 429 answers with `Retry-After`.
@@ -262,7 +265,7 @@ public struct ServerConfig: Sendable, Equatable {
             "queued messages are joined into one frame up to this size"),
         .number(
             "max-http-body-bytes", .limits, \.maxHTTPBodyBytes, 0...64 * 1_048_576, unit: "bytes",
-            "largest HTTP request body the API takes (413 beyond, before any of it is read); a body is held whole until it is answered, so this bounds what one request costs; 0 = no bodies"
+            "largest HTTP request body the API takes (413 beyond, before any of it is read); the default takes back the demo session's own export (about 2.7 MB); a body is held whole until it is answered, so this bounds what one request costs; 0 = no bodies"
         ),
         .number(
             "api-rate", .limits, \.apiRatePerSec, 1...1_000_000, unit: "a second",

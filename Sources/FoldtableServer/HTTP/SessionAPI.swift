@@ -375,17 +375,26 @@ final class SessionAPI {
                         400, ProtocolError(.invalidValue, "Idempotency-Key may only hold letters, digits and _ - . :", field: "Idempotency-Key")))
             }
         }
-        hub.submitAPIChange(change, id: scoped, author: call.author, session: call.parameters["name"] ?? "") { result in
-            switch result {
-            case .success(let seq):
-                if let count {
-                    respond(.json(200, Self.object(["seq": .integer(Int64(seq)), "rows": .integer(Int64(count))])))
-                } else {
-                    respond(.json(200, Self.object(["seq": .integer(Int64(seq))])))
+        let session = call.parameters["name"] ?? ""
+        hub.submitAPIChange(
+            change, id: scoped, author: call.author, session: session,
+            answer: { result, created in
+                switch result {
+                case .success(let seq):
+                    if let count {
+                        respond(.json(200, Self.object(["seq": .integer(Int64(seq)), "rows": .integer(Int64(count))])))
+                    } else if let key = created ?? change.createdKey {
+                        // What was made, so the caller can address it next without reading the
+                        // table back: the key it named, or the one the table chose. (A retry
+                        // answered from the change-id window long after has no event at hand:
+                        // then only a key the caller named is known.)
+                        respond(.json(200, Self.object(["seq": .integer(Int64(seq)), "key": .string(key)])))
+                    } else {
+                        respond(.json(200, Self.object(["seq": .integer(Int64(seq))])))
+                    }
+                case .failure(let error): respond(Self.error(error))
                 }
-            case .failure(let error): respond(Self.error(error))
-            }
-        }
+            })
     }
 
     /// Runs `body` with the session, or answers 404.

@@ -9,12 +9,23 @@ extension Hub {
     public func submitAPIChange(
         _ change: Change, id: String?, author: Author, session name: String, completion: @escaping (Result<UInt64, ProtocolError>) -> Void
     ) {
+        submitAPIChange(change, id: id, author: author, session: name, answer: { result, _ in completion(result) })
+    }
+
+    /// As ``submitAPIChange(_:id:author:session:completion:)``; `answer` also gets the key of the
+    /// row or section an `addRow` or `addSection` created (the caller's, or the one the table
+    /// chose), when its event is at hand: always for the request that made the change and for
+    /// retries answered with it, not for a retry answered later from the change-id window.
+    public func submitAPIChange(
+        _ change: Change, id: String?, author: Author, session name: String,
+        answer: @escaping (Result<UInt64, ProtocolError>, _ created: String?) -> Void
+    ) {
         withSession(name, create: false) { [self] result in
             switch result {
-            case .failure(let error): completion(.failure(error))
+            case .failure(let error): answer(.failure(error), nil)
             case .success(let session):
                 nextAPIRequest += 1
-                apiRequests[nextAPIRequest] = completion
+                apiRequests[nextAPIRequest] = answer
                 session.handle(.apiChange(change, id: id, author: author, request: nextAPIRequest))
             }
         }
@@ -22,7 +33,14 @@ extension Hub {
 
     /// A session answered an HTTP API change.
     func apiAnswered(_ request: UInt64, _ result: Result<UInt64, ProtocolError>) {
-        apiRequests.removeValue(forKey: request)?(result)
+        let created = apiCreatedKeys.removeValue(forKey: request)
+        apiRequests.removeValue(forKey: request)?(result, created)
+    }
+
+    /// The HTTP API change `request` created a row or section keyed `key` (its answer follows).
+    func apiCreated(_ request: UInt64, key: String) {
+        guard apiRequests[request] != nil else { return }
+        apiCreatedKeys[request] = key
     }
 
     /// Deletes `session` and its history; once the store has, every member is closed with 4501.

@@ -34,7 +34,10 @@ public final class Hub: TransportDelegate {
     /// Sessions being opened, with what waits for each (joins, API calls).
     var loading: [String: [(Result<TableSession, ProtocolError>) -> Void]] = [:]
     /// HTTP API changes waiting for their commit, by request number.
-    var apiRequests: [UInt64: (Result<UInt64, ProtocolError>) -> Void] = [:]
+    var apiRequests: [UInt64: (Result<UInt64, ProtocolError>, _ created: String?) -> Void] = [:]
+    /// The key of the row or section an HTTP API change created, from its event, until the
+    /// change is answered (``SessionEffect/created(request:key:)`` comes just before the answer).
+    var apiCreatedKeys: [UInt64: String] = [:]
     var nextAPIRequest: UInt64 = 0
     /// `list` answer cache, rebuilt only after a session is created or deleted.
     var sortedNames: [String]?
@@ -152,9 +155,10 @@ public final class Hub: TransportDelegate {
     }
 
     /// Creates session `name` holding `table` when no session of that name exists (the demo,
-    /// tables loaded from files at start-up).
-    public func createSessionIfAbsent(_ name: String, table: Table) {
-        ordering.createIfAbsent(name, table: table)
+    /// tables loaded from files at start-up). `made` hears whether it was made here (false: a
+    /// session of that name existed and was left as it is), or why that is not known.
+    public func createSessionIfAbsent(_ name: String, table: Table, made: @escaping (Result<Bool, ProtocolError>) -> Void = { _ in }) {
+        ordering.createIfAbsent(name, table: table, made: made)
     }
 
     /// A normal stop: whatever other nodes hold of this one (its members in their presence) is

@@ -59,9 +59,10 @@ final class LocalOrdering: SessionOrdering {
         }
     }
 
-    func createIfAbsent(_ name: String, table: Table) {
-        guard let hub, !names.contains(name), !hub.holds(name) else { return }
+    func createIfAbsent(_ name: String, table: Table, made: @escaping (Result<Bool, ProtocolError>) -> Void) {
+        guard let hub, !names.contains(name), !hub.holds(name) else { return made(.success(false)) }
         make(name, table: table, hub: hub)
+        made(.success(true))
     }
 
     func create(_ name: String, table: Table, completion: @escaping (Result<Void, ProtocolError>) -> Void) {

@@ -17,8 +17,9 @@ protocol SessionOrdering: AnyObject {
     /// a `TableSession` the hub then holds, or why not (`session_not_found`,
     /// `storage_unavailable`). May complete at once.
     func open(_ name: String, create: Table?, completion: @escaping (Result<TableSession, ProtocolError>) -> Void)
-    /// Makes session `name` holding `table` when none of that name exists (the demo, `--load`).
-    func createIfAbsent(_ name: String, table: Table)
+    /// Makes session `name` holding `table` when none of that name exists (the demo, `--load`);
+    /// `made` hears whether this made it (false: one existed), or why it could not tell.
+    func createIfAbsent(_ name: String, table: Table, made: @escaping (Result<Bool, ProtocolError>) -> Void)
     /// Makes session `name` holding `table` (the HTTP API's import), answering once it is
     /// stored; `duplicate_key` when one exists.
     func create(_ name: String, table: Table, completion: @escaping (Result<Void, ProtocolError>) -> Void)

@@ -69,9 +69,11 @@ final class StreamOrdering: SessionOrdering {
         }
     }
 
-    func createIfAbsent(_ name: String, table: Table) {
+    func createIfAbsent(_ name: String, table: Table, made: @escaping (Result<Bool, ProtocolError>) -> Void) {
         // Whichever node writes it first makes it; the others open that one.
-        hub?.withSession(name, creating: table) { _ in }
+        hub?.withSession(name, creating: table) { [self] result in
+            made(result.map { drivers[$0.name]?.createdHere == true })
+        }
     }
 
     func create(_ name: String, table: Table, completion: @escaping (Result<Void, ProtocolError>) -> Void) {

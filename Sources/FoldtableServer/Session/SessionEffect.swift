@@ -77,6 +77,9 @@ public enum SessionEffect {
     indirect case refuse(Connection, ProtocolError, id: String?)
     /// Answer an HTTP API change: the seq it is durable at, or why it was refused.
     indirect case answer(request: UInt64, Result<UInt64, ProtocolError>)
+    /// The HTTP API change `request` created the row or section `key`: said just before its
+    /// `answer`, so the API can name what the caller made (the table may have chosen the key).
+    case created(request: UInt64, key: String)
     /// Append these events to the log; report back `committed` or `commitFailed` with `generation`.
     case persist([LoggedEvent], generation: UInt64)
     /// Save this table (the committed one) as the session's checkpoint.

@@ -275,11 +275,14 @@ public struct SessionRoom {
     }
 
     /// Change `id` (when the author gave one; its key, `ChangeIdScope`) is durable as event `seq`:
-    /// the ack names the id as its author sent it.
-    func acknowledge(_ origin: ChangeOrigin, id: String?, seq: UInt64, into effects: inout [SessionEffect]) {
+    /// the ack names the id as its author sent it. `created`: the key of the row or section the
+    /// change added, when the event is at hand (an API caller is told it).
+    func acknowledge(_ origin: ChangeOrigin, id: String?, seq: UInt64, created: String? = nil, into effects: inout [SessionEffect]) {
         switch present(origin) {
         case .member(let connection)?: if let id { effects.append(.ack(connection, id: ChangeIdScope.id(ofKey: id), seq: seq)) }
-        case .api(let request)?: effects.append(.answer(request: request, .success(seq)))
+        case .api(let request)?:
+            if let created { effects.append(.created(request: request, key: created)) }
+            effects.append(.answer(request: request, .success(seq)))
         case nil: break
         }
     }
@@ -307,9 +310,10 @@ public struct SessionRoom {
         // Computed once (when the event was applied, if it was here): a getter that builds an array.
         let needingRows = needingRows ?? event.sectionsNeedingRows
         remember(event.seq, message.bytes, expanded: needingRows)
-        if let author { acknowledge(author, id: event.changeId, seq: event.seq, into: &effects) }
+        let created = event.change.createdKey
+        if let author { acknowledge(author, id: event.changeId, seq: event.seq, created: created, into: &effects) }
         for retry in retries {
-            acknowledge(retry.origin, id: retry.id, seq: event.seq, into: &effects)
+            acknowledge(retry.origin, id: retry.id, seq: event.seq, created: created, into: &effects)
         }
         for key in needingRows {
             // Read in place: a copy of the section (`committed.section(_:)`) retains all its parts.

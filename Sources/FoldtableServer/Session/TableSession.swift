@@ -249,6 +249,8 @@ final class TableSession {
             hub.refuse(connection, error, id: id)
         case .answer(let request, let result):
             hub.apiAnswered(request, result)
+        case .created(let request, let key):
+            hub.apiCreated(request, key: key)
         case .persist, .checkpoint, .append, .snapshot:
             driver.perform(effect, applied: applied)
         case .find(let query, let table, let limit, let id, let connection):

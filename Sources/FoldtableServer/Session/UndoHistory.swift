@@ -33,16 +33,27 @@ struct UndoHistory {
     var isEmpty: Bool { stacks.isEmpty }
 
     /// A new change of `author`: it can be undone, and what it undid can no longer be redone.
+    /// One lookup of the author on this path (every change a member makes passes here).
     mutating func recorded(_ record: UndoRecord, by author: String) {
         guard depth > 0 else { return }
         clock += 1
-        if stacks[author] == nil && stacks.count >= authors, let idle = stacks.min(by: { $0.value.used < $1.value.used })?.key {
-            stacks[idle] = nil
+        if stacks.count >= authors && stacks[author] == nil { forgetIdlest() }
+        let now = clock
+        let depth = self.depth
+        func push(_ entry: inout Stacks) {
+            entry.done.append(record)
+            if !entry.undone.isEmpty { entry.undone.removeAll() }
+            entry.used = now
+            if entry.done.count > depth { entry.done.removeFirst(entry.done.count - depth) }
         }
-        stacks[author, default: Stacks()].done.append(record)
-        stacks[author]?.undone.removeAll()
-        stacks[author]?.used = clock
-        if let count = stacks[author]?.done.count, count > depth { stacks[author]?.done.removeFirst(count - depth) }
+        push(&stacks[author, default: Stacks()])
+    }
+
+    /// Forgets the half of the authors idle longest: in bulk, so that a session with more
+    /// authors than it remembers pays a sort now and then, not a scan per change.
+    private mutating func forgetIdlest() {
+        let idle = stacks.sorted { $0.value.used < $1.value.used }.prefix(max(1, stacks.count / 2))
+        for (author, _) in idle { stacks[author] = nil }
     }
 
     /// What `author`'s next undo (or redo) would apply, without taking it.
