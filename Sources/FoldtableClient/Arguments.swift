@@ -55,6 +55,8 @@ public enum Command: Equatable, Sendable {
     case list(ConnectOptions)
     /// Print the rows that contain `query`, found by the server in every section.
     case find(ConnectOptions, query: String, limit: Int)
+    /// Print the session's latest changes, newest first: who, when, what.
+    case history(ConnectOptions, limit: Int)
     /// Print the table's options as one JSON object.
     case options(ConnectOptions)
     /// Make one change (toggle, expand, ..., add-row, options with settings), with the change id
@@ -74,7 +76,7 @@ public enum Arguments {
         commands (SECTION is a section key, or leave it out and give --title TITLE; ROW is a row key):
           join URL SESSION                    the table, full-screen (keys: arrows or j/k move, Enter/Space
                                               toggle, e/c expand/collapse all, / search, n next match,
-                                              v edit value, u undo, U redo, p my view/shared, q quit)
+                                              v edit value, u undo, U redo, p my view/shared, H history, q quit)
               foldtable join ws://localhost:8080/ws demo --name ana
           watch URL SESSION                   print every message from the server as one JSON line
               foldtable watch ws://localhost:8080/ws demo
@@ -85,6 +87,9 @@ public enum Arguments {
           find URL SESSION TEXT [--limit N]   rows whose label, value or detail contain TEXT (any case),
                                               also in collapsed sections: ROW, SECTION, label, value
               foldtable find ws://localhost:8080/ws demo leshan
+          history URL SESSION [--limit N]     the latest changes, newest first, one a line: time, who,
+                                              what (e.g. 12:03:04 ana collapsed Mac); default 50, up to 200
+              foldtable history ws://localhost:8080/ws demo --limit 20
           toggle URL SESSION SECTION          toggle a section
               foldtable toggle ws://localhost:8080/ws demo mac
           expand URL SESSION SECTION          expand a section
@@ -128,7 +133,8 @@ public enum Arguments {
         options:
           --json             print one JSON document on stdout (all but join): a change prints
                              {"seq":N,"id":ID,"repeated":false,"collapsed":{...}} (and "key" for
-                             add-section and add-row), find {"q","rows","truncated"}, list
+                             add-section and add-row), find {"q","rows","truncated"}, history
+                             {"events":[{"seq","time","author","change","collapsed"}],"more"}, list
                              {"sessions":[{"name","members"}]}; a refusal {"error":{"code",...}}
           --id ID            the change's id (1 to 64 bytes): a change sent again with the same id is
                              applied once, the repeat is acknowledged with the first one's seq
@@ -149,7 +155,7 @@ public enum Arguments {
 
     /// The subcommands, in the order of ``usage``.
     public static let verbs = [
-        "join", "watch", "list", "get", "find", "toggle", "expand", "collapse", "expand-all", "collapse-all", "reveal",
+        "join", "watch", "list", "get", "find", "history", "toggle", "expand", "collapse", "expand-all", "collapse-all", "reveal",
         "add-section", "add-row", "update-row", "remove-row", "move-row", "rename-section", "undo", "redo", "options",
     ]
 
@@ -166,7 +172,7 @@ public enum Arguments {
     static let flagVerbs: [String: [String]] = [
         "--by-title": ["get"],
         "--title": ["toggle", "expand", "collapse", "add-row", "move-row", "rename-section"],
-        "--limit": ["find"],
+        "--limit": ["find", "history"],
         "--key": ["add-section", "add-row"],
         "--detail": ["add-section", "add-row", "update-row"],
         "--footer": ["add-section"],
@@ -344,6 +350,15 @@ public enum Arguments {
                 limit = number
             }
             return .find(options, query: query, limit: limit)
+        case "history":
+            var limit = EventHistory.defaultLimit
+            if let text = given["--limit"] {
+                guard let number = Int(text), (1...EventHistory.maxLimit).contains(number) else {
+                    throw UsageError("--limit must be a number from 1 to \(EventHistory.maxLimit), not \"\(DisplayText.sanitize(text))\"")
+                }
+                limit = number
+            }
+            return .history(options, limit: limit)
         case "toggle": return change(.toggle(section: try section()))
         case "expand": return change(.setCollapsed(section: try section(), collapsed: false))
         case "collapse": return change(.setCollapsed(section: try section(), collapsed: true))

@@ -217,6 +217,16 @@ public final class ClientConnection {
         return id
     }
 
+    /// Asks for a page of the session's history (`before`: a seq, `nil` for the newest); returns
+    /// the request's id, `nil` when not joined.
+    public func history(before: UInt64?, limit: Int) -> String? {
+        guard state == .joined else { return nil }
+        idCounter += 1
+        let id = "\(idPrefix)-history-\(idCounter)"
+        transmit(ClientMessage.history(before: before, limit: limit, id: id).encoded())
+        return id
+    }
+
     /// Sends a message outside the change log (`rename`, `auth`, `deleteSession`) now; `false`
     /// when not joined. Not queued: each means something only on the connection it was sent on.
     @discardableResult

@@ -17,6 +17,8 @@ public final class ScriptCommand {
     private var ownEvents: [UInt64: TableEvent] = [:]
     /// The id of the find this command sent.
     private var findId: String?
+    /// The id of the history request this command sent.
+    private var historyId: String?
 
     private static let deadlineTimer: UInt64 = ClientConnection.firstUserTimer
     private static let stopTimer: UInt64 = ClientConnection.firstUserTimer + 1
@@ -25,7 +27,7 @@ public final class ScriptCommand {
     public static func run(_ command: Command) -> Int32 {
         var options: ConnectOptions
         switch command {
-        case .watch(let o), .get(let o, _), .list(let o), .find(let o, _, _), .options(let o), .undo(let o, _, _): options = o
+        case .watch(let o), .get(let o, _), .list(let o), .find(let o, _, _), .history(let o, _), .options(let o), .undo(let o, _, _): options = o
         case .change(let o, _, _):
             // A change to a name that does not exist yet makes it (an owner's, as `join` does);
             // the commands that only read never leave a session behind.
@@ -105,13 +107,24 @@ public final class ScriptCommand {
                 let note = truncated ? "more rows match than the \(limit) shown (--limit N, up to \(RowSearch.maxLimit))" : nil
                 finish(Console.Status.success, output: Self.text(matches), note: note)
             }
+        case .history(let id, let events, let more) where id != nil && id == historyId:
+            guard case .history(_, let limit) = command else { return }
+            if options.json {
+                finish(Console.Status.success, output: Self.json(events, more: more))
+            } else {
+                var titles: [String: String] = [:]
+                for section in connection.replica.sections { titles[section.key] = section.title }
+                let text = events.isEmpty ? nil : events.map { HistoryText.line($0, titles: titles) }.joined(separator: "\n")
+                let note = more ? "older changes are kept than the \(limit) shown (--limit N, up to \(EventHistory.maxLimit))" : nil
+                finish(Console.Status.success, output: text, note: note)
+            }
         case .event(let event) where changeId != nil && event.author == connection.replica.me:
             ownEvents[event.seq] = event
         case .ack(let id, let seq) where id == changeId:
             // Its event came first, unless the change had been applied before (a repeated id).
             event = ownEvents[seq]
             acknowledged(id: id, seq: seq)
-        case .error(let error) where error.id != nil && (error.id == changeId || error.id == findId):
+        case .error(let error) where error.id != nil && (error.id == changeId || error.id == findId || error.id == historyId):
             refuse(code: error.code, field: error.field, message: error.message)
         case .error(let error) where error.id == nil && connection.state == .joining:
             // The join (or the list) itself was refused, e.g. for a missing or expired token.
@@ -144,6 +157,8 @@ public final class ScriptCommand {
             finish(Console.Status.success, output: String(decoding: out.bytes, as: UTF8.self))
         case .find(_, let query, let limit):
             findId = connection.find(query, limit: limit)
+        case .history(_, let limit):
+            historyId = connection.history(before: nil, limit: limit)
         case .change(_, let change, let id):
             changeId = connection.send(change, id: id)
         case .undo(_, let redo, let id):
@@ -298,6 +313,17 @@ public final class ScriptCommand {
         RowSearch.Match.encode(matches, into: &out)
         out.nextKey("truncated")
         out.bool(truncated)
+        out.byte(UInt8(ascii: "}"))
+        return String(decoding: out.bytes, as: UTF8.self)
+    }
+
+    /// `{"events":[...],"more":BOOL}`: the page as the server sent it (see ``EventHistory``).
+    static func json(_ events: [TableEvent], more: Bool) -> String {
+        var out = JSONWriter(capacity: 32 + events.count * 160)
+        out.raw("{\"events\":")
+        EventHistory.encode(events, into: &out)
+        out.nextKey("more")
+        out.bool(more)
         out.byte(UInt8(ascii: "}"))
         return String(decoding: out.bytes, as: UTF8.self)
     }

@@ -12,6 +12,8 @@ public final class InteractiveSession {
         case browse
         case search(String)
         case edit(row: String, label: String, text: String)
+        /// The session's latest changes instead of the table (`H`), newest first.
+        case history
     }
 
     private let connection: ClientConnection
@@ -32,6 +34,10 @@ public final class InteractiveSession {
     private var lastSearch: String?
     /// The id of the server-side find asked for when the rows we have held no match.
     private var pendingFind: String?
+    /// The id of the history page asked for with `H`, and the lines shown in history mode
+    /// (newest first; live events are added on top as they come).
+    private var pendingHistory: String?
+    private var historyLines: [String] = []
 
     private var message: String?
     private var messageIsError = false
@@ -126,8 +132,14 @@ public final class InteractiveSession {
 
     private func received(_ update: ServerUpdate, note: String?) {
         switch update {
-        case .event:
+        case .event(let event):
             if let note { show(note, error: false) }
+            if mode == .history { historyLines.insert(HistoryText.line(event, titles: titles()), at: 0) }
+        case .history(let id, let events, let more) where id != nil && id == pendingHistory:
+            pendingHistory = nil
+            historyLines = events.map { HistoryText.line($0, titles: titles()) }
+            mode = .history
+            show(more ? "older changes are kept too (foldtable history --limit N)" : "the whole history kept", error: false)
         case .error(let error):
             if error.id == nil && connection.state == .joining && !fullScreen {
                 // The server's answer to the join (it closes the connection next): what to say.
@@ -208,6 +220,12 @@ public final class InteractiveSession {
             } else if key == .escape || key == .interrupt {
                 mode = .browse
             }
+        case .history:
+            switch key {
+            case .character("H"), .escape: mode = .browse
+            case .character("q"), .interrupt, .endOfInput: quit()
+            default: break
+            }
         case .edit(let row, let label, let text):
             if let edited = edit(text, with: key) {
                 mode = .edit(row: row, label: label, text: edited)
@@ -267,6 +285,14 @@ public final class InteractiveSession {
         case .character("p"):
             // My own view and back: collapsing then changes only what this terminal shows.
             connection.sendNow(.view(private: !connection.replica.isPrivate, collapsed: nil))
+        case .character("H"):
+            // As many as the screen shows under its title line.
+            if let id = connection.history(before: nil, limit: min(EventHistory.maxLimit, max(1, screen.bodyHeight - 1))) {
+                pendingHistory = id
+                show("loading the history…", error: false)
+            } else {
+                show("the history needs a connection", error: true)
+            }
         case .character("r"): connection.retryNow()
         case .character("q"), .interrupt, .endOfInput: quit()
         case .redraw:
@@ -348,6 +374,13 @@ public final class InteractiveSession {
         }
     }
 
+    /// Section key -> title, for history lines.
+    private func titles() -> [String: String] {
+        var titles: [String: String] = [:]
+        for section in connection.replica.sections { titles[section.key] = section.title }
+        return titles
+    }
+
     private func quit() {
         guard !quitting else { return }
         quitting = true
@@ -399,8 +432,15 @@ public final class InteractiveSession {
                 self.draw()
             }
         }
-        let frame = screen.render(
+        var frame = screen.render(
             replica, layout: layout, selection: selection, scrollTop: scrollTop, status: status(), spinnerFrame: spinnerFrame)
+        if mode == .history {
+            // The body's lines give way to the history; the message and status lines stay.
+            let lines = [" History, newest first (H or Esc: back to the table)"] + historyLines.map { " " + $0 }
+            for index in 0..<min(screen.bodyHeight, frame.count) {
+                frame[index] = DisplayText.fit(index < lines.count ? lines[index] : "", to: screen.width)
+            }
+        }
         var out = ""
         for (index, line) in frame.enumerated() where index >= previousFrame.count || previousFrame[index] != line {
             out += "\u{1B}[\(index + 1);1H" + line + (color ? "\u{1B}[0m" : "")
@@ -418,6 +458,7 @@ public final class InteractiveSession {
         case .browse: break
         case .search(let text): prompt = "/" + text
         case .edit(_, let label, let text): prompt = "value of \(label): " + text
+        case .history: break
         }
         let connectionText: String
         var healthy = false

@@ -20,6 +20,8 @@ public enum ServerUpdate: Equatable, Sendable {
     case view(private: [CollapseEffect]?)
     /// A collapse change applied to this member's private view only (acknowledges `id`).
     case viewChanged(id: String?, collapsed: [CollapseEffect])
+    /// The answer to `history`: events newest first, and whether older ones are kept.
+    case history(id: String?, events: [TableEvent], more: Bool)
     case other(type: String)
 
     /// The snapshot after `join`.
@@ -142,6 +144,9 @@ public enum ServerUpdate: Equatable, Sendable {
             return .view(private: try collapsedMap(reader))
         case "viewChanged":
             return .viewChanged(id: try reader.optionalString("id"), collapsed: try collapsedMap(reader))
+        case "history":
+            let page = try EventHistory.decodePage(value)
+            return .history(id: try reader.optionalString("id"), events: page.events, more: page.more)
         case "sessions":
             var list: [SessionInfo] = []
             for element in try reader.array("sessions") {

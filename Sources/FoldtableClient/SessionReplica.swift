@@ -100,7 +100,7 @@ public struct SessionReplica: Sendable {
         case .viewChanged(_, let collapsed):
             guard isPrivate else { break }
             for effect in collapsed { setCollapsed(effect.key, effect.collapsed, at: seq) }
-        case .ack, .error, .sessions, .found, .other: break
+        case .ack, .error, .sessions, .found, .history, .other: break
         }
     }
 

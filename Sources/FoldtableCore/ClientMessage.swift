@@ -21,6 +21,9 @@ public enum ClientMessage: Equatable, Sendable {
     /// member sees) or back to the shared one. `collapsed`: a private view the client saved,
     /// to start from instead of the shared state.
     case view(private: Bool, collapsed: [CollapseEffect]?)
+    /// Read the joined session's history: up to `limit` events before seq `before` (`nil`: the
+    /// newest), newest first (see ``EventHistory``). Any member may ask, viewers too.
+    case history(before: UInt64?, limit: Int, id: String?)
 
     /// Limits applied while decoding a client message.
     public struct Limits: Sendable {
@@ -134,6 +137,13 @@ public enum ClientMessage: Equatable, Sendable {
                 collapsed.append(CollapseEffect(key: key, collapsed: value))
             }
             return .view(private: true, collapsed: collapsed)
+        case "history":
+            let (before, limit) = try EventHistory.checked(before: try reader.optionalInteger("before"), limit: try reader.optionalInteger("limit"))
+            let id = try reader.optionalString("id")
+            if let id, id.isEmpty || id.utf8.count > limits.maxNameBytes {
+                throw ProtocolError(.invalidValue, "id must be 1 to \(limits.maxNameBytes) bytes", field: "id")
+            }
+            return .history(before: before, limit: limit, id: id)
         default:
             guard Change.typeNames.contains(type) else {
                 throw ProtocolError(.unknownType, "unknown message type \"\(type.prefix(32))\"", field: "type")
@@ -253,6 +263,19 @@ extension ClientMessage {
         case .find(let query, let limit, let id):
             out.raw("{\"type\":\"find\",\"q\":")
             out.string(query)
+            out.nextKey("limit")
+            out.integer(limit)
+            if let id {
+                out.nextKey("id")
+                out.string(id)
+            }
+            out.byte(UInt8(ascii: "}"))
+        case .history(let before, let limit, let id):
+            out.raw("{\"type\":\"history\"")
+            if let before {
+                out.nextKey("before")
+                out.integer(before)
+            }
             out.nextKey("limit")
             out.integer(limit)
             if let id {

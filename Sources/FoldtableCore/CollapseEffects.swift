@@ -6,11 +6,13 @@
 /// last, and a reference to retain and release each time the event was copied. Reads like an
 /// array of ``CollapseEffect`` (a random-access collection, built from an array literal).
 public struct CollapseEffects: RandomAccessCollection, Equatable, Sendable, ExpressibleByArrayLiteral, CustomStringConvertible {
-    /// The first effect; `nil` only when there is none (then `rest` is empty too).
-    private var head: CollapseEffect?
     /// The effects after the first: empty (no allocation) for all but accordion and expand-all
     /// changes.
     private var rest: [CollapseEffect] = []
+    /// The first effect; `nil` only when there is none (then `rest` is empty too). Last, so that
+    /// the 7 bytes after its flag are tail padding, which a struct holding this one may fill
+    /// (``TableEvent`` keeps its commit time there).
+    private var head: CollapseEffect?
 
     public init() {}
 

@@ -16,6 +16,10 @@ public enum ServerMessage {
         // Fixed text between the values in as few pieces as it takes: this runs for every change.
         out.raw("{\"type\":\"event\",\"seq\":")
         out.integer(event.seq)
+        if let time = event.time {
+            out.raw(",\"time\":")
+            out.integer(time)
+        }
         out.raw(",\"by\":{\"client\":")
         out.string(event.author.client)
         out.raw(",\"name\":")
@@ -82,9 +86,12 @@ public enum ServerMessage {
             guard let rowValue = origin.value("row") else { throw ProtocolError(.missingField, "from.row is missing", field: "from.row") }
             from = RowOrigin(section: try origin.string("section"), index: index, row: try Row.decode(rowValue))
         }
+        // Absent in entries logged before events carried a time: read as none, not refused.
+        let time = try reader.optionalInteger("time")
+        if let time, time < 0 { throw ProtocolError(.invalidValue, "time must not be negative", field: "time") }
         return TableEvent(
             seq: UInt64(seq), author: Author(client: try by.string("client"), name: try by.string("name")),
-            changeId: try reader.optionalString("id"), change: change, collapsed: effects, from: from)
+            changeId: try reader.optionalString("id"), change: change, collapsed: effects, from: from, time: time.map { UInt64($0) })
     }
 
     /// A member as shown in presence lists: the same identity that authors changes.

@@ -153,7 +153,7 @@ public struct Table: Sendable {
         }
         var copy = self
         let outcome = try copy.apply(event.change, by: event.author, changeId: event.changeId)
-        guard case .applied(let produced) = outcome, produced == event else {
+        guard case .applied(let produced) = outcome, produced.isSameChange(as: event) else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
         }
         self = copy
@@ -184,7 +184,7 @@ public struct Table: Sendable {
         let digest = event.changeId == nil ? nil : requestDigest ?? Self.digest(request ?? event.change)
         if !verify && applyCollapseOnly(event, digest: digest) { return }
         let outcome = try apply(event.change, by: event.author, changeId: event.changeId, requestDigest: digest, trusted: !verify)
-        guard case .applied(let produced) = outcome, !verify || produced == event else {
+        guard case .applied(let produced) = outcome, !verify || produced.isSameChange(as: event) else {
             throw ProtocolError(.invalidValue, "event \(event.seq) does not reproduce on this replica", field: "change")
         }
     }

@@ -9,7 +9,7 @@
 /// rebuilt from the database after a rolled-back transaction (its updates are not transactional).
 ///
 /// "Live" events are those a session still needs: after its checkpoint (to replay) and up to
-/// `keepEvents` before it (for resume). A row holds runs of consecutive events, each of one
+/// `keepEvents` before it (for resume and history). A row holds runs of consecutive events, each of one
 /// session (an append's, or a relocated session's); a session's live runs are kept in seq order,
 /// and their rowids increase with seq (relocation copies a session's live events into one run at
 /// the head), so the session's oldest row is its first one. A row stays while any session needs

@@ -62,12 +62,15 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// A database restored from ``backup(to:)`` gives every session a new epoch here, once.
     ///
     /// - Parameters:
-    ///   - keepEvents: how many events at or before a checkpoint the log keeps for resume.
+    ///   - keepEvents: how many events at or before a checkpoint the log keeps for resume (what
+    ///     loading a session reads).
+    ///   - historyKeepEvents: how many it keeps for history (``history(session:before:limit:completion:)``);
+    ///     the log keeps the larger of the two.
     ///   - limits: the limits stored tables are decoded with.
     ///   - post: hands a closure to the service thread (the transport's `post`); completions run
     ///     inside it. It must not run the closure inline on the calling thread.
     public init(
-        directory: String, synchronous: Synchronous = .full, keepEvents: Int, limits: TableLimits,
+        directory: String, synchronous: Synchronous = .full, keepEvents: Int, historyKeepEvents: Int = 0, limits: TableLimits,
         post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
     ) throws(StoreError) {
         let directory = Self.trimmingTrailingSlashes(directory)
@@ -119,7 +122,7 @@ public final class SQLiteStore: SessionStore, EventLog {
         }
         try Migrations.migrate(database, now: String(time(nil)))
 
-        let tables = SessionTables(database: database, keepEvents: keepEvents, limits: limits)
+        let tables = SessionTables(database: database, keepEvents: keepEvents, historyKeepEvents: historyKeepEvents, limits: limits)
         do {
             try tables.rotateEpochsIfAsked()
         } catch {
@@ -215,6 +218,12 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// (or `seq` is past the head: another history), `.conflict` when the session is not stored.
     public func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void) {
         submit(.read(session, after: seq, CompletionBox(completion)))
+    }
+
+    /// Up to `limit` events before seq `before` (`nil`: the newest), newest first, as far back
+    /// as the log keeps them; `.conflict` when the session is not stored.
+    public func history(session: String, before: UInt64?, limit: Int, completion: @escaping (Result<HistoryPage, StoreError>) -> Void) {
+        submit(.history(session, before: before, limit: limit, CompletionBox(completion)))
     }
 
     // MARK: - Backup

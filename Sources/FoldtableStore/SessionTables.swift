@@ -12,8 +12,12 @@ import FoldtableServer
 /// rollback (so it never keeps what the disk does not have).
 final class SessionTables {
     let database: SQLiteDatabase
-    /// How many events at or before a checkpoint the log keeps for resuming clients.
+    /// How many events at or before a checkpoint the log keeps: for resuming clients and for
+    /// history, whichever needs more.
     let keepEvents: UInt64
+    /// How many of those a load reads (the resume window): a history bound larger than it costs
+    /// the journal's room, not every session's load.
+    let resumeEvents: UInt64
     let limits: TableLimits
 
     /// Where each session's live events sit in the journal (see ``JournalIndex``).
@@ -70,9 +74,10 @@ final class SessionTables {
     /// The journal's insert (see `insertStatement()`).
     private var insert: SQLiteStatement?
 
-    init(database: SQLiteDatabase, keepEvents: Int, limits: TableLimits) {
+    init(database: SQLiteDatabase, keepEvents: Int, historyKeepEvents: Int = 0, limits: TableLimits) {
         self.database = database
-        self.keepEvents = UInt64(max(0, keepEvents))
+        self.keepEvents = UInt64(max(0, keepEvents, historyKeepEvents))
+        self.resumeEvents = UInt64(max(0, keepEvents))
         self.limits = limits
     }
 
@@ -460,7 +465,7 @@ final class SessionTables {
         // one is in an earlier slice); then the slices wholly older than the window go.
         try addChangeIds(name, table.rememberedChanges(after: head.checkpoint), through: table.seq)
         try deleteChangeIds(of: name, before: table.oldestRememberedSeq)
-        // Keep `keepEvents` events at or before the checkpoint for resume, and every one after
+        // Keep `keepEvents` events at or before the checkpoint for resume and history, and every one after
         // it. The rows stay in the journal until it is truncated behind every session's oldest.
         index.checkpointed(name, at: table.seq, pruneThrough: table.seq > keepEvents ? table.seq - keepEvents : nil)
         return .success(())
@@ -611,7 +616,8 @@ final class SessionTables {
         case .failure(let error): return .failure(error)
         }
         let events: [LoggedEvent]
-        switch try self.events(of: name, after: 0) {
+        // From the resume window on: older events kept for history are not needed to open it.
+        switch try self.events(of: name, after: checkpointSeq > resumeEvents ? checkpointSeq - resumeEvents : 0) {
         case .success(let found): events = found
         case .failure(let error): return .failure(error)
         }
@@ -647,16 +653,37 @@ final class SessionTables {
         return .success(events)
     }
 
+    /// Up to `limit` live events of `session` before seq `before` (`nil`: the newest), newest
+    /// first, with whether older ones are live: the history kept (`keepEvents` at or before the
+    /// checkpoint, and every event after it). Reads only the rows holding the page.
+    func history(session: String, before: UInt64?, limit: Int) throws(SQLiteError) -> Result<HistoryPage, StoreError> {
+        try ensureIndex()
+        guard let head = index.head(of: session) else {
+            return .failure(.conflict("session \"\(session)\" is not stored"))
+        }
+        let oldest = index.rows(of: session, after: 0).firstSeq
+        // The newest seq wanted, and the oldest: `limit` of them, or as far as the log reaches.
+        let newest = min(head.last, (before ?? UInt64.max) &- 1)
+        guard before != 0, newest >= oldest, limit > 0 else { return .success(HistoryPage(events: [], more: false)) }
+        let from = max(oldest, newest >= UInt64(limit) ? newest - UInt64(limit) + 1 : 1)
+        let events: [LoggedEvent]
+        switch try self.events(of: session, after: from - 1, through: newest) {
+        case .success(let found): events = found
+        case .failure(let error): return .failure(error)
+        }
+        return .success(HistoryPage(events: events.reversed().map(\.event), more: from > oldest))
+    }
+
     // MARK: - Helpers
 
-    /// Every live event of `name` after `seq`, read through the index (a run from the first
-    /// event wanted), decoded, checked to be consecutive.
-    private func events(of name: String, after seq: UInt64) throws(SQLiteError) -> Result<[LoggedEvent], StoreError> {
+    /// Every live event of `name` after `seq` (up to `through`), read through the index (a run
+    /// from the first event wanted), decoded, checked to be consecutive.
+    private func events(of name: String, after seq: UInt64, through last: UInt64 = .max) throws(SQLiteError) -> Result<[LoggedEvent], StoreError> {
         try ensureIndex()
         let (firstSeq, segments) = index.rows(of: name, after: seq)
         var events: [LoggedEvent] = []
         var expected = firstSeq
-        for segment in segments {
+        for segment in segments where expected <= last {
             guard segment.firstSeq <= expected, expected < segment.endSeq else {
                 return .failure(.corrupt("the log of \"\(name)\" skips from \(expected - 1) to \(segment.firstSeq)"))
             }
@@ -665,7 +692,7 @@ final class SessionTables {
             case .success(let found): entries = found
             case .failure(let error): return .failure(error)
             }
-            for bytes in entries.dropFirst(Int(expected - segment.firstSeq)) {
+            for bytes in entries.dropFirst(Int(expected - segment.firstSeq)) where expected <= last {
                 let entry: (event: TableEvent, request: Change?)
                 do {
                     entry = try TableCheckpoint.decodeEntry(bytes, limits: limits)

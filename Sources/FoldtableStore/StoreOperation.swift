@@ -84,6 +84,7 @@ final class StoreDeliveries: @unchecked Sendable {
 enum StoreOperation: Sendable {
     case load(String, CompletionBox<StoredSession?>)
     case read(String, after: UInt64, CompletionBox<[LoggedEvent]?>)
+    case history(String, before: UInt64?, limit: Int, CompletionBox<HistoryPage>)
     case append(String, [LoggedEvent], CarriedAppender)
     case create(StoredSession, CompletionBox<Void>)
     case saveCheckpoint(String, Table, CompletionBox<Void>)
@@ -96,7 +97,7 @@ enum StoreOperation: Sendable {
     var writes: Bool {
         switch self {
         case .append, .create, .saveCheckpoint, .delete: return true
-        case .load, .read, .barrier: return false
+        case .load, .read, .history, .barrier: return false
         }
     }
 
@@ -105,6 +106,7 @@ enum StoreOperation: Sendable {
         switch self {
         case .load(_, let completion): return .completion { completion(.failure(error)) }
         case .read(_, _, let completion): return .completion { completion(.failure(error)) }
+        case .history(_, _, _, let completion): return .completion { completion(.failure(error)) }
         case .append(_, _, let appender): return .appended(appender, .failure(error))
         case .create(_, let completion): return .completion { completion(.failure(error)) }
         case .saveCheckpoint(_, _, let completion): return .completion { completion(.failure(error)) }

@@ -181,7 +181,7 @@ final class StoreWriter: @unchecked Sendable {
                 case .delete(let name, let completion):
                     let result = try tables.delete(name)
                     deliveries.append(.completion { completion(result) })
-                case .load, .read, .barrier:
+                case .load, .read, .history, .barrier:
                     break
                 }
             }
@@ -207,6 +207,9 @@ final class StoreWriter: @unchecked Sendable {
                 return .completion { completion(result) }
             case .read(let session, let after, let completion):
                 let result = try tables.read(session: session, after: after)
+                return .completion { completion(result) }
+            case .history(let session, let before, let limit, let completion):
+                let result = try tables.history(session: session, before: before, limit: limit)
                 return .completion { completion(result) }
             case .barrier(let body):
                 body(tables)

@@ -29,6 +29,9 @@ func runStoreBench(arguments: [String]) -> Int32 {
     var seconds = 60.0
     var sessions = 1_000
     var interval = 5.0
+    // What foldtabled keeps by default, so the bench measures the writer as it runs; 0 measures
+    // the log bounded by the resume window alone (as before history was kept).
+    var historyKeepEvents = ServerConfig().historyKeepEvents
     var index = 0
     while index < arguments.count {
         let value = index + 1 < arguments.count ? arguments[index + 1] : ""
@@ -36,8 +39,10 @@ func runStoreBench(arguments: [String]) -> Int32 {
         case "--seconds": seconds = Double(value) ?? seconds
         case "--sessions": sessions = Int(value) ?? sessions
         case "--interval": interval = Double(value) ?? interval
+        case "--history-keep-events": historyKeepEvents = Int(value) ?? historyKeepEvents
         default:
-            let usage = "usage: foldtable-bench store [--seconds S (60)] [--sessions N (1000)] [--interval S (5)]\n"
+            let usage =
+                "usage: foldtable-bench store [--seconds S (60)] [--sessions N (1000)] [--interval S (5)] [--history-keep-events N (\(ServerConfig().historyKeepEvents))]\n"
             FileHandle.standardError.write(Data(usage.utf8))
             return 2
         }
@@ -49,7 +54,8 @@ func runStoreBench(arguments: [String]) -> Int32 {
     let service = ServiceQueue(wake: {})
     let store: SQLiteStore
     do {
-        store = try SQLiteStore(directory: directory, keepEvents: 300, limits: TableLimits(), post: service.post)
+        store = try SQLiteStore(
+            directory: directory, keepEvents: 300, historyKeepEvents: historyKeepEvents, limits: TableLimits(), post: service.post)
     } catch {
         FileHandle.standardError.write(Data("store bench: \(error)\n".utf8))
         return 1

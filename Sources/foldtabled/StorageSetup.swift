@@ -27,12 +27,12 @@ enum StorageSetup {
         let names: [String]
         let close: () -> Void
         if config.memoryOnly {
-            store = MemoryStore(keepEvents: config.historyEvents, queue: queue)
+            store = MemoryStore(keepEvents: max(config.historyEvents, config.historyKeepEvents), queue: queue)
             (names, close) = ([], {})
         } else {
             let sqlite = try SQLiteStore(
                 directory: config.dataDirectory, synchronous: config.synchronous == .full ? .full : .normal, keepEvents: config.historyEvents,
-                limits: config.tableLimits, post: { queue.post($0) })
+                historyKeepEvents: config.historyKeepEvents, limits: config.tableLimits, post: { queue.post($0) })
             store = sqlite
             (names, close) = (
                 try sqlite.sessionNames(),

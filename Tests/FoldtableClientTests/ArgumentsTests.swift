@@ -126,7 +126,10 @@ import Testing
             }
             #expect(id == "retry-7" && options.json, "\(words[0])")
         }
-        #expect(Set(changes.map { $0[0] }) == Arguments.changeVerbs)
+        for verb in ["undo", "redo"] {
+            #expect(try parse([verb, url, "demo", "--id", "retry-7", "--json"]) == .undo(json, redo: verb == "redo", id: "retry-7"))
+        }
+        #expect(Set(changes.map { $0[0] } + ["undo", "redo"]) == Arguments.changeVerbs)
     }
     @Test func optionsGoAnywhereAndTakeTheirValues() throws {
         let command = try parse(["--name", "bo", "join", "wss://example.org/ws", "demo", "--ca", "/tmp/ca.pem", "--insecure", "--timeout", "2.5"])
@@ -233,7 +236,7 @@ import Testing
             (["options", url, "demo", "--id", "x"], "--id needs a setting to change (options without settings only prints them)"),
             (["options", url, "demo", "extra"], "unexpected argument \"extra\""),
             (["toggle", url, "demo", "mac", "--accordion", "on"], "--accordion only goes with options"),
-            (["get", url, "demo", "--limit", "5"], "--limit only goes with find"),
+            (["get", url, "demo", "--limit", "5"], "--limit only goes with find and history"),
             (["toggle", url, "demo", "mac", "--clear-detail=1"], "--clear-detail takes no value"),
         ]
         for (line, message) in cases {

@@ -55,6 +55,8 @@ import Testing
         .view(private: true, collapsed: nil),
         .view(private: true, collapsed: [CollapseEffect(key: "mac", collapsed: false), CollapseEffect(key: "ipad", collapsed: true)]),
         .view(private: false, collapsed: nil),
+        .history(before: 120, limit: 20, id: "h1"),
+        .history(before: nil, limit: EventHistory.defaultLimit, id: nil),
     ]
 
     @Test(arguments: messages)
@@ -75,12 +77,13 @@ import Testing
             case .rename: kinds.insert("rename")
             case .deleteSession: kinds.insert("deleteSession")
             case .find: kinds.insert("find")
+            case .history: kinds.insert("history")
             case .change(let change, _): kinds.insert(change.typeName)
             case .undo(let redo, _): kinds.insert(redo ? "redo" : "undo")
             case .view: kinds.insert("view")
             }
         }
-        #expect(kinds == Change.typeNames.union(["join", "list", "auth", "rename", "deleteSession", "find", "undo", "redo", "view"]))
+        #expect(kinds == Change.typeNames.union(["join", "list", "auth", "rename", "deleteSession", "find", "undo", "redo", "view", "history"]))
     }
 
     /// The bytes clients sent before the codec moved here, and what the protocol article shows:
@@ -104,6 +107,7 @@ import Testing
             ),
             (.view(private: false, collapsed: nil), #"{"type":"view","mode":"shared"}"#),
             (.find(query: "leshan", limit: 20, id: "find-3"), #"{"type":"find","q":"leshan","limit":20,"id":"find-3"}"#),
+            (.history(before: 120, limit: 20, id: "h1"), #"{"type":"history","before":120,"limit":20,"id":"h1"}"#),
             (.change(.toggle(section: .key("mac")), id: "k3f9-1"), #"{"type":"toggle","section":"mac","id":"k3f9-1"}"#),
             (.change(.toggle(section: .title("Mac")), id: nil), #"{"type":"toggle","title":"Mac"}"#),
             (

@@ -194,9 +194,16 @@ import Testing
         h.say(2, #"{"type":"toggle","section":"mac","id":"k-1"}"#)
         let events = (UInt64(1)...3).map { h.transport.sent[$0]?.first }
         #expect(Set(events).count == 1)
+        // The event carries its commit time, a Unix time in milliseconds read from the hub's clock.
+        let time = events[0].flatMap { try? JSONParser.parse(Array($0.utf8)) }?["time"]
+        guard case .integer(let milliseconds)? = time else {
+            Issue.record("the event has no time: \(events[0] ?? "none")")
+            return
+        }
         #expect(
             events[0]
-                == #"{"type":"event","seq":1,"by":{"client":"c2","name":"n2"},"id":"k-1","change":{"type":"toggle","section":"mac"},"collapsed":{"mac":true}}"#
+                == #"{"type":"event","seq":1,"time":"# + String(milliseconds)
+                + #","by":{"client":"c2","name":"n2"},"id":"k-1","change":{"type":"toggle","section":"mac"},"collapsed":{"mac":true}}"#
         )
         #expect(h.transport.broadcastObjects.count == 1)
         #expect(h.transport.sent[2]?.last == #"{"type":"ack","id":"k-1","seq":1}"#)

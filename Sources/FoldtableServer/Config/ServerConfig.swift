@@ -150,6 +150,13 @@ public struct ServerConfig: Sendable, Equatable {
     /// Events kept per session for resume. Default 300 (Centrifugo's history size); older
     /// `since` values get a fresh welcome.
     public var historyEvents = 300
+    /// Events the stored log keeps per session at or before its newest checkpoint for the
+    /// history (`history` message, `GET .../events`), on top of every event after it. Default
+    /// 1,000: a working day of a busy table's edits, at about 200 bytes an event about 200 KiB
+    /// a session on disk, while every stored session's live log stays small enough for the
+    /// journal to keep compact. The larger of this and ``historyEvents`` is kept; a load reads
+    /// only the resume window.
+    public var historyKeepEvents = 1_000
     /// Rows per `rows` chunk. Default 500 (about 25 KiB): big sections never become one frame.
     public var rowChunkRows = 500
     /// A row stream refills a client's queue while it holds at most this many bytes: a quarter of
@@ -327,6 +334,10 @@ public struct ServerConfig: Sendable, Equatable {
         .number(
             "history-events", .storage, \.historyEvents, 0...100_000,
             "events kept per session for resume (in memory, and in the stored log before the newest checkpoint)"),
+        .number(
+            "history-keep-events", .storage, \.historyKeepEvents, 0...1_000_000,
+            "events the stored log keeps per session before its newest checkpoint for history (GET .../events, the history message), on top of those after it; with --redis, history is the last --history-events events instead"
+        ),
 
         .switch(
             "huge-pages", .limits, \.hugePages,

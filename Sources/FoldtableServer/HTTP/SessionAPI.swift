@@ -68,6 +68,8 @@ final class SessionAPI {
         add("POST", "/api/v1/sessions/{name}/collapse-all", .editor, SessionAPI.collapseAll)
         add("POST", "/api/v1/sessions/{name}/changes", .editor, SessionAPI.postChange)
         add("GET", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.find)
+        add("POST", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.findByBody)
+        add("GET", "/api/v1/sessions/{name}/events", .viewer, SessionAPI.events)
     }
 
     private func add(_ method: String, _ path: String, _ role: Role, _ handler: @escaping Handler) {
@@ -331,12 +333,32 @@ final class SessionAPI {
 
     /// `GET .../find?q=TEXT&limit=N`: rows containing the text, from every section.
     private func find(_ call: Call, _ respond: @escaping Respond) {
-        let query = call.request.query["q"] ?? ""
+        // A limit that is not a number is refused like one out of range, not read as the default.
+        find(call.request.query["q"] ?? "", limit: call.request.query["limit"].map { Int($0) ?? 0 }, call, respond)
+    }
+
+    /// `POST .../find` with `{"q":..,"limit":N}`: the same search, for text a URL cannot carry.
+    /// libwebsockets ends the request line at a decoded line break (`%0A`), so a query that
+    /// holds one (two-line titles) goes in a body.
+    private func findByBody(_ call: Call, _ respond: @escaping Respond) {
+        guard mediaType(call.request) == "application/json" else { return respond(unsupportedMediaType(["application/json"])) }
+        let query: String
+        let limit: Int64?
+        do {
+            let reader = try FieldReader(try JSONParser.parse(call.request.body, limits: hub.messageLimits.json))
+            query = try reader.string("q")
+            limit = try reader.optionalInteger("limit")
+        } catch {
+            return respond(Self.error(error))
+        }
+        find(query, limit: limit.map { Int(clamping: $0) }, call, respond)
+    }
+
+    private func find(_ query: String, limit given: Int?, _ call: Call, _ respond: @escaping Respond) {
         guard !query.isEmpty, query.utf8.count <= RowSearch.maxQueryBytes else {
             return respond(Self.error(400, ProtocolError(.invalidValue, "q must be 1 to \(RowSearch.maxQueryBytes) bytes", field: "q")))
         }
-        // A limit that is not a number is refused like one out of range, not read as the default.
-        let limit = call.request.query["limit"].map { Int($0) ?? 0 } ?? RowSearch.defaultLimit
+        let limit = given ?? RowSearch.defaultLimit
         guard (1...RowSearch.maxLimit).contains(limit) else {
             return respond(Self.error(400, ProtocolError(.invalidValue, "limit must be 1 to \(RowSearch.maxLimit)", field: "limit")))
         }
@@ -349,6 +371,33 @@ final class SessionAPI {
                 var refusal = Self.error(RowFinder.busy)
                 refusal.headers["Retry-After"] = "1"
                 respond(refusal)
+            }
+        }
+    }
+
+    /// `GET .../events?before=SEQ&limit=N`: the session's history, newest first (see
+    /// ``EventHistory``): `{"events":[...],"next":SEQ|null}`.
+    private func events(_ call: Call, _ respond: @escaping Respond) {
+        // Each parameter that is given must be a whole number: one that is not is refused, never
+        // read as absent.
+        var numbers: [String: Int64] = [:]
+        for field in ["before", "limit"] {
+            guard let text = call.request.query[field] else { continue }
+            guard let number = Int64(text) else {
+                return respond(Self.error(400, ProtocolError(.invalidValue, "\(field) must be a whole number", field: field)))
+            }
+            numbers[field] = number
+        }
+        let checked: (before: UInt64?, limit: Int)
+        do {
+            checked = try EventHistory.checked(before: numbers["before"], limit: numbers["limit"])
+        } catch {
+            return respond(Self.error(400, error))
+        }
+        hub.history(ofSession: call.parameters["name"] ?? "", before: checked.before, limit: checked.limit) { result in
+            switch result {
+            case .success(let page): respond(.json(200, EventHistory.page(events: page.events, more: page.more)))
+            case .failure(let error): respond(Self.error(error))
             }
         }
     }

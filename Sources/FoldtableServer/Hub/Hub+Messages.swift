@@ -197,6 +197,8 @@ extension Hub {
             guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
             guard client.changes.take(now: transport.nowMilliseconds()) else { return refuse(connection, rateLimited, id: id) }
             session.handle(.find(query: query, limit: limit, id: id, from: connection))
+        case .success(.history(let before, let limit, let id)):
+            sendHistory(client, before: before, limit: limit, id: id)
         case .success(.deleteSession):
             guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
             guard client.role >= .owner else { return refuse(connection, ProtocolError(.forbidden, "only an owner deletes the session"), id: id) }

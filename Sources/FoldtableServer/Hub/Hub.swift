@@ -178,6 +178,7 @@ public final class Hub: TransportDelegate {
         settings.streamTimeoutMs = UInt64(config.streamTimeoutSecs) * 1_000
         settings.checkpointEvents = config.checkpointEvents
         settings.staggersCheckpoints = true
+        settings.unixOffsetMs = UnixClock.offsetMilliseconds(monotonic: transport.nowMilliseconds())
         // A transport that reports its turns lets a session's changes of one read share an append.
         settings.handsOverAtOnce = !transport.endsTurns
         settings.chunkRows = config.rowChunkRows

@@ -219,7 +219,10 @@ public struct LocalOrder: SessionOrder {
         switch consume outcome {
         case .duplicate(let seq):
             answerDuplicate(change, seq: seq, origin: origin, &room, into: &effects)
-        case .applied(let event):
+        case .applied(var event):
+            // When it commits, near enough: the log's commit follows within the turn, and the
+            // time must be in the bytes the log writes (they are what members get).
+            event.time = room.unixTime
             if case .member(let connection)? = origin { effects.append(.accepted(connection)) }
             // Recorded when applied to the head, not when committed: an undo sent right after a
             // change must find it. A failed append forgets every record (``rollBack``).

@@ -29,6 +29,18 @@ final class LocalOrdering: SessionOrdering {
 
     func stop(completion: @escaping () -> Void) { completion() }
 
+    /// From the event log: as far back as ``ServerConfig/historyKeepEvents`` keeps it.
+    func history(of session: TableSession, before: UInt64?, limit: Int, completion: @escaping (Result<HistoryPage, ProtocolError>) -> Void) {
+        eventLog.history(session: session.name, before: before, limit: limit) { result in
+            switch result {
+            case .success(let page): completion(.success(page))
+            // Not stored yet (its creation is still on its way to the store): nothing committed.
+            case .failure(.conflict): completion(.success(HistoryPage(events: [], more: false)))
+            case .failure: completion(.failure(ProtocolError(.storageUnavailable, "the history could not be read; retry later")))
+            }
+        }
+    }
+
     func open(_ name: String, create: Table?, completion: @escaping (Result<TableSession, ProtocolError>) -> Void) {
         guard let hub else { return }
         guard names.contains(name) else {

@@ -25,6 +25,9 @@ protocol SessionOrdering: AnyObject {
     func create(_ name: String, table: Table, completion: @escaping (Result<Void, ProtocolError>) -> Void)
     /// Deletes `session` and its history from storage; the hub then closes its members.
     func delete(_ session: TableSession, completion: @escaping (Result<Void, ProtocolError>) -> Void)
+    /// Up to `limit` committed events of `session` before seq `before` (`nil`: the newest),
+    /// newest first, as far back as this ordering keeps them (see ``EventHistory``).
+    func history(of session: TableSession, before: UInt64?, limit: Int, completion: @escaping (Result<HistoryPage, ProtocolError>) -> Void)
     /// Every session's name this node knows, resident or not.
     var names: Set<String> { get }
     /// Runs `body` once ``members(ofAbsent:)`` answers for sessions this node does not hold (at

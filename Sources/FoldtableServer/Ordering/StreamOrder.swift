@@ -347,7 +347,9 @@ public struct StreamOrder: SessionOrder {
         switch outcome {
         case .duplicate(let seq):
             if let waiting { room.acknowledge(waiting.origin, id: request.id, seq: seq, into: &effects) }
-        case .applied(let event):
+        case .applied(var event):
+            // The stream's own clock: every node reads the same entry, so stamps it the same.
+            event.time = StreamPosition.milliseconds(of: request.position)
             if let waiting, let scope = waiting.scope {
                 if let record = waiting.undoing, case .undo(let undo) = event.change {
                     room.undo.applied(redo: undo.redo, of: record.seq, by: scope)

@@ -53,6 +53,21 @@ final class StreamOrdering: SessionOrdering {
     /// Any name: only the broker knows whether another node made it.
     func mayExist(_ name: String) -> Bool { true }
 
+    /// From the events the session keeps for resume (the last ``ServerConfig/historyEvents``,
+    /// which a snapshot carries to the next node that opens it): the stream itself is trimmed
+    /// behind the snapshots, so nothing older is kept anywhere.
+    func history(of session: TableSession, before: UInt64?, limit: Int, completion: @escaping (Result<HistoryPage, ProtocolError>) -> Void) {
+        let limits = JSONParser.Limits(maxDepth: 32, maxStringBytes: max(hub?.config.tableLimits.maxTextBytes ?? 0, 4_096))
+        // Only the run that decodes back from the newest: an entry that does not (it was written
+        // by a newer node) ends what can be listed without a gap.
+        var kept: [TableEvent] = []
+        for entry in session.core.recentHistory.reversed() {
+            guard let value = try? JSONParser.parse(entry.message, limits: limits), let event = try? ServerMessage.decodeEvent(value) else { break }
+            kept.append(event)
+        }
+        completion(.success(HistoryPage.of(kept.reversed(), before: before, limit: limit)))
+    }
+
     func open(_ name: String, create: Table?, completion: @escaping (Result<TableSession, ProtocolError>) -> Void) {
         guard let hub else { return }
         let fresh = create.map { BrokeredSession(epoch: hub.makeEpoch(), table: $0, position: "", requests: []) }

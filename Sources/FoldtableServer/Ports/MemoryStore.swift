@@ -25,7 +25,8 @@ public final class MemoryStore: SessionStore, EventLog {
     private var pending: [Delivery] = []
     private var spare: [Delivery] = []
 
-    /// `keepEvents`: events kept before the newest checkpoint, for resume.
+    /// `keepEvents`: events kept before the newest checkpoint, for resume and history (the
+    /// larger of the two bounds).
     public init(keepEvents: Int, queue: ServiceQueue) {
         self.keepEvents = keepEvents
         self.queue = queue
@@ -136,6 +137,11 @@ public final class MemoryStore: SessionStore, EventLog {
         if seq >= last { return later(completion, .success(seq == last ? [] : nil)) }
         guard let oldest = stored.events.first?.event.seq, oldest <= seq + 1 else { return later(completion, .success(nil)) }
         later(completion, .success(Array(stored.events.drop { $0.event.seq <= seq })))
+    }
+
+    public func history(session name: String, before: UInt64?, limit: Int, completion: @escaping (Result<HistoryPage, StoreError>) -> Void) {
+        guard let stored = sessions[name] else { return later(completion, .failure(.conflict("no session \(name)"))) }
+        later(completion, .success(HistoryPage.of(stored.events.lazy.map(\.event), before: before, limit: limit)))
     }
 
     private func lastSeq(_ stored: StoredSession) -> UInt64 { stored.events.last?.event.seq ?? stored.checkpoint.seq }

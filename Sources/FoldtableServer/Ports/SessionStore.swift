@@ -53,8 +53,10 @@ public struct StoredSession: Sendable {
     public var epoch: String
     /// The table at the newest checkpoint, its change-id window included.
     public var checkpoint: Table
-    /// Every event the log still holds, oldest first: those after the checkpoint (to replay) and
-    /// up to the log's bound before it (for resume). Sequence numbers are consecutive.
+    /// The log's events a session needs to open, oldest first: those after the checkpoint (to
+    /// replay) and up to the resume window before it (for resume; the log may keep more before
+    /// it for history, read with ``EventLog/history(session:before:limit:completion:)``).
+    /// Sequence numbers are consecutive.
     public var events: [LoggedEvent]
 
     public init(name: String, epoch: String, checkpoint: Table, events: [LoggedEvent] = []) {
@@ -100,7 +102,7 @@ public protocol SessionStore: AnyObject {
     /// Replaces a stored session of the same name, with its log.
     func create(_ session: StoredSession, completion: @escaping (Result<Void, StoreError>) -> Void)
     /// Saves `table` as the session's checkpoint and lets the log forget what it no longer needs
-    /// (events at or before `table.seq` beyond the resume window).
+    /// (events at or before `table.seq` beyond the resume and history windows).
     func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void)
     /// Removes the session and its log.
     func delete(_ name: String, completion: @escaping (Result<Void, StoreError>) -> Void)
@@ -129,6 +131,11 @@ public protocol EventLog: AnyObject {
     /// The logged events of `session` after `seq`, oldest first; `nil` when the log no longer
     /// reaches back to `seq + 1` (the caller then sends a fresh welcome).
     func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void)
+    /// Up to `limit` logged events of `session` before seq `before` (`nil`: the newest), newest
+    /// first, as far back as the log keeps them (its history bound: ``ServerConfig/historyKeepEvents``
+    /// at or before the newest checkpoint, and every event after it); `.conflict` when the
+    /// session is not stored.
+    func history(session: String, before: UInt64?, limit: Int, completion: @escaping (Result<HistoryPage, StoreError>) -> Void)
     /// Told of every append's outcome, in order, just before the append's own appender (the
     /// ``StoreMonitor`` watching the log for readiness). Not retained: its owner keeps it alive.
     var appendObserver: LogAppender? { get set }

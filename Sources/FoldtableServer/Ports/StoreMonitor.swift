@@ -95,4 +95,8 @@ public final class StoreMonitor: SessionStore, EventLog, LogAppender {
     public func read(session: String, after seq: UInt64, completion: @escaping (Result<[LoggedEvent]?, StoreError>) -> Void) {
         log.read(session: session, after: seq) { [self] result in completion(noted(result, write: false)) }
     }
+
+    public func history(session: String, before: UInt64?, limit: Int, completion: @escaping (Result<HistoryPage, StoreError>) -> Void) {
+        log.history(session: session, before: before, limit: limit) { [self] result in completion(noted(result, write: false)) }
+    }
 }

@@ -59,6 +59,11 @@ public struct SessionCore {
         /// changes of (the one idle longest is forgotten first): see ``UndoHistory``.
         public var undoDepth = 50
         public var undoAuthors = 256
+        /// The Unix time in milliseconds minus the inputs' `now` (a monotonic clock), as the hub
+        /// read both once: an order stamps each event it commits with `now` plus this
+        /// (``TableEvent/time``), with no clock read of its own per change. `nil`: events carry no
+        /// time (cores under test that compare bytes).
+        public var unixOffsetMs: Int64?
 
         public init() {}
     }
