@@ -12,6 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 /* ---- ring buffer ---------------------------------------------------------------------- */
 
 static int queue_grow(ftws_queue *q)
@@ -190,6 +193,27 @@ void ftws__peer_ip(struct lws *wsi, char *buf, size_t len)
 size_t ftws_conn_queued_bytes(const ftws_conn *conn)
 {
     return conn ? conn->q.bytes : 0;
+}
+
+/* Swift cannot ask: SIOCOUTQ is a Linux ioctl request macro, and lws's own buffer of a partial
+ * write sits behind the wsi. What the owner needs is whether the peer has taken everything
+ * written so far (a row stream's last chunk can sit megabytes deep in the kernel's send queue
+ * for a slow reader), not only whether our queue is empty. */
+size_t ftws_conn_unflushed_bytes(const ftws_conn *conn)
+{
+    if (!conn)
+        return 0;
+    size_t bytes = conn->q.bytes;
+    if (!conn->wsi)
+        return bytes;
+    /* lws keeps what the kernel did not take of a write and tells only whether it has any. */
+    if (lws_partial_buffered(conn->wsi))
+        bytes += 1;
+    int unacked = 0;
+    int fd = (int)lws_get_socket_fd(conn->wsi);
+    if (fd >= 0 && ioctl(fd, SIOCOUTQ, &unacked) == 0 && unacked > 0)
+        bytes += (size_t)unacked;
+    return bytes;
 }
 
 void ftws_conn_set_user(ftws_conn *conn, void *user)

@@ -289,6 +289,10 @@ public final class LWSTransport: Transport {
         ftws_conn_queued_bytes(OpaquePointer(connection.handle))
     }
 
+    public func unflushedBytes(_ connection: Connection) -> Int {
+        ftws_conn_unflushed_bytes(OpaquePointer(connection.handle))
+    }
+
     public func requestDrain(_ connection: Connection, lowMark: Int) {
         ftws_conn_request_drain(OpaquePointer(connection.handle), lowMark)
     }

@@ -297,6 +297,74 @@ func rowKeys(_ rows: [JSONValue]) -> [String] {
         #expect(rows.allSatisfy { $0["seq"] == .integer(1) })
     }
 
+    @Test func aSlowMemberHearsBusyBeforeTheFirstRowsOfAStreamExpectedToOutlastTheThresholdAndNotBusyAfterTheLast() throws {
+        // 10,000 rows (about 680 KB): more than the default pace (1 MiB a second) covers in 500 ms.
+        let h = Harness {
+            $0.busyThresholdMs = 500
+            $0.rowChunkRows = 100
+            $0.maxQueueBytes = 16_384
+            $0.demoLargeRows = 10_000
+        }
+        h.transport.holdsQueues = true
+        h.join(1)
+        h.join(2)
+        h.transport.flush(1)
+        h.transport.flush(2)
+        h.transport.clear()
+        h.say(1, #"{"type":"toggle","section":"big","id":"x"}"#)
+        // Before any timer: busy is already queued, ahead of the rows, to both members.
+        #expect(h.transport.timers.values.allSatisfy { $0 != 500 })
+        drainAll(h, ids: [1, 2])
+        for id: UInt64 in [1, 2] {
+            let all = h.transport.messages(id)
+            let type = { (index: Int) in all[index]["type"] }
+            let event = try #require(all.firstIndex { $0["type"] == .string("event") })
+            let busy = all.indices.filter { type($0) == .string("busy") }
+            let rows = all.indices.filter { type($0) == .string("rows") }
+            #expect(busy.map { all[$0]["busy"] } == [.bool(true), .bool(false)])
+            #expect(rowKeys(rows.map { all[$0] }) == (0..<10_000).map { "big-\($0)" })
+            try #require(busy.count == 2 && rows.count > 1)
+            #expect(event < busy[0] && busy[0] < rows[0], "member \(id) heard busy after its first rows")
+            #expect(rows[rows.count - 1] < busy[busy.count - 1], "member \(id) heard busy end before its last rows")
+        }
+    }
+
+    @Test func busyEndsForEveryoneOnlyOnceTheSlowestMembersSocketTookItsRows() {
+        let h = Harness {
+            $0.busyThresholdMs = 500
+            $0.rowChunkRows = 100
+            $0.maxQueueBytes = 16_384
+            $0.demoLargeRows = 10_000
+        }
+        h.transport.holdsQueues = true
+        h.join(1)
+        h.join(2)
+        h.transport.flush(1)
+        h.transport.flush(2)
+        h.transport.clear()
+        // Both members' kernels still hold rows when their last chunks are queued.
+        h.transport.inSocket[1] = 200_000
+        h.transport.inSocket[2] = 1_048_576
+        h.say(1, #"{"type":"toggle","section":"big","id":"x"}"#)
+        drainAll(h, ids: [1, 2])
+        #expect(h.transport.messages(2, type: "rows").last?["final"] == .bool(true))
+        #expect(h.transport.messages(1, type: "busy").map { $0["busy"] } == [.bool(true)])
+        // A change to the section goes on meanwhile: it waits for the rows' order, not the socket.
+        h.say(1, #"{"type":"toggle","section":"big","id":"y"}"#)
+        #expect(h.transport.messages(1, type: "ack").last?["id"] == .string("y"))
+        h.transport.fireTimers(upTo: 25)
+        #expect(h.transport.messages(1, type: "busy").map { $0["busy"] } == [.bool(true)])
+        // Within one chunk (64 KiB) of done is done; the other member is still waited for.
+        h.transport.inSocket[1] = 1_000
+        h.transport.fireTimers(upTo: 25)
+        #expect(h.transport.messages(1, type: "busy").map { $0["busy"] } == [.bool(true)])
+        h.transport.inSocket[2] = 0
+        h.transport.fireTimers(upTo: 25)
+        for id: UInt64 in [1, 2] {
+            #expect(h.transport.messages(id, type: "busy").map { $0["busy"] } == [.bool(true), .bool(false)])
+        }
+    }
+
     @Test func aStreamFinishingWithinTheThresholdNeverShowsBusy() {
         let h = Harness { $0.busyThresholdMs = 500 }
         h.join(1)

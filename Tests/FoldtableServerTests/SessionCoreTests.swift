@@ -754,4 +754,154 @@ import Testing
         #expect(broadcastTypes(core.handle(.timer(.busy(section: "s", seq: 1)), now: 500)) == ["busy"])
         #expect(core.busySections == ["s"])
     }
+
+    // MARK: - Busy before the rows
+
+    /// Where `busy` for "s" went in `effects` (in order): its value and its recipients.
+    func busyBroadcasts(_ effects: [SessionEffect]) -> [(index: Int, busy: Bool, to: [UInt64])] {
+        effects.enumerated().compactMap { index, effect in
+            guard case .broadcast(let message, let to) = effect, let value = try? JSONParser.parse(message.bytes),
+                value["type"] == .string("busy"), value["section"] == .string("s"), case .bool(let busy)? = value["busy"]
+            else { return nil }
+            return (index, busy, to.map(\.id))
+        }
+    }
+
+    func index(_ effects: [SessionEffect], of match: (SessionEffect) -> Bool) -> Int? { effects.firstIndex(where: match) }
+
+    /// "s" of 5 rows (about 275 bytes), streamed in chunks of 2, on a server expecting streams to
+    /// reach members at 200 bytes a second and refilling queues at `refillBytes`.
+    func slowStreamCore(threshold: Int, refillBytes: Int = 100, showBusy: Bool = true) throws -> SessionCore {
+        var settings = SessionCore.Settings()
+        settings.chunkRows = 2
+        settings.streamRefillBytes = refillBytes
+        settings.streamExpectedBytesPerSec = 200
+        settings.welcomeByteBudget = refillBytes  // as the hub sets it: a larger section streams
+        settings.busyAwaitsPeers = true
+        var options = TableOptions()
+        options.busyThresholdMs = threshold
+        options.showBusyIndicator = showBusy
+        return try core(rows: 5, collapsed: true, settings: settings, options: options)
+    }
+
+    @Test func aStreamExpectedToOutlastTheThresholdIsBusyBeforeItsFirstChunkAndNotBusyOnlyAfterItsLastMember() throws {
+        // 200 bytes a second for 500 ms: 100 bytes; the stream is bigger, so busy cannot wait.
+        var core = try slowStreamCore(threshold: 500)
+        let expand = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        let event = try #require(index(expand) { if case .broadcast = $0 { return true } else { return false } })
+        let start = try #require(index(expand) { if case .startStream = $0 { return true } else { return false } })
+        let busy = busyBroadcasts(expand)
+        #expect(busy.map(\.busy) == [true])
+        // Everyone hears it, the author and the member who asked nothing, after the event that
+        // expands the section and before the driver pumps the first chunk to anyone.
+        #expect(busy.first?.to == [ana.id, bo.id])
+        #expect(event < (busy.first?.index ?? -1) && (busy.first?.index ?? .max) < start)
+        #expect(!armsBusyTimer(expand))
+        #expect(core.busySections == ["s"])
+        // Busy lasts while anyone still takes rows: ana's last chunk does not end it.
+        let first = core.handle(.streamDelivered(section: "s", seq: 1, to: ana), now: 10)
+        #expect(busyBroadcasts(first).isEmpty)
+        #expect(core.busySections == ["s"])
+        // bo's last chunk was queued before this input (the driver pumps, then reports): busy
+        // ends after it, for everyone, once both peers took their rows.
+        let last = core.handle(.streamDelivered(section: "s", seq: 1, to: bo), now: 4_000)
+        let end = try #require(index(last) { if case .endStream(section: "s") = $0 { return true } else { return false } })
+        var ends = last
+        for member in [ana, bo] { ends += core.handle(.streamFlushed(section: "s", seq: 1, to: member), now: 4_000) }
+        #expect(busyBroadcasts(ends).map(\.busy) == [false])
+        #expect(busyBroadcasts(ends).first?.to == [ana.id, bo.id])
+        #expect(end < (busyBroadcasts(ends).first?.index ?? -1))
+        #expect(core.busySections.isEmpty)
+    }
+
+    /// Which members the driver is asked to watch until their peers took the rows of "s".
+    func awaitedFlushes(_ effects: [SessionEffect]) -> [UInt64] {
+        effects.compactMap { if case .awaitFlush(section: "s", seq: _, let member) = $0 { return member.id } else { return nil } }
+    }
+
+    @Test func busyLastsUntilTheSlowestPeerTookItsRowsWhileChangesToTheSectionGoOnAlready() throws {
+        var core = try slowStreamCore(threshold: 500)
+        _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        #expect(awaitedFlushes(core.handle(.streamDelivered(section: "s", seq: 1, to: ana), now: 10)) == [ana.id])
+        #expect(busyBroadcasts(core.handle(.streamFlushed(section: "s", seq: 1, to: ana), now: 20)).isEmpty)
+        // bo's last chunk is queued, the stream is over, but its rows are still in its socket.
+        let queued = core.handle(.streamDelivered(section: "s", seq: 1, to: bo), now: 30)
+        #expect(awaitedFlushes(queued) == [bo.id])
+        #expect(queued.contains { if case .endStream(section: "s") = $0 { return true } else { return false } })
+        #expect(busyBroadcasts(queued).isEmpty)
+        #expect(core.busySections == ["s"])
+        // Changes to the section no longer wait: the order of rows and events is already fixed.
+        let collapse = core.handle(.change(.toggle(section: .key("s")), id: "shut", from: ana), now: 40)
+        #expect(persisted(collapse) != nil)
+        // A stale report (another stream, or a member not waited for) changes nothing.
+        #expect(busyBroadcasts(core.handle(.streamFlushed(section: "s", seq: 9, to: bo), now: 50)).isEmpty)
+        #expect(busyBroadcasts(core.handle(.streamFlushed(section: "s", seq: 1, to: ana), now: 50)).isEmpty)
+        #expect(core.busySections == ["s"])
+        let taken = core.handle(.streamFlushed(section: "s", seq: 1, to: bo), now: 60)
+        #expect(busyBroadcasts(taken).map(\.busy) == [false])
+        #expect(busyBroadcasts(taken).first?.to == [ana.id, bo.id])
+        #expect(core.busySections.isEmpty)
+    }
+
+    @Test func aMemberLeavingBeforeItsPeerTookItsRowsEndsTheBusyThatWaitedForIt() throws {
+        var core = try slowStreamCore(threshold: 500)
+        _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        for member in [ana, bo] { _ = core.handle(.streamDelivered(section: "s", seq: 1, to: member), now: 10) }
+        _ = core.handle(.streamFlushed(section: "s", seq: 1, to: ana), now: 20)
+        let left = core.handle(.leave(bo), now: 30)
+        #expect(busyBroadcasts(left).map(\.busy) == [false])
+        #expect(busyBroadcasts(left).first?.to == [ana.id])
+        #expect(core.busySections.isEmpty)
+    }
+
+    @Test func aStreamThatWasNeverBusyWaitsForNoPeer() throws {
+        var core = try slowStreamCore(threshold: 500, refillBytes: 1_000)  // fits one refill: timer
+        _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        var effects: [SessionEffect] = []
+        for member in [ana, bo] { effects += core.handle(.streamDelivered(section: "s", seq: 1, to: member), now: 10) }
+        #expect(awaitedFlushes(effects).isEmpty)
+        #expect(busyBroadcasts(effects).isEmpty)
+        #expect(core.busySections.isEmpty)
+    }
+
+    @Test func aMemberJoiningWhileTheSectionIsExpandedIsShownBusyBeforeItsOwnStreamStarts() throws {
+        var core = try slowStreamCore(threshold: 500)
+        _ = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        for member in [ana, bo] { _ = core.handle(.streamDelivered(section: "s", seq: 1, to: member), now: 10) }
+        for member in [ana, bo] { _ = core.handle(.streamFlushed(section: "s", seq: 1, to: member), now: 10) }
+        #expect(core.busySections.isEmpty)
+        // The newcomer's welcome cannot carry the rows inline (it is streamed to it alone).
+        let cy = Connection(id: 3)
+        let joined = core.handle(.join(cy, JoinRequest(session: "x", name: "cy"), role: nil), now: 20)
+        let welcome = try #require(index(joined) { if case .send = $0 { return true } else { return false } })
+        let start = try #require(index(joined) { if case .startStream = $0 { return true } else { return false } })
+        let busy = busyBroadcasts(joined)
+        #expect(busy.map(\.busy) == [true])
+        #expect(busy.first?.to == [ana.id, bo.id, cy.id])
+        #expect(welcome < (busy.first?.index ?? -1) && (busy.first?.index ?? .max) < start)
+    }
+
+    @Test(arguments: [
+        // A longer threshold: the expected pace covers the stream within it (1,000 bytes).
+        (threshold: 5_000, refillBytes: 100),
+        // A stream that fits one refill is handed to every member at once: it waits for no one.
+        (threshold: 10, refillBytes: 1_000),
+    ])
+    func aStreamExpectedWithinTheThresholdWaitsForTheThresholdsTimerBeforeItIsBusy(threshold: Int, refillBytes: Int) throws {
+        var core = try slowStreamCore(threshold: threshold, refillBytes: refillBytes)
+        let expand = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        #expect(startsStream(expand))
+        #expect(busyBroadcasts(expand).isEmpty)
+        #expect(armsBusyTimer(expand))
+        #expect(core.busySections.isEmpty)
+    }
+
+    @Test func aTableWithTheBusyIndicatorOffSendsNoBusyForAStreamExpectedToOutlastTheThreshold() throws {
+        var core = try slowStreamCore(threshold: 500, showBusy: false)
+        let expand = try toggleAndCommit(&core, "s", id: "open", from: ana)
+        #expect(startsStream(expand))
+        #expect(busyBroadcasts(expand).isEmpty)
+        #expect(!armsBusyTimer(expand))
+        #expect(core.busySections.isEmpty)
+    }
 }

@@ -38,6 +38,10 @@ final class TestTransport: Transport {
 
     func close(_ connection: Connection, code: Int, reason: String) { closed[connection.id] = (code, reason) }
     func queuedBytes(_ connection: Connection) -> Int { queued[connection.id] ?? 0 }
+    /// Bytes a test says are still in a connection's socket (a reader whose kernel holds rows it
+    /// has not taken): none unless set, so that a stream is over once its chunks are queued.
+    var inSocket: [UInt64: Int] = [:]
+    func unflushedBytes(_ connection: Connection) -> Int { inSocket[connection.id] ?? 0 }
     func requestDrain(_ connection: Connection, lowMark: Int) { drainRequests[connection.id] = lowMark }
     func armTimer(token: UInt64, milliseconds: UInt64) { timers[token] = milliseconds }
     func cancelTimer(token: UInt64) { timers[token] = nil }

@@ -204,6 +204,9 @@ size_t ftws_broadcast(ftws_frame *frame, const void *first, size_t stride, size_
 void ftws_conn_close(ftws_conn *conn, int code, const char *reason);
 /* Bytes currently queued (not yet handed to the socket). */
 size_t ftws_conn_queued_bytes(const ftws_conn *conn);
+/* Bytes queued, or written but not yet taken by the peer (still in lws's or the kernel's send
+ * buffer): 0 once the peer's TCP acknowledged everything written so far. */
+size_t ftws_conn_unflushed_bytes(const ftws_conn *conn);
 /* Ask for one on_drain once queued bytes are at or below low_mark (immediately if already so). */
 void ftws_conn_request_drain(ftws_conn *conn, size_t low_mark);
 /* A per-connection pointer for the owner (NULL at open). */

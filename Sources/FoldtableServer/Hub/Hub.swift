@@ -184,6 +184,8 @@ public final class Hub: TransportDelegate {
         settings.chunkRows = config.rowChunkRows
         // Chunks stay well under the refill mark, so one chunk never passes a member's queue cap.
         settings.chunkBytes = min(config.maxBatchBytes, config.streamLowMarkBytes)
+        settings.streamRefillBytes = config.streamLowMarkBytes
+        settings.busyAwaitsPeers = true
         return settings
     }
 

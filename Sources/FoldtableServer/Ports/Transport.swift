@@ -30,6 +30,9 @@ public protocol Transport: AnyObject {
     func close(_ connection: Connection, code: Int, reason: String)
     /// Bytes queued to the connection and not yet written to its socket.
     func queuedBytes(_ connection: Connection) -> Int
+    /// Bytes queued to the connection, or written but not yet taken by its peer (still in the
+    /// operating system's send buffer): 0 once the peer took everything sent so far.
+    func unflushedBytes(_ connection: Connection) -> Int
     /// Asks for one ``TransportDelegate/connectionDrained(_:)`` once at most `lowMark` bytes are queued.
     func requestDrain(_ connection: Connection, lowMark: Int)
     /// Calls ``TransportDelegate/timerFired(_:)`` with `token` after `milliseconds`; re-arming replaces.
@@ -58,6 +61,9 @@ public protocol Transport: AnyObject {
 extension Transport {
     /// A transport that does not report its turns: every change goes to the log on its own.
     public var endsTurns: Bool { false }
+
+    /// A transport that cannot see into its sockets counts its queue only.
+    public func unflushedBytes(_ connection: Connection) -> Int { queuedBytes(connection) }
 
     /// A transport with a clock of its own (a test's, say) cannot derive it from another reading.
     public func milliseconds(at time: MonotonicTime) -> UInt64? { nil }

@@ -49,6 +49,20 @@ public struct SessionCore {
         /// streams, paced per member, and changes touching it wait for the stream.
         public var chunkRows = 500
         public var chunkBytes = 65_536
+        /// A member's queue is refilled with row chunks while it holds at most this many bytes
+        /// (the hub's `streamLowMarkBytes`): a stream up to this size is handed over at once.
+        public var streamRefillBytes = 262_144
+        /// The pace, in bytes a second, a row stream is expected to reach even a slow member at:
+        /// a stream larger than what this pace covers within the table's busy threshold is shown
+        /// busy as it starts. A `busy` decided later would queue behind the rows already in a
+        /// member's queue and socket (megabytes), and reach a slow reader after its rows.
+        public var streamExpectedBytesPerSec = 1_048_576
+        /// Whether busy lasts until members' peers took their rows, not only until every chunk
+        /// is queued: a slow reader's last rows can sit megabytes deep in its socket, and the
+        /// others would see busy end a second before it has them. The driver then watches such
+        /// members (``SessionEffect/awaitFlush(section:seq:member:)``). Off by default, so a
+        /// core's busy ends with its stream (tests); the hub turns it on.
+        public var busyAwaitsPeers = false
         /// Joins, leaves and renames within this many milliseconds go to members as one
         /// `presence` diff (0: each at once, still one message per member per change).
         public var presenceIntervalMs: UInt64 = 100
@@ -171,6 +185,7 @@ public struct SessionCore {
             room.leave(connection, into: &effects)
         case .rename(let connection, let name): room.rename(connection, to: name, into: &effects)
         case .streamDelivered(let section, let seq, let connection): room.delivered(section, seq: seq, to: connection, into: &effects)
+        case .streamFlushed(let section, let seq, let connection): room.flushed(section, seq: seq, to: connection, into: &effects)
         case .timer(let timer): room.fire(timer, now: now, into: &effects)
         case .find(let query, let limit, let id, let connection): room.find(query, limit: limit, id: id, from: connection, into: &effects)
         case .remotePresence(let nodes): room.remotePresence(nodes, into: &effects)

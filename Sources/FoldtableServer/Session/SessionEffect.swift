@@ -32,6 +32,9 @@ public enum SessionInput {
     case commitFailed(generation: UInt64, StoreError)
     /// A member received every row of the stream of `section` started at `seq`.
     case streamDelivered(section: String, seq: UInt64, to: Connection)
+    /// A member's peer took (nearly) all of that stream, or the wait gave up (after
+    /// ``SessionEffect/awaitFlush(section:seq:member:)``).
+    case streamFlushed(section: String, seq: UInt64, to: Connection)
     /// A timer the core armed fired.
     case timer(SessionTimer)
     /// A member looks for rows by text (see `RowSearch` in FoldtableCore).
@@ -102,6 +105,9 @@ public enum SessionEffect {
     case leaveStream(section: String, member: Connection)
     /// The stream of `section` is over (everyone has the rows, or nobody is left).
     case endStream(section: String)
+    /// Report ``SessionInput/streamFlushed(section:seq:to:)`` once the member's peer took (nearly)
+    /// everything sent to it (its rows of that stream may still sit in the socket's buffers).
+    case awaitFlush(section: String, seq: UInt64, member: Connection)
     case armTimer(SessionTimer, milliseconds: UInt64)
     case cancelTimer(SessionTimer)
     /// Close a connection after what is queued.

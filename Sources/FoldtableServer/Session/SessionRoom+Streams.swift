@@ -20,7 +20,10 @@ extension SessionRoom {
             if running.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: section.key, seq: running.seq))) }
         }
         var stream = Stream(seq: seq)
-        stream.busyShown = streams[section.key]?.busyShown ?? false
+        // Still busy from a stream before (running, or its rows still on their way): it stays
+        // busy, without a `false` and `true` between; the new stream's end decides.
+        let tail = busyTails.removeValue(forKey: section.key)
+        stream.busyShown = (streams[section.key]?.busyShown ?? false) || tail != nil
         for connection in recipients {
             stream.members[connection.id] = (connection, now)
             members[connection.id]?.streams.insert(section.key)
@@ -30,8 +33,8 @@ extension SessionRoom {
             finishIfDone(section.key, into: &effects)
             return
         }
-        // Busy first: with a threshold of 0 members hear it before the first chunk, not after.
-        armBusyAndDeadline(section.key, now: now, into: &effects)
+        // Busy first, when it is decided at the start: members hear it before the first chunk.
+        armBusyAndDeadline(section, now: now, into: &effects)
         effects.append(.startStream(section, seq: seq, to: recipients))
     }
 
@@ -50,18 +53,22 @@ extension SessionRoom {
             return
         }
         var stream = Stream(seq: committed.seq)
+        stream.busyShown = busyTails.removeValue(forKey: section.key) != nil
         stream.members[connection.id] = (connection, now)
         streams[section.key] = stream
-        armBusyAndDeadline(section.key, now: now, into: &effects)
+        armBusyAndDeadline(section, now: now, into: &effects)
         effects.append(.startStream(section, seq: committed.seq, to: [connection]))
     }
 
-    private mutating func armBusyAndDeadline(_ key: String, now: UInt64, into effects: inout [SessionEffect]) {
+    /// Shows `section` busy now, before its stream's first chunk, when the stream is expected to
+    /// outlast the threshold (see ``outlastsBusyThreshold(_:)``); else arms the threshold's timer.
+    private mutating func armBusyAndDeadline(_ section: Section, now: UInt64, into effects: inout [SessionEffect]) {
+        let key = section.key
         guard let stream = streams[key] else { return }
         let options = committed.options
         // A table with `showBusyIndicator` off gets no timer and no `busy`: only the deadline.
         if options.showBusyIndicator {
-            if options.busyThresholdMs == 0 {
+            if options.busyThresholdMs == 0 || outlastsBusyThreshold(section) {
                 showBusy(key, into: &effects)
             } else if !stream.busyShown && !stream.busyArmed {
                 streams[key]?.busyArmed = true
@@ -69,6 +76,26 @@ extension SessionRoom {
             }
         }
         armDeadline(key, now: now, into: &effects)
+    }
+
+    /// Whether streaming `section` is expected to outlast the table's busy threshold, so that it
+    /// is shown busy from its start. A `busy` sent when the threshold's timer fires is queued
+    /// behind every row already handed to a member's socket (the kernel takes megabytes): a slow
+    /// reader would see it after its rows, and busy end as soon as it began. Only what the
+    /// server can know at the start decides: a stream that fits one refill is handed to every
+    /// member at once (it waits for no one); a larger one that the expected pace covers within
+    /// the threshold keeps the threshold's timer (no flash of busy for a quick expansion).
+    func outlastsBusyThreshold(_ section: Section) -> Bool {
+        let threshold = committed.options.busyThresholdMs
+        let (paced, overflow) = settings.streamExpectedBytesPerSec.multipliedReportingOverflow(by: max(0, threshold))
+        let bound = max(settings.streamRefillBytes, overflow ? Int.max : paced / 1_000)
+        // Counted only up to the bound: a section of a million rows needs no full sum.
+        var bytes = 0
+        for row in section.rows {
+            bytes += RowStream.estimatedBytes(row)
+            if bytes > bound { return true }
+        }
+        return false
     }
 
     /// Members must take a stream's rows within `streamTimeoutMs` of joining it: changes to the
@@ -85,7 +112,45 @@ extension SessionRoom {
         streams[key]?.members[connection.id] = nil
         members[connection.id]?.streams.remove(key)
         members[connection.id]?.held.insert(key)
+        if stream.busyShown && settings.busyAwaitsPeers {
+            // Every chunk is queued, but a slow reader's last rows can sit megabytes deep in its
+            // socket: busy must not end for the others before it has them.
+            streams[key]?.flushing.insert(connection.id)
+            effects.append(.awaitFlush(section: key, seq: seq, member: connection))
+        }
         finishIfDone(key, into: &effects)
+    }
+
+    /// A member's peer took every row of the stream of `key` at `seq`: busy may end.
+    mutating func flushed(_ key: String, seq: UInt64, to connection: Connection, into effects: inout [SessionEffect]) {
+        if let stream = streams[key], stream.seq == seq {
+            streams[key]?.flushing.remove(connection.id)
+        } else if let tail = busyTails[key], tail.seq == seq, tail.members.contains(connection.id) {
+            busyTails[key]?.members.remove(connection.id)
+            endBusyTailIfDone(key, into: &effects)
+        }
+    }
+
+    /// A member left: busy waits no longer for its rows to reach it.
+    mutating func forgetFlushes(of connection: Connection, into effects: inout [SessionEffect]) {
+        for key in streams.keys where streams[key]?.flushing.contains(connection.id) == true {
+            streams[key]?.flushing.remove(connection.id)
+        }
+        for key in busyTails.keys.sorted() where busyTails[key]?.members.contains(connection.id) == true {
+            busyTails[key]?.members.remove(connection.id)
+            endBusyTailIfDone(key, into: &effects)
+        }
+    }
+
+    private mutating func endBusyTailIfDone(_ key: String, into effects: inout [SessionEffect]) {
+        guard let tail = busyTails[key], tail.members.isEmpty else { return }
+        busyTails[key] = nil
+        endBusy(key, into: &effects)
+    }
+
+    private mutating func endBusy(_ key: String, into effects: inout [SessionEffect]) {
+        busySections.remove(key)
+        effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: false)), to: connections))
     }
 
     mutating func fire(_ timer: SessionTimer, now: UInt64, into effects: inout [SessionEffect]) {
@@ -130,8 +195,12 @@ extension SessionRoom {
         if stream.busyArmed { effects.append(.cancelTimer(.busy(section: key, seq: stream.seq))) }
         if stream.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: key, seq: stream.seq))) }
         if stream.busyShown {
-            busySections.remove(key)
-            effects.append(.broadcast(OutboundMessage(ServerMessage.busy(section: key, busy: false)), to: connections))
+            // Changes to the section go on now; busy waits for rows still on their way.
+            if stream.flushing.isEmpty {
+                endBusy(key, into: &effects)
+            } else {
+                busyTails[key] = (stream.seq, stream.flushing)
+            }
         }
         mayDrain = true
         return true
@@ -146,6 +215,7 @@ extension SessionRoom {
             if stream.deadlineArmed { effects.append(.cancelTimer(.streamDeadline(section: key, seq: stream.seq))) }
         }
         streams.removeAll()
+        busyTails.removeAll()
         busySections.removeAll()
     }
 }

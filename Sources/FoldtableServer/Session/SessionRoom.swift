@@ -80,8 +80,14 @@ public struct SessionRoom {
         var busyShown = false
         var busyArmed = false
         var deadlineArmed = false
+        /// Members that have every chunk queued while the section is busy, whose peers have not
+        /// yet taken them all: busy lasts until they have (see `SessionRoom+Streams.swift`).
+        var flushing: Set<UInt64> = []
     }
     var streams: [String: Stream] = [:]
+    /// Busy sections whose streams ended (changes to them go on) while some members' rows are
+    /// still on their way: by section, the stream's seq and those members.
+    var busyTails: [String: (seq: UInt64, members: Set<UInt64>)] = [:]
     /// Sections members were told are busy.
     public internal(set) var busySections: Set<String> = []
 
@@ -245,6 +251,7 @@ public struct SessionRoom {
             streams[key]?.members[connection.id] = nil
             finishIfDone(key, into: &effects)
         }
+        forgetFlushes(of: connection, into: &effects)
         presenceLeft.append(member.author.client)
         presenceChanged(into: &effects)
         mayDrain = true

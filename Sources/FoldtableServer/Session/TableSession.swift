@@ -21,6 +21,10 @@ final class TableSession {
     /// Row streams under way, by section key.
     private var rowStreams: [String: RowStream] = [:]
     private var timerTokens: [SessionTimer: UInt64] = [:]
+    /// Members of busy sections whose final chunks are written but maybe not yet taken by their
+    /// peers (see ``SessionEffect/awaitFlush(section:seq:member:)``), looked at on one timer.
+    private var awaitingFlush: [(section: String, seq: UInt64, connection: Connection, since: UInt64)] = []
+    private var flushPollArmed = false
     /// Inputs waiting while effects of an earlier one are performed: effects can cause inputs
     /// (a stream delivered at once, a store completion), and the core takes one at a time.
     private var inputs: [SessionInput] = []
@@ -222,6 +226,51 @@ final class TableSession {
         }
     }
 
+    /// How often members whose rows may still sit in their sockets are looked at again, in ms:
+    /// the transport says when its own queue drains, but not when the kernel's does.
+    private static let flushPollMilliseconds: UInt64 = 25
+
+    /// Reports ``SessionInput/streamFlushed(section:seq:to:)`` once the member's peer has taken
+    /// all but about one chunk of what was sent to it (not exactly all: events and pings keep
+    /// coming in a lively session, and a busy section must not wait for a quiet socket); else
+    /// looks again with the others on one timer of the session's, not one per member.
+    private func awaitFlush(_ key: String, seq: UInt64, _ connection: Connection, since: UInt64) {
+        if !reportIfFlushed(key, seq: seq, connection, since: since) {
+            awaitingFlush.append((key, seq, connection, since))
+            armFlushPoll()
+        }
+    }
+
+    /// Whether the wait for `connection`'s peer is over, reporting it if so. Gives up after the
+    /// stream timeout: a peer that stops reading must not keep a section busy.
+    private func reportIfFlushed(_ key: String, seq: UInt64, _ connection: Connection, since: UInt64) -> Bool {
+        // A connection that closed leaves the session, and its leave ends the wait.
+        guard hub.isOpen(connection) else { return true }
+        let config = hub.config
+        let now = transport.nowMilliseconds()
+        let gaveUp = now >= since && now - since >= UInt64(config.streamTimeoutSecs) * 1_000
+        guard gaveUp || transport.unflushedBytes(connection) <= min(config.maxBatchBytes, config.streamLowMarkBytes) else { return false }
+        handle(.streamFlushed(section: key, seq: seq, to: connection))
+        return true
+    }
+
+    private func armFlushPoll() {
+        guard !flushPollArmed else { return }
+        flushPollArmed = true
+        _ = hub.armTimer(
+            .later { [weak self] in
+                guard let self else { return }
+                self.flushPollArmed = false
+                // Taken out first: a report runs the core, which may ask to await another member.
+                let waiting = self.awaitingFlush
+                self.awaitingFlush = []
+                for entry in waiting where !self.reportIfFlushed(entry.section, seq: entry.seq, entry.connection, since: entry.since) {
+                    self.awaitingFlush.append(entry)
+                }
+                if !self.awaitingFlush.isEmpty { self.armFlushPoll() }
+            }, milliseconds: Self.flushPollMilliseconds)
+    }
+
     /// `hub` and `transport`: this session's, held by the caller for its loop; `ackBuffer`
     /// the session's, taken out for it; `applied`: when the (first) change that caused `effect`
     /// was applied, if one did (this turn: it starts the commit clock of the append it causes).
@@ -277,6 +326,8 @@ final class TableSession {
             rowStreams[key]?.remove(connection)
         case .endStream(let key):
             rowStreams[key] = nil
+        case .awaitFlush(let key, let seq, let connection):
+            awaitFlush(key, seq: seq, connection, since: transport.nowMilliseconds())
         case .armTimer(let timer, let milliseconds):
             if let old = timerTokens[timer] { hub.cancelTimer(old) }
             timerTokens[timer] = hub.armTimer(.session(name: name, timer), milliseconds: milliseconds)
