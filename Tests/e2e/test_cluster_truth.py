@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 
 import pytest
 from websockets.asyncio.client import connect
@@ -83,6 +84,19 @@ def rows_of(server, name):
     return [f"{s['key']}-section" for s in table["sections"]] + [row["label"] for s in table["sections"] for row in s["rows"]]
 
 
+def settled_rows(server, name, answers, timeout=5.0):
+    """rows_of, once the node applied every acknowledged change or `timeout` passed: a node
+    acknowledges its own members' changes when it read them back; another node reads the same
+    entries a moment later (there is no read-your-writes across nodes)."""
+    acked = {i for i, (kind, _) in answers.items() if kind == "ack"}
+    deadline = time.monotonic() + timeout
+    while True:
+        labels = rows_of(server, name)
+        if acked <= set(labels) or time.monotonic() > deadline:
+            return labels
+        time.sleep(0.05)
+
+
 def check_truth(answers, labels):
     acked = {i for i, (kind, _) in answers.items() if kind == "ack"}
     refused = {i: code for i, (kind, code) in answers.items() if kind == "error"}
@@ -104,7 +118,7 @@ def test_busy_writers_on_two_nodes_of_a_new_session_get_no_refusal_and_every_row
             answers = busy_writers(a, b, name)
             assert len(answers) == 2 * WRITERS_PER_NODE * (ROWS_PER_WRITER + 1)
             for server in (a, b):
-                acked, refused = check_truth(answers, rows_of(server, name))
+                acked, refused = check_truth(answers, settled_rows(server, name, answers))
                 assert not refused, f"round {round_}: {len(refused)} refusals with no fault: {sorted(refused.items())[:5]}"
                 assert len(acked) == len(answers)
     finally:
@@ -128,7 +142,7 @@ def test_a_node_stopped_and_continued_mid_run_gives_only_true_answers(redis, tmp
         answers = busy_writers(a, b, name, during=pause_b)
         assert len(answers) == 2 * WRITERS_PER_NODE * (ROWS_PER_WRITER + 1)
         for server in (a, b):
-            check_truth(answers, rows_of(server, name))
+            check_truth(answers, settled_rows(server, name, answers))
     finally:
         for server in (a, b):
             assert server.stop() == 0, server.stderr()[-2000:]
