@@ -83,6 +83,9 @@ import Testing
         #expect(String(decoding: bytes, as: UTF8.self) == #"{"v":1,"views":{"u:ana":{"s1":true,"s2":false},"u:bo":{"s1":false}}}"#)
         #expect(try SavedViews(decoding: bytes) == views)
         #expect(try SavedViews(decoding: SavedViews().encoded()) == SavedViews())
+        // A token's `sub` may be as long as a token's claims allow: its scope is two bytes longer.
+        let long = SavedViews(["u:" + String(repeating: "s", count: 4_096): ["k": true]])
+        #expect(try SavedViews(decoding: long.encoded()) == long)
     }
 
     @Test func savedViewsOfAnotherFormatOrShapeAreRefused() {

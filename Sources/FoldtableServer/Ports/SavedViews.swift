@@ -44,9 +44,14 @@ public struct SavedViews: Equatable, Sendable {
         return out.bytes
     }
 
+    /// How deep and how long a string saved views may hold: scopes are `u:` and a token's `sub`,
+    /// which a token may make as long as the parser's default string limit (4,096 bytes): a
+    /// view its owner could save must never make its session fail to load.
+    static let parserLimits = JSONParser.Limits(maxDepth: 8, maxStringBytes: 65_536)
+
     /// Decodes ``encoded()``; throws on anything else, naming what is wrong.
     public init(decoding bytes: some Collection<UInt8>) throws(ProtocolError) {
-        let reader = try FieldReader(try JSONParser.parse(bytes), path: "views.")
+        let reader = try FieldReader(try JSONParser.parse(bytes, limits: Self.parserLimits), path: "views.")
         guard try reader.integer("v") == Self.version else {
             throw ProtocolError(.invalidValue, "saved views format \(try reader.integer("v")) is not \(Self.version)", field: "v")
         }
