@@ -3,6 +3,7 @@
 import { Connection, token } from './protocol.js';
 import { Table } from './model.js';
 import { TableView } from './table.js';
+import { Activity } from './activity.js';
 
 const $ = (id) => document.getElementById(id);
 const SESSION_RE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -82,6 +83,22 @@ function say(text) {
   }, 700);
 }
 
+// ---- a toast: what just happened, with one action (undo), for a few seconds ----
+let toastTimer = 0;
+function toast(text, action, act) {
+  const t = $('toast');
+  clearTimeout(toastTimer);
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.textContent = action;
+  b.addEventListener('click', () => { t.hidden = true; act(); });
+  t.replaceChildren(`${text} · `, b);
+  t.hidden = false;
+  // Long enough to reach the button with the keyboard; hovering or focusing keeps it.
+  const hide = () => { toastTimer = setTimeout(() => { if (!t.matches(':hover, :focus-within')) t.hidden = true; else hide(); }, 8000); };
+  hide();
+}
+
 function note(text) {
   const n = $('note');
   n.textContent = text;
@@ -104,10 +121,20 @@ function startLobby(badName) {
   $('lobby').hidden = false;
   if (badName) note(`“${badName}” is not a session name: use letters, digits, - and _.`);
   let everOpen = false;
+  // A refused `list` (a server with tokens, and none or a wrong one here) is final until the
+  // person acts: asking again would only be refused again, and enough refusals in a row make
+  // the server close the connection (4500).
+  let refused = false;
+  const ask = () => { if (!refused) conn.sendNow(listMessage()); };
   conn = new Connection({
     session: null,
     name: () => myName,
     onMessage(msg) {
+      if (msg.type === 'error') {
+        refused = true;
+        refusedNote(msg);
+        return;
+      }
       if (msg.type !== 'sessions') return;
       const ul = $('sessions');
       ul.replaceChildren(...msg.sessions.map(({ name, members }) => {
@@ -121,13 +148,26 @@ function startLobby(badName) {
       $('no-sessions').hidden = msg.sessions.length > 0;
     },
     onStatus(st) {
-      if (st.state === 'open') { everOpen = true; conn.sendNow(listMessage()); }
+      // Only when the connection (re)opens: the lobby joins nothing, so nothing else is news.
+      if (st.state === 'open' && st.opened) { everOpen = true; ask(); }
       showStatus(st, everOpen);
     },
   });
   conn.connect();
   // `list` is not pushed: ask again now and then while the lobby is open.
-  setInterval(() => conn.sendNow(listMessage()), 4000);
+  setInterval(ask, 4000);
+  function refusedNote(msg) {
+    const n = $('note');
+    clearTimeout(n.timer);
+    const again = document.createElement('button');
+    again.type = 'button';
+    again.textContent = 'Ask again';
+    again.addEventListener('click', () => { refused = false; n.textContent = ''; ask(); });
+    const why = msg.code === 'unauthorized'
+      ? 'This server lists sessions only with a token: open the link you were given (…?token=…).'
+      : `The server refused the list: ${msg.message || msg.code}.`;
+    n.replaceChildren(why, ' ', again);
+  }
   $('join-form').addEventListener('submit', (e) => {
     e.preventDefault();
     // A name typed here may be new: `?new` asks the session page to create it.
@@ -156,6 +196,10 @@ function startSession(name) {
   let role = null;            // with tokens on: 'viewer', 'editor' or 'owner'; null in open mode
   let flashes = [];
   let catchUp = null;         // {to, n} while replaying what we missed
+  // The member's own view (open mode keeps it per browser and session; with tokens the server
+  // keeps it per token).
+  const viewKey = `foldtable.view.${name}`;
+  const activity = new Activity($('activity-list'), $('activity-empty'), $('activity-more'));
 
   const ui = {
     editing: () => $('edit').checked,
@@ -176,11 +220,27 @@ function startSession(name) {
       return false;
     },
     send(change) {
+      // "Removed · Undo" undoes our latest change: once another one goes, that is no longer the removal.
+      if (change.type !== 'undo') $('toast').hidden = true;
       try { return conn.send(change); } catch (e) { note(e.message); return null; }
+    },
+    privateView: () => table.mode === 'private',
+    // Viewers (tokens on) change nothing: no edit controls at all. Open mode has no roles.
+    mayEdit: () => role !== 'viewer',
+    moved: (text) => say(text),
+    // No confirm dialog: the section goes at once, and a toast offers to undo it.
+    removeSection(s) {
+      if (ui.send({ type: 'removeSection', section: s.key })) toast(`Removed ${s.title.split('\n')[0]}`, 'Undo', () => ui.send({ type: 'undo' }));
     },
     // `set` rather than `toggle`: a press queued while offline must mean "expanded", not "flip
     // whatever it is by the time we are back".
     toggle(key) {
+      // A viewer folds only its own view: in the shared one the server would refuse it (and
+      // enough refusals in a row close the connection), so say how instead.
+      if (!ui.mayEdit() && table.mode !== 'private') {
+        note('As a viewer you fold sections in your own view: switch on “My view”.');
+        return;
+      }
       const s = table.section(key);
       const collapsed = !ui.collapsedShown(s);
       const id = ui.send({ type: 'set', section: key, collapsed });
@@ -220,6 +280,11 @@ function startSession(name) {
     const o = table.options;
     $('accordion').checked = !!o.accordion;
     $('accordion').disabled = !mayChangeOptions();
+    // A viewer's page has no control that changes the table.
+    for (const id of ['everyone', 'edit-switch']) $(id).hidden = !ui.mayEdit();
+    // Expand and collapse all change a viewer's own view only.
+    for (const id of ['expand-all', 'collapse-all']) $(id).hidden = !ui.mayEdit() && table.mode !== 'private';
+    if (!ui.mayEdit() && $('edit').checked) { $('edit').checked = false; editMode(); }
     $('expand-all').disabled = !!o.accordion;
     drawOptions(o);
     const names = [...people.entries()].map(([c, n]) => (c === me ? `${n} (you)` : n));
@@ -271,6 +336,14 @@ function startSession(name) {
           count = msg.presenceCount ?? people.size;
           if (loaded) say('Reconnected. The table was reloaded from the server.');
           loaded = true;
+          // A welcome is the shared state: a private view is asked for (open mode) or sent by
+          // the server (tokens) again.
+          table.mode = 'shared';
+          drawView();
+          if (msg.view?.mode === 'private') showView(msg.view);
+          else if (role === null && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
+          activity.clear();
+          askHistory();
           break;
         case 'resume':
           // Events up to msg.seq are the ones we missed; they follow now.
@@ -278,12 +351,15 @@ function startSession(name) {
           if (conn.seq >= msg.seq) { say('Reconnected. Nothing was missed.'); catchUp = null; }
           me = msg.client;
           role = msg.role ?? null;
+          // A resumed connection is a new one to the server: the private view goes with it.
+          if (table.mode === 'private' && role === null && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
           people.clear();
           for (const p of msg.presence || []) people.set(p.client, p.name);
           count = msg.presenceCount ?? people.size;
           break;
         case 'event': {
           const { sections, text } = table.applyEvent(msg);
+          activity.add({ seq: msg.seq, time: msg.time ?? Date.now(), author: msg.by, text });
           const remote = msg.by && msg.by.client !== me;
           if (remote) for (const key of sections) flashes.push([key, msg.by.name]);
           if (catchUp && msg.seq <= catchUp.to) {
@@ -328,13 +404,30 @@ function startSession(name) {
             hits.push({ s, r: { key: m.row, label: m.label, value: m.value }, text: m.label, sub: `${s.title}${m.value ? ` · ${m.value}` : ''}` });
           }
           if (active < 0 && hits.length) active = 0;
+          findId = null; // answered: nothing more is coming for this query
           drawHits();
+          drawNone();
           break;
         }
         case 'ack': settle(entry); break;
+        case 'view': showView(msg); break;
+        case 'viewChanged':
+          table.applyView('private', msg.collapsed);
+          saveView();
+          settle(entry);
+          break;
+        case 'history':
+          if (msg.id !== historyId) break;
+          historyId = null;
+          for (const ev of msg.events || []) {
+            activity.add({ seq: ev.seq, time: ev.time, author: ev.author, text: table.describe(ev) });
+          }
+          activity.more(!!msg.more);
+          break;
         case 'error':
           settle(entry);
-          note(`Not done: ${msg.message || msg.code}`);
+          if (msg.id && msg.id === historyId) { historyId = null; activity.unavailable(); break; }
+          note(`Not done: ${undoRefusals[msg.code] ?? msg.message ?? msg.code}`);
           break;
       }
       schedule();
@@ -344,15 +437,91 @@ function startSession(name) {
   onRename = () => { if (conn.ready) conn.sendNow({ type: 'rename', name: myName }); };
   conn.connect();
 
+  // ---- my view: private or shared ----
+  function savedView() {
+    try { const v = JSON.parse(localStorage.getItem(viewKey)); return v && typeof v === 'object' ? v : null; } catch { return null; }
+  }
+  function saveView() {
+    if (role !== null) return; // with tokens the server keeps it
+    if (table.mode !== 'private') { localStorage.removeItem(viewKey); return; }
+    const map = {};
+    for (const s of table.sections) map[s.key] = s.collapsed;
+    localStorage.setItem(viewKey, JSON.stringify(map));
+  }
+  function showView(msg) {
+    const mode = msg.mode === 'private' ? 'private' : 'shared';
+    const was = table.mode;
+    table.applyView(mode, msg.collapsed);
+    // Toggles still on their way were meant for the view we left.
+    want.clear();
+    saveView();
+    drawView();
+    if (was !== mode) say(mode === 'private' ? 'Now in your own view: what you open or close, only you see.' : 'Back to the shared view.');
+  }
+  function drawView() {
+    const mine = table.mode === 'private';
+    $('my-view').checked = mine;
+    document.body.classList.toggle('private', mine);
+    $('back-shared').hidden = !mine;
+    const state = $('view-state');
+    const strong = document.createElement('strong');
+    strong.textContent = mine ? 'My view' : 'Shared view';
+    const more = document.createElement('span');
+    more.className = 'why';
+    more.textContent = mine
+      ? ' · only you see what you open or close; others’ changes to the table still arrive'
+      : ' · opening or closing a section does it for everyone';
+    state.replaceChildren(strong, more);
+  }
+  function askView(mode) {
+    if (mode === table.mode) return;
+    const m = { type: 'view', mode };
+    if (mode === 'private' && role === null && savedView()) m.collapsed = savedView();
+    conn.sendNow(m);
+  }
+  $('my-view').addEventListener('change', (e) => {
+    e.target.checked = table.mode === 'private'; // shown once the server says so
+    askView(table.mode === 'private' ? 'shared' : 'private');
+  });
+  $('back-shared').addEventListener('click', () => askView('shared'));
+
+  // ---- undo and redo: Ctrl+Z, Ctrl+Shift+Z and Ctrl+Y, not while typing in a field ----
+  const undoRefusals = {
+    nothing_to_undo: 'nothing of yours to undo.',
+    nothing_to_redo: 'nothing to redo.',
+    undo_conflict: 'someone changed the same thing since, so it was left as it is.',
+  };
+  document.addEventListener('keydown', (e) => {
+    const t = e.target;
+    // Typing in a field: its own undo. A checkbox or a button is not typing.
+    if (t.matches?.('textarea, select, [contenteditable], input:not([type=checkbox], [type=radio], [type=button])')) return;
+    if (e.altKey && e.shiftKey && e.code === 'KeyS' && table.mode === 'private') { e.preventDefault(); askView('shared'); return; }
+    if (!(e.ctrlKey || e.metaKey) || e.altKey || !ui.mayEdit()) return;
+    const key = e.key.toLowerCase();
+    if (key === 'z') { e.preventDefault(); ui.send({ type: e.shiftKey ? 'redo' : 'undo' }); }
+    else if (key === 'y' && !e.shiftKey) { e.preventDefault(); ui.send({ type: 'redo' }); }
+  });
+
+  // ---- activity: history on (re)join, then live from events ----
+  let historyId = null;
+  let historyCount = 0;
+  function askHistory(before) {
+    historyId = `hist-${++historyCount}`;
+    conn.sendNow(before ? { type: 'history', before, limit: 50, id: historyId } : { type: 'history', limit: 50, id: historyId });
+  }
+  $('activity').addEventListener('toggle', () => activity.refresh());
+  $('activity-more').addEventListener('click', () => { if (activity.oldest) askHistory(activity.oldest); });
+
   // ---- toolbar ----
   $('expand-all').addEventListener('click', () => ui.send({ type: 'setAll', collapsed: false }));
   $('collapse-all').addEventListener('click', () => ui.send({ type: 'setAll', collapsed: true }));
   $('accordion').addEventListener('change', (e) => ui.send({ type: 'setOptions', options: { accordion: e.target.checked } }));
-  $('edit').addEventListener('change', () => {
+  function editMode() {
     $('add-section').hidden = !ui.editing();
     document.body.classList.toggle('editing', ui.editing());
     schedule();
-  });
+  }
+  $('edit').addEventListener('change', editMode);
 
   // ---- table options ----
   // Only owners may change options (Protocol.md, "Access"); in open mode there are no roles and
@@ -423,10 +592,12 @@ function startSession(name) {
   find.addEventListener('input', () => {
     const q = find.value.trim().toLowerCase();
     clearTimeout(findTimer);
+    findTimer = 0;
     findId = null;
     // Asked once typing pauses; the answer is shown only if it is for the latest query.
     if (q && table.sections.some((s) => s.rowCount > 0 && !table.complete(s))) {
       findTimer = setTimeout(() => {
+        findTimer = 0;
         findId = `find-${++findCount}`;
         conn.sendNow({ type: 'find', q: find.value.trim(), limit: 30, id: findId });
       }, 150);
@@ -446,7 +617,13 @@ function startSession(name) {
     }
     active = hits.length ? 0 : -1;
     drawHits();
+    drawNone();
   });
+  // "No matches" once nothing here matches and the server, if asked, found nothing either.
+  function drawNone() {
+    const none = find.value.trim() && !hits.length && !findTimer && findId === null;
+    $('find-none').textContent = none ? 'No matches' : '';
+  }
   find.addEventListener('keydown', (e) => {
     if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
       e.preventDefault();
@@ -457,6 +634,10 @@ function startSession(name) {
       pick(hits[active]);
     } else if (e.key === 'Escape') {
       hits = [];
+      active = -1;
+      findId = null;
+      clearTimeout(findTimer);
+      findTimer = 0;
       drawHits();
     }
   });
@@ -478,13 +659,15 @@ function startSession(name) {
       return li;
     }));
     results.hidden = !hits.length;
+    $('find-none').textContent = '';
     $('find-box').setAttribute('aria-expanded', String(hits.length > 0));
-    if (active >= 0) find.setAttribute('aria-activedescendant', `hit${active}`);
+    if (active >= 0 && hits.length) find.setAttribute('aria-activedescendant', `hit${active}`);
     else find.removeAttribute('aria-activedescendant');
     results.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: 'nearest' });
   }
   function pick(h) {
     hits = [];
+    active = -1;
     drawHits();
     if (!h) return;
     if (ui.collapsedShown(h.s)) {

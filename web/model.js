@@ -3,6 +3,9 @@
 
 export class Table {
   constructor() {
+    // 'shared': `collapsed` is the session's state. 'private' (the member's own view): `collapsed`
+    // is what this member sees, and events' collapsed maps only move `shared`.
+    this.mode = 'shared';
     this.options = {};
     this.sections = [];
     this.byKey = new Map();     // section key -> section
@@ -20,7 +23,7 @@ export class Table {
   adopt(src) {
     const s = {
       key: src.key, title: src.title ?? '', detail: src.detail, footer: src.footer,
-      collapsed: !!src.collapsed, busy: !!src.busy,
+      collapsed: !!src.collapsed, shared: !!src.collapsed, busy: !!src.busy,
       rowCount: src.rowCount ?? src.rows?.length ?? 0,
       // rows: complete and current; partial: arriving in `rows` chunks. Collapsed sections keep
       // complete rows they once had (events keep them current), so search can still find them.
@@ -94,6 +97,13 @@ export class Table {
     const touch = (s) => { if (s) { s.v++; touched.add(s.key); } return s; };
 
     switch (ch.type) {
+      case 'undo': case 'redo':
+        // The changes that take a change back (or make it again), in order; the event's
+        // collapsed map follows below, as for the same changes sent alone.
+        for (const inner of ch.changes || []) {
+          for (const key of this.applyEvent({ ...ev, change: inner, collapsed: undefined }).sections) touched.add(key);
+        }
+        break;
       case 'addSection': {
         // The resolved change may carry the section as an object or flat; accept both.
         const src = ch.section && typeof ch.section === 'object' ? ch.section : ch;
@@ -198,25 +208,52 @@ export class Table {
     // Every collapsed-state change the event caused, including accordion and reveal effects.
     for (const [key, collapsed] of Object.entries(ev.collapsed || {})) {
       const s = this.byKey.get(key);
-      if (!s || s.collapsed === !!collapsed) continue;
-      s.collapsed = !!collapsed;
-      if (s.collapsed) {
-        s.collapseSeq = ev.seq;
-        s.partial = s.partialKeys = s.fix = null;
-        s.pending = false;
-        // Rows we had only in part are now stale; complete ones stay (events keep them current).
-      } else if (s.rows && !s.pending) {
-        // Rows we hold whole stay: events kept them current, and the server sends rows on an
-        // expansion only to members that lack them.
-      } else if (s.rowCount > 0) {
-        // The server now streams this section's rows to us.
-        this.startStream(s);
-      } else {
-        s.rows ??= [];
-      }
-      touch(s);
+      if (!s) continue;
+      if (s.shared !== !!collapsed) { s.shared = !!collapsed; touch(s); }
+      // In a private view the member's own state stays: the shared one shows as a marker.
+      if (this.mode === 'private') continue;
+      if (this.setCollapsed(s, !!collapsed, ev.seq)) touch(s);
     }
     return { sections: touched, text };
+  }
+
+  /**
+   * Shows a section collapsed or expanded (for this member). `seq`, when known, is the event that
+   * did it: rows of an earlier expansion are stale from then on. Returns whether it changed.
+   */
+  setCollapsed(s, collapsed, seq) {
+    if (s.collapsed === collapsed) return false;
+    s.collapsed = collapsed;
+    if (collapsed) {
+      if (seq !== undefined) s.collapseSeq = seq;
+      s.partial = s.partialKeys = s.fix = null;
+      s.pending = false;
+      // Rows we had only in part are now stale; complete ones stay (events keep them current).
+    } else if (s.rows && !s.pending) {
+      // Rows we hold whole stay: events kept them current, and the server sends rows on an
+      // expansion only to members that lack them.
+    } else if (s.rowCount > 0) {
+      // The server now streams this section's rows to us.
+      this.startStream(s);
+    } else {
+      s.rows ??= [];
+    }
+    s.v++;
+    return true;
+  }
+
+  /**
+   * The member's view: 'private' with its collapsed map (the whole map, or only what changed),
+   * or 'shared' (back to the session's state). Returns the keys that changed.
+   */
+  applyView(mode, collapsed) {
+    this.mode = mode;
+    const changed = [];
+    for (const s of this.sections) {
+      const want = mode === 'shared' ? s.shared : collapsed?.[s.key];
+      if (want !== undefined && this.setCollapsed(s, !!want)) changed.push(s.key);
+    }
+    return changed;
   }
 
   /** Remove a row we know of; returns the row object, or null if we never had its text. */
@@ -258,7 +295,17 @@ export class Table {
     const flips = Object.entries(ev.collapsed || {});
     const flipText = flips.map(([k, c]) => `${c ? 'collapsed' : 'expanded'} ${t(k)}`).join(', ');
     switch (ch.type) {
-      case 'toggle': case 'set': case 'reveal': return flipText || `left ${t(ch.section)} as it was`;
+      case 'undo': case 'redo': {
+        const inner = (ch.changes || []).map((c) => this.describe({ change: c })).join(', ');
+        const did = ch.type === 'undo' ? 'undid a change' : 'redid a change';
+        return inner || flipText ? `${did} (${[inner, flipText].filter(Boolean).join(', ')})` : did;
+      }
+      // A history entry has no collapsed map: a `set` says what it asked for.
+      case 'set': if (!flips.length && ev.collapsed === undefined) return `${ch.collapsed ? 'collapsed' : 'expanded'} ${t(ch.section)}`;
+      // falls through
+      case 'toggle': case 'reveal':
+        if (!flips.length && ev.collapsed === undefined) return ch.type === 'toggle' ? `toggled ${t(ch.section)}` : `revealed a row in ${t(ch.section ?? this.rowHome.get(ch.row)?.key)}`;
+        return flipText || `left ${t(ch.section)} as it was`;
       case 'setAll': return `${ch.collapsed ? 'collapsed' : 'expanded'} all sections`;
       case 'addSection': return `added section ${(typeof ch.section === 'object' ? ch.section?.title : ch.title) ?? ''}`;
       case 'removeSection': return `removed section ${t(ch.section)}`;

@@ -64,7 +64,7 @@ export class Connection {
    * @param {string|null} o.session  session to join, or null for the lobby (only `list`)
    * @param {() => string} o.name     display name, read at every (re)join
    * @param {(msg: object, entry?: {msg: object}) => void} o.onMessage
-   * @param {(status: object) => void} o.onStatus  {state: 'connecting'|'open'|'down'|'fatal', queued, retryAt, code}
+   * @param {(status: object) => void} o.onStatus  {state: 'connecting'|'open'|'down'|'fatal', queued, opened, retryAt, code}
    * @param {() => boolean} [o.canResume]  false: rejoin from a fresh snapshot instead of resuming
    * @param {boolean} [o.create]  make the session if it does not exist (the user opened a new name)
    */
@@ -122,7 +122,7 @@ export class Connection {
     this.ready = false;
     this.ws = null;
     // The lobby never joins, so the server closes it at the join deadline (4001): just reopen.
-    if (!this.session && code === 4001) { this.connect(true); return; }
+    if (!this.session && code === 4001) { this.info = { state: 'connecting' }; this.connect(true); return; }
     if (!closeRetries(code)) {
       this.status('fatal', { code });
       return;
@@ -173,6 +173,7 @@ export class Connection {
         if (typeof msg.seq === 'number') this.seq = msg.seq;
         break;
       case 'ack':
+      case 'viewChanged': // a toggle in a private view: acknowledged, not broadcast
         this.outbox.delete(msg.id);
         break;
       case 'error':
@@ -185,7 +186,7 @@ export class Connection {
         break;
     }
     this.onMessage(msg, entry);
-    if (['welcome', 'resume', 'ack', 'error'].includes(msg.type)) this.status(this.ready ? 'open' : this.info.state);
+    if (['welcome', 'resume', 'ack', 'viewChanged', 'error'].includes(msg.type)) this.status(this.ready ? 'open' : this.info.state);
   }
 
   joined() {
@@ -231,10 +232,15 @@ export class Connection {
     entry.sent = true;
   }
 
-  /** Reports {state, queued, retryAt?, code?}; with no arguments, re-reports with a fresh queue size. */
+  /**
+   * Reports {state, queued, opened, retryAt?, code?}; with no arguments, re-reports with a fresh
+   * queue size. `opened` is true only on the report that enters 'open': the re-reports after every
+   * ack and error are not a new connection, and must not make the lobby ask for its list again.
+   */
   status(state, extra = {}) {
+    const opened = state === 'open' && this.info.state !== 'open';
     if (state) this.info = { state, ...extra };
-    this.onStatus({ ...this.info, queued: this.outbox.size });
+    this.onStatus({ ...this.info, queued: this.outbox.size, opened });
   }
 }
 

@@ -23,13 +23,27 @@ const button = (act, text, label) => {
   b.setAttribute('aria-label', label);
   return b;
 };
-const input = (field, label, max = 1024) => {
-  const i = el('input', `in-${field}`);
+const input = (field, label, max = 1024, tag = 'input') => {
+  const i = el(tag, `in-${field}`);
   i.dataset.field = field;
   i.maxLength = max;
   i.dataset.label = label;
   i.setAttribute('aria-label', label);
   return i;
+};
+// A field with its name shown above it (edit mode). The aria-label stays, naming the section too
+// ("Title of section Fruit"); it starts with the visible words, so speech input finds it.
+const labelled = (text, field) => {
+  const l = el('label', 'fld');
+  l.append(el('span', 'fld-name', text), field);
+  return l;
+};
+// A grip to drag a section or row by (edit mode). Mouse and touch only: the keyboard moves the
+// focused header or row with Alt+ArrowUp/Down instead, so the grip is hidden from assistive tech.
+const grip = () => {
+  const g = el('span', 'grip', '⠿');
+  g.setAttribute('aria-hidden', 'true');
+  return g;
 };
 
 export class TableView {
@@ -50,6 +64,10 @@ export class TableView {
     root.addEventListener('keydown', (e) => this.onKey(e));
     root.addEventListener('input', (e) => this.onInput(e));
     root.addEventListener('change', (e) => this.onChange(e));
+    root.addEventListener('focusout', (e) => this.onFocusOut(e));
+    root.addEventListener('pointerdown', (e) => this.onPointerDown(e));
+    this.drag = null;
+    this.refocus = null;     // {row, section, until}: focus the row once it is drawn in that section
   }
 
   render(table) {
@@ -84,6 +102,16 @@ export class TableView {
     }
     // Moving a node out of order blurs it; give focus back.
     if (focused && focused !== document.activeElement && focused.isConnected) focused.focus({ preventScroll: true });
+    // A row moved to another section is a new node there: focus follows it.
+    if (this.refocus) {
+      const { row, section, until } = this.refocus;
+      const target = this.views.get(section)?.rowEls.get(row);
+      if (performance.now() > until) this.refocus = null; // refused, or someone moved it on
+      else if (target) {
+        (target.querySelector('.value, .in-label') ?? target).focus({ preventScroll: false });
+        this.refocus = null;
+      }
+    }
   }
 
   makeSection(s) {
@@ -104,7 +132,9 @@ export class TableView {
     v.count = el('span', 'count');
     v.spin = el('span', 'spin');
     v.spin.setAttribute('aria-hidden', 'true');
-    v.btn.append(v.ind, v.title, v.detail, v.count, v.spin);
+    // In a private view: the shared state, when it differs from what this member sees.
+    v.mark = el('span', 'shared-mark');
+    v.btn.append(v.ind, v.title, v.detail, v.count, v.mark, el('span', 'spin-text', 'Loading rows…'), v.spin);
     h.append(v.btn);
     v.badges = el('span', 'badges');
     v.tools = el('div', 'tools');
@@ -122,6 +152,7 @@ export class TableView {
 
   updateSection(v, s, editing) {
     const o = this.table.options;
+    const mayEdit = this.ui.mayEdit();
     const collapsed = this.ui.collapsedShown(s);
     const spinning = this.ui.showsBusy() && (s.busy || this.ui.spinning(s));
     v.el.classList.toggle('collapsed', collapsed);
@@ -133,25 +164,38 @@ export class TableView {
     if (o.titleLines > 0) setAttr(v.title, 'title', s.title); else v.title.removeAttribute('title');
     setText(v.detail, s.detail);
     setText(v.count, s.rowCount === 1 ? '1 row' : `${s.rowCount.toLocaleString('en')} rows`);
+    // One count per header: a detail that already says how many ("4 models", "3/8") is the count.
+    v.count.hidden = statesCount(s.detail, s.rowCount);
+    setAttr(v.btn, 'aria-keyshortcuts', mayEdit ? 'Alt+ArrowUp Alt+ArrowDown' : '');
+    if (!mayEdit) v.btn.removeAttribute('aria-keyshortcuts');
     setText(v.foot, s.footer);
     v.foot.hidden = !s.footer;
+    setText(v.mark, this.table.mode === 'private' && s.shared !== collapsed ? (s.shared ? 'collapsed for everyone' : 'open for everyone') : '');
 
     if (v.editing !== editing) {
       v.tools.replaceChildren();
       if (editing) {
-        v.tools.append(input('title', 'Title of section'), input('detail', 'Detail of section'),
-          input('footer', 'Footer of section'), button('up', '↑', 'Move section up'),
+        // The title is a multi-line field: a title may have two lines ("Province" / "Sichuan").
+        // Enter saves it; Shift+Enter starts a new line.
+        const title = input('title', 'Title of section', 1024, 'textarea');
+        title.rows = 1;
+        title.setAttribute('aria-describedby', 'title-hint');
+        const btns = el('span', 'btns');
+        btns.append(button('up', '↑', 'Move section up'),
           button('down', '↓', 'Move section down'), button('addrow', '+ row', 'Add a row to section'),
           button('remove', '✕', 'Remove section'));
+        v.tools.append(grip(), labelled('Title', title), labelled('Detail', input('detail', 'Detail of section')),
+          labelled('Footer', input('footer', 'Footer of section')), btns);
       }
       v.tools.hidden = !editing;
     }
     if (editing) {
-      for (const c of v.tools.children) {
+      for (const c of v.tools.querySelectorAll('[data-label]')) {
         // Name the section in every control's label ("Move section Fruit up").
         setAttr(c, 'aria-label', c.dataset.label.replace('section', `section ${s.title}`));
         const f = c.dataset.field;
         if (f && c !== document.activeElement) c.value = s[f] ?? '';
+        if (f === 'title') c.rows = Math.min(4, c.value.split('\n').length);
       }
     }
     if (v.v !== s.v || v.editing !== editing || v.pendingRows) this.updateRows(v, s, editing);
@@ -247,12 +291,65 @@ export class TableView {
   makeRow(row, editing) {
     const r = el('li', 'row');
     r.dataset.row = row.key;
+    // Focusable from script only (find puts the focus on a row it reveals, also for viewers).
+    r.tabIndex = -1;
     r.onanimationend = () => r.classList.remove('enter', 'hit'); // so a later move does not replay it
     const lab = el('div', 'lab');
-    lab.append(editing ? input('label', 'Label of row') : el('span', 'label'), el('span', 'rdetail'));
-    r.append(lab, input('value', 'Value'));
+    const label = editing ? input('label', 'Label of row') : el('span', 'label');
+    label.id = `l${++ids}`;
+    lab.append(label, el('span', 'rdetail'));
+    // The value reads as text. An editor presses it (click, Enter or Space) to edit it in place;
+    // a viewer gets plain text.
+    let value;
+    if (this.ui.mayEdit()) {
+      value = el('button', 'value');
+      value.type = 'button';
+      value.dataset.act = 'edit';
+      value.id = `v${ids}`;
+      value.setAttribute('aria-labelledby', `${label.id} ${value.id}`);
+      value.setAttribute('aria-keyshortcuts', 'Alt+ArrowUp Alt+ArrowDown');
+      value.title = 'Edit';
+    } else {
+      value = el('span', 'value');
+    }
+    if (editing) r.append(grip());
+    r.append(lab, value);
     if (editing) r.append(button('rup', '↑', 'Move row up'), button('rdown', '↓', 'Move row down'), button('rremove', '✕', 'Remove row'));
     return r;
+  }
+
+  /** Turns a row's value into a field in place, with the caret in it. */
+  editValue(r, rowKey) {
+    if (r.querySelector('.in-value')) return;
+    const shown = r.querySelector('.value');
+    const row = this.table.list(this.table.rowHome.get(rowKey) ?? {}).find((x) => x.key === rowKey);
+    const f = input('value', row?.label || 'Value');
+    f.value = shown.textContent;
+    f.dataset.was = shown.textContent;
+    shown.hidden = true;
+    shown.after(f);
+    f.focus();
+    f.select();
+  }
+
+  /** Ends an in-place edit: sends what was typed (or, with `revert`, the value from before). */
+  closeValue(f, rowKey, revert) {
+    if (!f.isConnected || f.dataset.closing) return;
+    f.dataset.closing = '1';
+    if (revert) {
+      // What was typed may have gone out already: then the old value goes back for everyone.
+      f.value = f.dataset.was;
+      f.dataset.typing = '1';
+    }
+    this.commitValue(f, rowKey);
+    const shown = f.previousElementSibling;
+    const refocus = f === document.activeElement;
+    if (shown?.classList.contains('value')) {
+      setText(shown, f.value);
+      shown.hidden = false;
+    }
+    f.remove();
+    if (refocus && shown) shown.focus({ preventScroll: true });
   }
 
   updateRow(r, row, i, n, windowed) {
@@ -262,10 +359,13 @@ export class TableView {
       if (li !== document.activeElement) li.value = row.label ?? '';
     }
     const val = r.querySelector('.in-value');
+    const shown = r.querySelector('.value');
     // An edit of ours not yet acknowledged wins over what the model says (it may be offline).
-    if (!(this.ui.rowPending(row.key) || val.dataset.typing)) { if (val.value !== (row.value ?? '')) val.value = row.value ?? ''; }
-    setAttr(val, 'aria-label', row.label || 'Value');
-    for (const c of r.querySelectorAll('button, .in-label')) setAttr(c, 'aria-label', c.dataset.label.replace('row', row.label || 'row'));
+    const ours = this.ui.rowPending(row.key) || val?.dataset.typing;
+    if (val && !ours) { if (val.value !== (row.value ?? '')) val.value = row.value ?? ''; }
+    if (val) setAttr(val, 'aria-label', row.label || 'Value');
+    if (!ours && !val) setText(shown, row.value);
+    for (const c of r.querySelectorAll('button[data-label], .in-label')) setAttr(c, 'aria-label', c.dataset.label.replace('row', row.label || 'row'));
     setText(r.querySelector('.rdetail'), row.detail);
     if (windowed) {
       r.style.setProperty('--i', i);
@@ -293,9 +393,10 @@ export class TableView {
     const send = this.ui.send;
     switch (b.classList.contains('toggle') ? 'toggle' : b.dataset.act) {
       case 'toggle': return this.ui.toggle(s.key);
+      case 'edit': return this.editValue(b.closest('[data-row]'), rowKey);
       case 'up': return idx > 0 && send({ type: 'moveSection', section: s.key, index: idx - 1 });
       case 'down': return idx < this.table.sections.length - 1 && send({ type: 'moveSection', section: s.key, index: idx + 1 });
-      case 'remove': return send({ type: 'removeSection', section: s.key });
+      case 'remove': return this.ui.removeSection(s);
       case 'addrow': return send({ type: 'addRow', section: s.key, label: 'New row', value: '' });
       case 'rup': return ri > 0 && send({ type: 'moveRow', row: rowKey, section: s.key, index: ri - 1 });
       case 'rdown': return ri >= 0 && ri < list.length - 1 && send({ type: 'moveRow', row: rowKey, section: s.key, index: ri + 1 });
@@ -303,15 +404,143 @@ export class TableView {
     }
   }
 
-  // Arrow keys walk the headers; Enter and Space are the button's own.
+  // Arrow keys walk the headers; Enter and Space are the button's own. Alt+ArrowUp/Down moves the
+  // focused header's section, or the focused row (past the first or last row: into the section
+  // before or after).
   onKey(e) {
-    if (!e.target.classList.contains('toggle')) return;
+    const t = e.target;
+    if (t.classList.contains('in-value')) {
+      if (e.key === 'Enter') { e.preventDefault(); this.closeValue(t, this.target(e).rowKey, false); }
+      else if (e.key === 'Escape') { e.preventDefault(); this.closeValue(t, this.target(e).rowKey, true); }
+      return;
+    }
+    if (t.classList.contains('in-title') && e.key === 'Enter' && !e.shiftKey) {
+      e.preventDefault();
+      t.dispatchEvent(new Event('change', { bubbles: true }));
+      return;
+    }
+    if (e.altKey && (e.key === 'ArrowUp' || e.key === 'ArrowDown') && this.ui.mayEdit() && !t.matches('input, textarea')) {
+      const up = e.key === 'ArrowUp';
+      const { s, rowKey } = this.target(e);
+      if (!s) return;
+      e.preventDefault();
+      if (rowKey) this.moveRowBy(s, rowKey, up);
+      else if (t.classList.contains('toggle')) this.moveSectionBy(s, up);
+      return;
+    }
+    if (!t.classList.contains('toggle')) return;
     const all = [...this.root.querySelectorAll('.toggle')];
     const i = all.indexOf(e.target);
     const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: all.length - 1 }[e.key];
     if (to === undefined || !all[to]) return;
     e.preventDefault();
     all[to].focus();
+  }
+
+  moveSectionBy(s, up) {
+    const idx = this.table.sections.indexOf(s);
+    const to = idx + (up ? -1 : 1);
+    if (to < 0 || to >= this.table.sections.length) return;
+    if (this.ui.send({ type: 'moveSection', section: s.key, index: to })) this.ui.moved(`Moved section ${s.title} to position ${to + 1}`);
+  }
+
+  moveRowBy(s, rowKey, up) {
+    const list = this.table.list(s);
+    const i = list.findIndex((r) => r.key === rowKey);
+    if (i < 0) return;
+    const label = list[i].label || 'row';
+    let change;
+    let where;
+    if (up ? i > 0 : i < list.length - 1) {
+      change = { type: 'moveRow', row: rowKey, section: s.key, index: i + (up ? -1 : 1) };
+      where = `to position ${change.index + 1}`;
+    } else {
+      // Past the edge: the last row of the section before, or the first of the one after.
+      const other = this.table.sections[this.table.sections.indexOf(s) + (up ? -1 : 1)];
+      if (!other) return;
+      change = { type: 'moveRow', row: rowKey, section: other.key, index: up ? other.rowCount : 0 };
+      where = `to ${other.title}`;
+    }
+    if (this.ui.send(change)) {
+      if (change.section !== s.key) this.refocus = { row: rowKey, section: change.section, until: performance.now() + 5000 };
+      this.ui.moved(`Moved ${label} ${where}`);
+    }
+  }
+
+  // ---- dragging (edit mode, by the grip): pointer events, so mouse, pen and touch alike ----
+
+  onPointerDown(e) {
+    const g = e.target.closest('.grip');
+    if (!g || e.button !== 0 || !this.ui.mayEdit()) return;
+    e.preventDefault();
+    const rowEl = g.closest('[data-row]');
+    const secEl = g.closest('[data-sec]');
+    this.drag = rowEl
+      ? { kind: 'row', key: rowEl.dataset.row, el: rowEl, to: null }
+      : { kind: 'section', key: secEl.dataset.sec, el: secEl, to: null };
+    this.drag.el.classList.add('dragging');
+    g.setPointerCapture(e.pointerId);
+    g.onpointermove = (ev) => this.dragMove(ev);
+    g.onpointerup = (ev) => this.dragEnd(ev, true);
+    g.onpointercancel = (ev) => this.dragEnd(ev, false);
+  }
+
+  /** Where a drop at (x, y) would put the dragged thing `d`: {section, index, mark, after}. */
+  dropTarget(d, x, y) {
+    const under = document.elementFromPoint(x, y);
+    if (d.kind === 'section') {
+      const secs = [...this.root.querySelectorAll(':scope > .sec')];
+      let index = secs.findIndex((el) => { const r = el.getBoundingClientRect(); return y < r.top + r.height / 2; });
+      if (index < 0) index = secs.length;
+      const from = secs.indexOf(d.el);
+      const mark = secs[index] ?? secs.at(-1);
+      return { index: index > from ? index - 1 : index, mark, after: !secs[index] };
+    }
+    const secEl = under?.closest('.sec');
+    if (!secEl || !this.root.contains(secEl)) return null;
+    const s = this.table.section(secEl.dataset.sec);
+    if (!s) return null;
+    const rows = [...secEl.querySelectorAll('li.row:not(.leave)')];
+    // On a header or a collapsed section: to the end of it.
+    if (under.closest('.head') || this.ui.collapsedShown(s) || !rows.length) {
+      const here = rows.includes(d.el);
+      return { section: s.key, index: Math.max(0, s.rowCount - (here ? 1 : 0)), mark: secEl.querySelector('.head'), after: true };
+    }
+    let index = rows.findIndex((el) => { const r = el.getBoundingClientRect(); return y < r.top + r.height / 2; });
+    if (index < 0) index = rows.length;
+    const from = rows.indexOf(d.el);
+    const mark = rows[index] ?? rows.at(-1);
+    return { section: s.key, index: from >= 0 && index > from ? index - 1 : index, mark, after: !rows[index] };
+  }
+
+  dragMove(ev) {
+    const d = this.drag;
+    if (!d) return;
+    const t = this.dropTarget(d, ev.clientX, ev.clientY);
+    this.root.querySelectorAll('.drop-before, .drop-after').forEach((m) => m.classList.remove('drop-before', 'drop-after'));
+    d.to = t;
+    if (t?.mark) t.mark.classList.add(t.after ? 'drop-after' : 'drop-before');
+  }
+
+  dragEnd(ev, drop) {
+    const d = this.drag;
+    if (!d) return;
+    this.drag = null;
+    const g = ev.target;
+    g.onpointermove = g.onpointerup = g.onpointercancel = null;
+    d.el.classList.remove('dragging');
+    this.root.querySelectorAll('.drop-before, .drop-after').forEach((m) => m.classList.remove('drop-before', 'drop-after'));
+    const t = drop ? this.dropTarget(d, ev.clientX, ev.clientY) : null;
+    if (!t) return;
+    if (d.kind === 'section') {
+      const s = this.table.section(d.key);
+      if (s && this.table.sections.indexOf(s) !== t.index) this.ui.send({ type: 'moveSection', section: d.key, index: t.index });
+      return;
+    }
+    const home = this.table.rowHome.get(d.key);
+    const at = home ? this.table.list(home).findIndex((r) => r.key === d.key) : -1;
+    if (home?.key === t.section && at === t.index) return;
+    this.ui.send({ type: 'moveRow', row: d.key, section: t.section, index: t.index });
   }
 
   // Values go out while the person types (debounced), so others watch them change.
@@ -327,10 +556,23 @@ export class TableView {
   commitValue(i, rowKey) {
     clearTimeout(i.timer);
     if (!i.dataset.typing) return;
+    delete i.dataset.typing;
+    // Nothing new (typed and taken back, or an Escape before anything went out): no change,
+    // which would also be a change for Ctrl+Z to take back.
+    if (i.value === (i.dataset.sentValue ?? i.dataset.was)) return;
     // Until the send, `typing` keeps the model from overwriting the field; after it, the
     // pending change in the outbox does.
     this.ui.send({ type: 'updateRow', row: rowKey, set: { value: i.value } });
-    delete i.dataset.typing;
+    i.dataset.sentValue = i.value;
+  }
+
+  // Leaving an in-place value field ends the edit.
+  onFocusOut(e) {
+    const f = e.target;
+    if (!f.classList?.contains('in-value')) return;
+    const { rowKey } = this.target(e);
+    // After the focus has moved: a click on the field's own row must not reopen it at once.
+    setTimeout(() => this.closeValue(f, rowKey, false), 0);
   }
 
   onChange(e) {
@@ -412,8 +654,14 @@ export class TableView {
     r.classList.remove('hit');
     void r.offsetWidth; // restart the highlight animation
     r.classList.add('hit');
-    const field = r.querySelector('.in-value');
+    const field = r.querySelector('.in-value, button.value') ?? r;
     field.focus({ preventScroll: true });
     return document.activeElement === field; // not yet focusable (still hidden): try again later
   }
+}
+
+/** Whether a header's detail already states the row count ("4 models", "3/8", "1,200 items"). */
+function statesCount(detail, n) {
+  if (!detail) return false;
+  return (detail.replace(/(\d),(?=\d{3})/g, '$1').match(/\d+/g) || []).some((d) => Number(d) === n);
 }

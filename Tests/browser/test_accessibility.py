@@ -3,6 +3,7 @@ lobby and on a session page, normal and in edit mode, must find no violation. No
 off: a finding is fixed in the page."""
 from axe_selenium_python import Axe  # `make venv` installs it
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from conftest import Peer, seed
 from test_web import FRUIT, NUTS, VEG, open_as, wait
@@ -54,4 +55,49 @@ def test_a_session_with_long_titles_cut_to_one_line_has_no_accessibility_violati
     b = browsers(width=400, height=800)
     open_as(b, server, "ana", f"/s/{session_name}")
     wait(b, lambda b: "clamp" in b.find_element(By.ID, "table").get_attribute("class"))
+    violations(b)
+
+
+def test_after_find_and_escape_and_in_dark_mode_there_are_no_accessibility_violations(server, browsers):
+    b = browsers()
+    b.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    open_as(b, server, "ana", "/s/demo")
+    wait(b, lambda b: len(b.find_elements(By.CSS_SELECTOR, ".sec")) >= 10)
+    # Dark for real: the page's own colours changed, not only the browser's.
+    assert b.execute_script("return getComputedStyle(document.documentElement).backgroundColor") != "rgb(255, 255, 255)"
+    violations(b)
+    # Find, then Escape: no active descendant left pointing at an option that is gone.
+    find = b.find_element(By.ID, "find")
+    find.send_keys("ip")
+    wait(b, lambda b: b.find_element(By.ID, "results").is_displayed())
+    find.send_keys(Keys.ESCAPE)
+    wait(b, lambda b: not b.find_element(By.ID, "results").is_displayed())
+    violations(b)
+    # Nothing found: the "No matches" status.
+    find.send_keys("zzzz")
+    wait(b, lambda b: b.find_element(By.ID, "find-none").text == "No matches")
+    violations(b)
+    find.clear()
+    b.find_element(By.ID, "edit").click()
+    wait(b, lambda b: b.find_elements(By.CSS_SELECTOR, ".sec .tools textarea"))
+    violations(b)
+
+
+def test_a_private_view_with_shared_markers_the_activity_panel_and_the_undo_toast_have_no_accessibility_violations(server, browsers, session_name):
+    seed(server, session_name, [FRUIT, VEG, NUTS])
+    b = browsers()
+    open_as(b, server, "ana", f"/s/{session_name}")
+    b.find_element(By.ID, "my-view").click()
+    wait(b, lambda b: b.find_element(By.ID, "back-shared").is_displayed())
+    p = Peer(server, session_name, name="bo")
+    try:
+        p.send({"type": "set", "section": "veg", "collapsed": True})
+    finally:
+        p.close()
+    wait(b, lambda b: "collapsed for everyone" in b.find_element(By.CSS_SELECTOR, 'section[data-sec="veg"] .toggle').text)
+    b.find_element(By.CSS_SELECTOR, "#activity summary").click()
+    wait(b, lambda b: b.find_elements(By.CSS_SELECTOR, "#activity-list li"))
+    b.find_element(By.ID, "edit").click()
+    b.find_element(By.CSS_SELECTOR, 'section[data-sec="nuts"] [data-act="remove"]').click()
+    wait(b, lambda b: b.find_element(By.ID, "toast").is_displayed())
     violations(b)

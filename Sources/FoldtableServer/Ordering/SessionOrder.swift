@@ -78,7 +78,7 @@ public struct ChangeRequest {
     public var id: String?
     public var author: Author
     public var origin: ChangeOrigin
-    /// Whose change it is for undo (a ``ChangeIdScope``): the order records it under this
+    /// Whose change it is for undo (a `ChangeIdScope`): the order records it under this
     /// author, and resolves an undo request from this author's records. `nil`: not recorded
     /// (the HTTP API, where nobody is identified).
     public var scope: String? = nil

@@ -70,12 +70,12 @@ public struct SessionCore {
         /// count and a sample, so presence costs no more per member in a room of 10,000.
         public var presenceListMax = 200
         /// Changes each author can take back (0: no undo), and authors a session remembers
-        /// changes of (the one idle longest is forgotten first): see ``UndoHistory``.
+        /// changes of (the one idle longest is forgotten first): see `UndoHistory`.
         public var undoDepth = 50
         public var undoAuthors = 256
         /// The Unix time in milliseconds minus the inputs' `now` (a monotonic clock), as the hub
         /// read both once: an order stamps each event it commits with `now` plus this
-        /// (``TableEvent/time``), with no clock read of its own per change. `nil`: events carry no
+        /// (`TableEvent.time`), with no clock read of its own per change. `nil`: events carry no
         /// time (cores under test that compare bytes).
         public var unixOffsetMs: Int64?
 

@@ -4,7 +4,7 @@ import FoldtableCore
 public enum SessionInput {
     /// A connection asks to join (its display name is in the request) with a role, told back
     /// in the welcome when there is one (`nil` in open mode: everyone edits), and whose changes
-    /// it makes (its ``ChangeIdScope``: what undo and a saved private view belong to; `nil`:
+    /// it makes (its `ChangeIdScope`: what undo and a saved private view belong to; `nil`:
     /// this connection's own).
     case join(Connection, JoinRequest, role: String?, scope: String? = nil)
     /// A member's connection closed.
@@ -15,7 +15,7 @@ public enum SessionInput {
     case change(Change, id: String?, from: Connection)
     /// A viewer's collapse change: applied to its private view, refused in the shared one.
     case privateChange(Change, id: String?, from: Connection)
-    /// A member's `undo` (or `redo`), with its change id (key, ``ChangeIdScope``) if it gave one.
+    /// A member's `undo` (or `redo`), with its change id (key, `ChangeIdScope`) if it gave one.
     case undo(redo: Bool, id: String?, from: Connection)
     /// A member switches to its private view (`collapsed`: one it saved, to start from) or back
     /// to the shared one.

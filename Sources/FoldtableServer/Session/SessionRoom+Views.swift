@@ -20,7 +20,7 @@ extension SessionRoom {
     /// Whether `connection` is a member in a private view.
     func isPrivate(_ connection: Connection) -> Bool { members[connection.id]?.view != nil }
 
-    /// Whose changes `connection` makes (``ChangeIdScope``), if it is a member.
+    /// Whose changes `connection` makes (`ChangeIdScope`), if it is a member.
     func scope(of connection: Connection) -> String? { members[connection.id]?.scope }
 
     /// Switches `connection` to a private view (`start`: states it saved, over the shared ones;

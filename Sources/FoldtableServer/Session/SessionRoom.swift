@@ -38,7 +38,7 @@ public struct SessionRoom {
         /// collapsed and events keep them current, so expanding it again sends only the event.
         /// Empty for most members most of the time, so it costs nothing per idle member.
         var held: Set<String> = []
-        /// Whose changes it makes (``ChangeIdScope``): what its undo and saved view belong to.
+        /// Whose changes it makes (`ChangeIdScope`): what its undo and saved view belong to.
         let scope: String
         /// Its private view (section key -> collapsed), or `nil` in the shared view.
         var view: [String: Bool]?

@@ -3,7 +3,7 @@ import FoldtableCore
 /// Each author's changes that can be taken back, and those taken back that can be made again:
 /// two stacks of ``UndoRecord`` per author, kept by the session that ordered the changes.
 ///
-/// An author is a change-id scope (``ChangeIdScope``): a token's user on every connection and
+/// An author is a change-id scope (`ChangeIdScope`): a token's user on every connection and
 /// every device, in open mode the client's own `idScope` (a browser tab, a terminal user), else
 /// the connection. Records are kept in memory for the life of the session on this node: after a
 /// restart, an eviction or a lost append there is nothing to undo, never a wrong undo.

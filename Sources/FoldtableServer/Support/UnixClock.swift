@@ -1,7 +1,7 @@
 import Glibc
 
 /// The wall clock, read once to relate it to the monotonic clock the sessions run on: events
-/// carry the Unix time they were committed (``TableEvent/time``), and a session derives it from
+/// carry the Unix time they were committed (`TableEvent.time`), and a session derives it from
 /// the `now` its input already carries plus this offset, instead of reading the wall clock for
 /// every change. A step of the wall clock after start-up (not NTP's slewing, which the
 /// monotonic clock follows too) is not seen until the process restarts.
