@@ -1,7 +1,7 @@
 import FoldtableCore
 
 /// The private views a session keeps for token users who are not in them right now, by
-/// whose they are (``ChangeIdScope``, `u:<sub>`): for each, section key -> collapsed. What a
+/// whose they are (`ChangeIdScope`, `u:<sub>`): for each, section key -> collapsed. What a
 /// ``SessionStore`` keeps beside a session's checkpoint, so that a member finds its own view
 /// again after the session was evicted or the server restarted.
 ///
