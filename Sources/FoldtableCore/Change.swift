@@ -163,7 +163,23 @@ extension Table {
         }
         func rowSection(_ row: String) -> [String] { sectionKey(ofRow: row).map { [$0] } ?? [] }
         switch change {
-        case .setAll, .setOptions, .undo: return .table
+        case .setAll, .setOptions: return .table
+        case .undo(let undo):
+            // What its parts touch and the states it sets back; a request not resolved yet
+            // could touch anything.
+            guard !undo.isRequest else { return .table }
+            var keys = undo.restore.map(\.key)
+            for part in undo.changes {
+                if case .addSection(let new) = part, let key = new.key {
+                    keys.append(key)
+                    continue
+                }
+                switch scope(of: part) {
+                case .table: return .table
+                case .sections(let touched): keys += touched
+                }
+            }
+            return .sections(keys)
         case .toggle(let ref), .setCollapsed(let ref, _):
             return options.accordion ? .table : .sections(key(ref))
         case .reveal(let row):

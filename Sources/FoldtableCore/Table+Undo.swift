@@ -19,6 +19,7 @@ extension Table {
         case .toggle, .setCollapsed, .setAll, .reveal, .addSection, .addRow, .removeRow, .moveRow: return .none
         case .removeSection(let ref):
             guard let index = position(ref) else { return .notRecorded }
+            if sections[index].rows.count > UndoRecord.maxRows { return .tooLarge }
             return .section(sections[index], index: index)
         case .updateSection(let ref, _), .moveSection(let ref, _):
             guard let index = position(ref) else { return .notRecorded }
@@ -31,8 +32,9 @@ extension Table {
             }
             return .row(row, section: section)
         case .setOptions: return .options(options)
-        case .importRows(let ref, _):
+        case .importRows(let ref, let imported):
             guard let index = position(ref) else { return .notRecorded }
+            if sections[index].rows.count > UndoRecord.maxRows || imported.rows.count > UndoRecord.maxRows { return .tooLarge }
             return .rows(sections[index].rows)
         case .undo: return .notRecorded
         }
@@ -43,6 +45,9 @@ extension Table {
     /// prelude says the change was not recorded.
     public func undoRecord(for event: TableEvent, prelude: UndoPrelude) -> UndoRecord? {
         if case .notRecorded = prelude { return nil }
+        if case .tooLarge = prelude {
+            return UndoRecord(seq: event.seq, kind: event.change.typeName, backward: UndoStep(), forward: UndoStep(), tooLarge: true)
+        }
         // Collapsed states the change altered: taken back exactly, whatever altered them
         // (the change itself, accordion, a reveal).
         var before = CollapseEffects()

@@ -402,6 +402,12 @@ public struct Table: Sendable {
     /// Toggles and sets are hashed from their fields, without encoding them (the same bytes).
     public static func digest(_ change: Change) -> UInt64 {
         if let digest = ChangeDigest.ofToggleOrSet(change) { return digest }
+        // An undo is the author's request (`{"type":"undo"}`), whatever it resolved to: a retry
+        // with its id finds the same digest and is acknowledged, another change with that id is
+        // `id_reused`, on every node alike.
+        if case .undo(let undo) = change {
+            return ChangeDigest.of(Array((undo.redo ? #"{"type":"redo"}"# : #"{"type":"undo"}"#).utf8))
+        }
         var out = JSONWriter(capacity: 96)
         change.encode(into: &out)
         return ChangeDigest.of(out.bytes)
@@ -686,30 +692,66 @@ public struct Table: Sendable {
         if let unmet = undo.expect.first(where: { !holds($0) }) {
             throw ProtocolError(.undoConflict, "cannot \(word) change \(undo.of): \(Self.describe(unmet)) changed since", field: "type")
         }
-        var copy = self
+        // The restored states must land on sections that exist once the changes applied.
+        var added = Set<String>()
+        var removed = Set<String>()
+        for change in undo.changes {
+            if case .undo = change { throw ProtocolError(.invalidValue, "an undo cannot hold another", field: "changes") }
+            if case .addSection(let new) = change, let key = new.key { added.insert(key) }
+            if case .removeSection(.key(let key)) = change { removed.insert(key) }
+        }
+        for effect in undo.restore where removed.contains(effect.key) || (sectionPositions[effect.key] == nil && !added.contains(effect.key)) {
+            throw ProtocolError(.undoConflict, "cannot \(word) change \(undo.of): section \"\(effect.key.prefix(64))\" is gone", field: "type")
+        }
+        // Applied in place: each part is all-or-nothing on its own, so only a second part can
+        // leave something to take back. The undos the server makes have one part, or a section
+        // put back and then its rows (`addSection`, `importRows`): if the rows fail, the empty
+        // section goes again. Anything else (never made here) is applied on a copy. A copy of a
+        // table of a million rows is a copy of its row index: not paid by every undo.
+        let pairedSection: String? = {
+            guard undo.changes.count == 2, case .addSection(let new) = undo.changes[0], case .importRows(.key(let key), _) = undo.changes[1],
+                new.key == key
+            else { return nil }
+            return key
+        }()
+        let inPlace = undo.changes.count <= 1 || pairedSection != nil
+        var copy: Table? = inPlace ? nil : self
         var resolved: [Change] = []
         resolved.reserveCapacity(undo.changes.count)
         var touched = Set<String>()
-        for change in undo.changes {
-            if case .undo = change { throw ProtocolError(.invalidValue, "an undo cannot hold another", field: "changes") }
+        // What the first part did to other sections (accordion), taken back with it if need be.
+        var firstEffects = CollapseEffects()
+        for (index, change) in undo.changes.enumerated() {
             var origin: RowOrigin?
             do throws(ProtocolError) {
-                let (done, effects) = try copy.perform(change, seq: next, origin: &origin)
+                let (done, effects): (Change, CollapseEffects)
+                if copy != nil {
+                    (done, effects) = try copy!.perform(change, seq: next, origin: &origin)  // safe: checked non-nil just before
+                } else {
+                    (done, effects) = try perform(change, seq: next, origin: &origin)
+                }
                 resolved.append(done)
+                if index == 0 { firstEffects = effects }
                 for effect in effects { touched.insert(effect.key) }
                 if case .addSection(let new) = done, let key = new.key { touched.insert(key) }
             } catch {
+                if index == 1, let key = pairedSection, let position = sectionPositions[key] {
+                    // The section put back by the first part, still empty: taken away again.
+                    var none: RowOrigin?
+                    _ = try? perform(.removeSection(section: .key(sections[position].key)), seq: next, origin: &none)
+                    for effect in firstEffects where effect.key != key {
+                        if let other = sectionPositions[effect.key] { sections[other].collapsed = !effect.collapsed }
+                    }
+                }
                 throw ProtocolError(.undoConflict, "cannot \(word) change \(undo.of): \(error.message)", field: "type")
             }
         }
+        if let copy { self = copy }
         for effect in undo.restore {
-            guard let position = copy.sectionPositions[effect.key] else {
-                throw ProtocolError(.undoConflict, "cannot \(word) change \(undo.of): section \"\(effect.key.prefix(64))\" is gone", field: "type")
-            }
-            copy.sections[position].collapsed = effect.collapsed
+            guard let position = sectionPositions[effect.key] else { continue }  // checked above
+            sections[position].collapsed = effect.collapsed
             touched.insert(effect.key)
         }
-        self = copy
         // Every section whose state a part set, with its final state, in table order: clients
         // apply the changes, then this map, and hold what the table holds.
         var effects = CollapseEffects()

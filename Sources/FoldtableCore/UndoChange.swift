@@ -79,12 +79,21 @@ public struct UndoRecord: Equatable, Sendable {
     public var kind: String
     public var backward: UndoStep
     public var forward: UndoStep
+    /// The change touched more rows than an undo keeps (``maxRows``): it cannot be taken back,
+    /// and an undo says so instead of silently taking back the change before it.
+    public var tooLarge = false
 
-    public init(seq: UInt64, kind: String, backward: UndoStep, forward: UndoStep) {
+    /// Most rows an undo record keeps (a removed section's, an import's, the rows an import
+    /// replaced): past it the change is recorded as ``tooLarge``. Without a bound, fifty imports
+    /// of 200,000 rows would keep gigabytes for one author.
+    public static let maxRows = 20_000
+
+    public init(seq: UInt64, kind: String, backward: UndoStep, forward: UndoStep, tooLarge: Bool = false) {
         self.seq = seq
         self.kind = kind
         self.backward = backward
         self.forward = forward
+        self.tooLarge = tooLarge
     }
 
     /// The change that applies one direction of this record to `table` as it is now: positions
@@ -114,4 +123,6 @@ public enum UndoPrelude: Sendable {
     case rows([Row])
     /// The change is refused or is itself an undo (undos are not undone: they are redone).
     case notRecorded
+    /// The change touches more than ``UndoRecord/maxRows`` rows: recorded as too large to undo.
+    case tooLarge
 }

@@ -29,6 +29,11 @@ final class ClientState {
     var tokenTimer: UInt64?
     /// Changes allowed now (see ``ServerConfig/changeRatePerSec``).
     var changes: TokenBucket
+    /// History pages allowed now: each is a read of the store or a decode of kept events.
+    var historyReads: TokenBucket
+    /// History pages a member may ask for a second (in a burst of twice as many): a person
+    /// paging back reads a handful; a client polling faster is refused, not served.
+    static let historyReadsPerSec = 5
     /// False once the transport reported the connection closed: its handle is then dead and
     /// nothing may be sent to it (changes it left waiting are still applied, without replies).
     private(set) var isOpen = true
@@ -37,6 +42,7 @@ final class ClientState {
         self.connection = connection
         self.clientId = "c\(connection.id)"
         self.changes = changes
+        self.historyReads = TokenBucket(ratePerSecond: Self.historyReadsPerSec, burst: 2 * Self.historyReadsPerSec, now: changes.last)
     }
 
     func markClosed() {

@@ -9,8 +9,13 @@ extension Hub {
     func sendHistory(_ client: ClientState, before: UInt64?, limit: Int, id: String?) {
         let connection = client.connection
         guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
-        guard client.changes.take(now: transport.nowMilliseconds()) else {
-            return refuse(connection, ProtocolError(.rateLimited, "more than \(config.changeRatePerSec) requests a second; slow down"), id: id)
+        // A page is read from the store (on its writer thread, between commits) or decoded from
+        // memory: a few a second is what a page needs, and a member asking more often must not
+        // cost every session's commits. Changes keep their own budget.
+        let now = transport.nowMilliseconds()
+        guard client.historyReads.take(now: now), client.changes.take(now: now) else {
+            return refuse(
+                connection, ProtocolError(.rateLimited, "more than \(ClientState.historyReadsPerSec) history pages a second; slow down"), id: id)
         }
         ordering.history(of: session, before: before, limit: limit) { [self] result in
             // The answer comes later: the member may have left meanwhile.

@@ -3,7 +3,7 @@ struct TokenBucket {
     private let rate: Double
     private let burst: Double
     private var tokens: Double
-    private var last: UInt64
+    private(set) var last: UInt64
 
     /// A full bucket at `now` (milliseconds).
     init(ratePerSecond: Int, burst: Int, now: UInt64) {

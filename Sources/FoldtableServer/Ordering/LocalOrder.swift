@@ -115,7 +115,7 @@ public struct LocalOrder: SessionOrder {
                 change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id, into: &effects)
             return
         }
-        if pending.isEmpty && !mustWait(change.change, room) {
+        if pending.isEmpty && !mustWait(change, room) {
             // Nothing waits ahead of it (almost always): applied from here, not copied into the
             // queue and out again. Its origin is present: every caller just checked.
             // A member's change may wait for the rest of its burst (`handOver`); an API one never.
@@ -136,8 +136,13 @@ public struct LocalOrder: SessionOrder {
         return !head.sections[position].collapsed && !room.fitsOneChunk(head.sections[position])
     }
 
-    private func mustWait(_ change: Change, _ room: SessionRoom) -> Bool {
+    private func mustWait(_ request: ChangeRequest, _ room: SessionRoom) -> Bool {
         guard room.hasStreams || !expandingInFlight.isEmpty else { return false }
+        var change = request.change
+        // An undo waits only for what the change it would take back touches.
+        if case .undo(let ask) = change, ask.isRequest, let scope = request.scope, let record = room.undo.next(redo: ask.redo, of: scope) {
+            change = .undo(record.change(redo: ask.redo, on: head))
+        }
         switch head.scope(of: change) {
         case .table: return true
         case .sections(let keys): return keys.contains { room.isStreaming($0) || expandingInFlight[$0] != nil }
@@ -147,7 +152,7 @@ public struct LocalOrder: SessionOrder {
     /// Applies waiting changes to `head` in order until one must wait, then hands the new events
     /// to the log in one append.
     public mutating func drain(_ room: inout SessionRoom, into effects: inout [SessionEffect]) {
-        while let next = pending.front, !mustWait(next.change, room) {
+        while let next = pending.front, !mustWait(next, room) {
             pending.removeFront()
             apply(next, &room, into: &effects)
         }
@@ -180,10 +185,20 @@ public struct LocalOrder: SessionOrder {
     /// records: then applied like any change (a retry of its id is acknowledged, not resolved again).
     private mutating func applyUndo(_ request: ChangeRequest, redo: Bool, _ room: inout SessionRoom, into effects: inout [SessionEffect]) {
         if let id = request.id, let earlier = head.remembered(id) {
+            guard earlier.digest == Table.digest(request.change) else {
+                return room.refuse(request.origin, UndoHistory.idReused(id), id: id, into: &effects)
+            }
             return answerDuplicate(request, seq: earlier.seq, origin: room.present(request.origin), &room, into: &effects)
         }
         guard let scope = request.scope, let record = room.undo.next(redo: redo, of: scope) else {
             return room.refuse(request.origin, UndoHistory.nothingLeft(redo: redo), id: request.id, into: &effects)
+        }
+        if record.tooLarge, let scope = request.scope {
+            room.undo.drop(redo: redo, of: record.seq, by: scope)
+            return room.refuse(request.origin, UndoHistory.tooLarge(record), id: request.id, into: &effects)
+        }
+        if record.kind == "setOptions" && !room.mayChangeOptions(request.origin) {
+            return room.refuse(request.origin, UndoHistory.ownerOnly, id: request.id, into: &effects)
         }
         var resolved = request
         resolved.change = .undo(record.change(redo: redo, on: head))

@@ -42,6 +42,11 @@ public struct StreamOrder: SessionOrder {
         case unknown
     }
 
+    /// Undo and redo requests held until the same author's requests before them are applied
+    /// (or refused): an undo resolves to the author's latest change this node has applied, so
+    /// one sent right behind a change must wait for that change to come back from the stream,
+    /// or it would take back the one before. In arrival order.
+    private var undosHeld: [ChangeRequest] = []
     /// Whether changes may be appended: false while the broker is unavailable (read-only).
     private var writable = true
     /// Requests whose append failed with an unknown outcome, with how many more reads to the
@@ -82,7 +87,7 @@ public struct StreamOrder: SessionOrder {
     }
 
     /// Nothing appended and unapplied, nothing read and waiting.
-    public var isQuiet: Bool { awaiting.isEmpty && sequencedPending.isEmpty && joinsWaiting.isEmpty }
+    public var isQuiet: Bool { awaiting.isEmpty && sequencedPending.isEmpty && joinsWaiting.isEmpty && undosHeld.isEmpty }
     /// This node has requests appended and not yet applied, or joins waiting for the stream.
     public var waitsForCatchUp: Bool { !awaiting.isEmpty || !joinsWaiting.isEmpty }
 
@@ -107,6 +112,7 @@ public struct StreamOrder: SessionOrder {
             reload(epoch: epoch, table: table, position: position, history: history, &room, into: &effects)
         default: break
         }
+        if !undosHeld.isEmpty { releaseHeldUndos(&room, into: &effects) }
     }
 
     // MARK: - Joins ahead of this node
@@ -163,15 +169,34 @@ public struct StreamOrder: SessionOrder {
         var change = change
         var undoing: UndoRecord?
         if case .undo(let ask) = change.change, ask.isRequest {
+            if awaiting.values.contains(where: { $0.scope == change.scope }) || undosHeld.contains(where: { $0.scope == change.scope }) {
+                guard undosHeld.count < room.settings.maxPendingChanges else {
+                    return room.refuse(
+                        change.origin, ProtocolError(.limitReached, "the session has too many changes waiting; retry shortly"), id: change.id,
+                        into: &effects)
+                }
+                undosHeld.append(change)
+                return
+            }
             // Resolved here, against what this node applied: the request goes to the stream
             // whole, with what it expects, so every node applies it or refuses it alike.
             if let id = change.id, let earlier = room.committed.remembered(id) {
+                guard earlier.digest == Table.digest(change.change) else {
+                    return room.refuse(change.origin, UndoHistory.idReused(id), id: id, into: &effects)
+                }
                 room.acknowledge(change.origin, id: id, seq: earlier.seq, into: &effects)
                 return
             }
             guard let scope = change.scope, let record = room.undo.next(redo: ask.redo, of: scope) else {
                 room.refuse(change.origin, UndoHistory.nothingLeft(redo: ask.redo), id: change.id, into: &effects)
                 return
+            }
+            if record.tooLarge, let scope = change.scope {
+                room.undo.drop(redo: ask.redo, of: record.seq, by: scope)
+                return room.refuse(change.origin, UndoHistory.tooLarge(record), id: change.id, into: &effects)
+            }
+            if record.kind == "setOptions" && !room.mayChangeOptions(change.origin) {
+                return room.refuse(change.origin, UndoHistory.ownerOnly, id: change.id, into: &effects)
             }
             change.change = .undo(record.change(redo: ask.redo, on: room.committed))
             undoing = record
@@ -192,6 +217,17 @@ public struct StreamOrder: SessionOrder {
             scope: change.scope, undoing: undoing)
         let origin = RequestOrigin(node: origin, number: requestsMade)
         effects.append(.append(SequencedRequest(change: change.change, id: change.id, author: change.author, origin: origin)))
+    }
+
+    /// Submits the held undos whose authors have nothing of theirs left in flight, in order.
+    private mutating func releaseHeldUndos(_ room: inout SessionRoom, into effects: inout [SessionEffect]) {
+        var held: [ChangeRequest] = []
+        swap(&held, &undosHeld)
+        for request in held {
+            // An earlier one submitted now is awaited; one held again keeps those after it held.
+            let busy = awaiting.values.contains { $0.scope == request.scope } || undosHeld.contains { $0.scope == request.scope }
+            if busy { undosHeld.append(request) } else { submit(request, &room, into: &effects) }
+        }
     }
 
     private mutating func appendFailed(_ number: UInt64, _ error: BrokerError, _ room: inout SessionRoom, into effects: inout [SessionEffect]) {

@@ -60,10 +60,15 @@ final class StreamOrdering: SessionOrdering {
         let limits = JSONParser.Limits(maxDepth: 32, maxStringBytes: max(hub?.config.tableLimits.maxTextBytes ?? 0, 4_096))
         // Only the run that decodes back from the newest: an entry that does not (it was written
         // by a newer node) ends what can be listed without a gap.
+        // Entries past `before` are skipped by their seq, and no more than the page (and one to
+        // tell whether more are kept) is decoded: a viewer asking again and again costs a page
+        // each time, not every event the session keeps.
         var kept: [TableEvent] = []
         for entry in session.core.recentHistory.reversed() {
+            if let before, entry.seq >= before { continue }
             guard let value = try? JSONParser.parse(entry.message, limits: limits), let event = try? ServerMessage.decodeEvent(value) else { break }
             kept.append(event)
+            if kept.count > limit { break }
         }
         completion(.success(HistoryPage.of(kept.reversed(), before: before, limit: limit)))
     }

@@ -20,6 +20,13 @@ extension SessionRoom {
     /// Whether `connection` is a member in a private view.
     func isPrivate(_ connection: Connection) -> Bool { members[connection.id]?.view != nil }
 
+    /// Whether `origin` may change the table's options: an owner, or anyone in open mode (no
+    /// roles). An undo of an options change made as owner needs it still (a later editor token).
+    func mayChangeOptions(_ origin: ChangeOrigin) -> Bool {
+        guard case .member(let connection) = origin, let member = members[connection.id] else { return true }
+        return member.role == nil || member.role == "owner"
+    }
+
     /// Whose changes `connection` makes (`ChangeIdScope`), if it is a member.
     func scope(of connection: Connection) -> String? { members[connection.id]?.scope }
 

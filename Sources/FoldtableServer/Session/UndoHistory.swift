@@ -84,6 +84,32 @@ struct UndoHistory {
             : ProtocolError(.nothingToUndo, "no change of yours is left to undo", field: "type")
     }
 
+    /// Drops `author`'s top record (its change is too large to undo): the next undo goes on
+    /// to the change before it.
+    mutating func drop(redo: Bool, of seq: UInt64, by author: String) {
+        if redo {
+            if stacks[author]?.undone.last?.seq == seq { stacks[author]?.undone.removeLast() }
+        } else if stacks[author]?.done.last?.seq == seq {
+            stacks[author]?.done.removeLast()
+        }
+    }
+
+    /// The refusal of an undo of a change too large to keep (see `UndoRecord.maxRows`).
+    static func tooLarge(_ record: UndoRecord) -> ProtocolError {
+        ProtocolError(
+            .limitReached,
+            "change \(record.seq) (\(record.kind)) touched more than \(UndoRecord.maxRows) rows and cannot be undone; the next undo goes on to the change before it",
+            field: "type")
+    }
+
+    /// The refusal of an undo of an options change by a member who is no longer an owner.
+    static let ownerOnly = ProtocolError(.forbidden, "only an owner changes the table's options, also by undo", field: "type")
+
+    /// The refusal of an undo whose id was used for another change.
+    static func idReused(_ key: String) -> ProtocolError {
+        ProtocolError(.idReused, "the change id \"\(ChangeIdScope.id(ofKey: key).prefix(64))\" was already used for a different change", field: "id")
+    }
+
     /// Forgets everything (changes it recorded were lost with a failed append).
     mutating func removeAll() { stacks.removeAll() }
 }
