@@ -48,6 +48,12 @@ enum Migrations {
     /// than its window, so each id is written once. A version-3 checkpoint's window becomes its
     /// session's first slice, and the checkpoint is written again without it. (The text is cast
     /// because SQLite from 3.45 on reads a BLOB given to its JSON functions as JSONB.)
+    ///
+    /// Version 5: `saved_views` keeps each session's token users' private views
+    /// (``SavedViews/encoded()`` bytes), beside its checkpoint and written in the same
+    /// transaction, but only when they changed: a thousand views of a thousand sections weigh
+    /// megabytes against a table of kilobytes. A session without a row has none (every session
+    /// of an older database).
     static let steps: [String] = [
         """
         CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
@@ -101,6 +107,12 @@ enum Migrations {
             SELECT session, json_extract(CAST(data AS TEXT), '$.seq'), CAST(json_extract(CAST(data AS TEXT), '$.changeIds') AS BLOB)
             FROM checkpoints WHERE json_array_length(CAST(data AS TEXT), '$.changeIds') > 0;
         UPDATE checkpoints SET data = CAST(json_remove(CAST(data AS TEXT), '$.changeIds') AS BLOB);
+        """,
+        """
+        CREATE TABLE saved_views(
+            session TEXT PRIMARY KEY NOT NULL,
+            data BLOB NOT NULL
+        ) STRICT;
         """,
     ]
 

@@ -184,9 +184,10 @@ public final class SQLiteStore: SessionStore, EventLog {
     }
 
     /// Saves `table` as the checkpoint (`.conflict` when it is past the log's last event or older
-    /// than the stored checkpoint), then forgets events at or before `table.seq - keepEvents`.
-    public func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void) {
-        submit(.saveCheckpoint(name, table, CompletionBox(completion)))
+    /// than the stored checkpoint), with `views` when given (`nil`: the stored ones stay), then
+    /// forgets events at or before `table.seq - keepEvents`.
+    public func saveCheckpoint(_ name: String, table: Table, views: SavedViews?, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        submit(.saveCheckpoint(name, table, views, CompletionBox(completion)))
     }
 
     /// Removes the session and its log (success when there was none).

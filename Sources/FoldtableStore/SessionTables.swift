@@ -433,6 +433,7 @@ final class SessionTables {
         try upsert.bind(4, newestRow)
         try upsert.step()
         try writeCheckpoint(session.name, session.checkpoint)
+        try writeViews(session.name, session.views)
         try deleteChangeIds(of: session.name)
         try addChangeIds(session.name, session.checkpoint.rememberedChanges, through: seq)
         try deleteEvents(of: session.name)
@@ -440,7 +441,7 @@ final class SessionTables {
         return .success(())
     }
 
-    func saveCheckpoint(_ name: String, table: Table) throws(SQLiteError) -> Result<Void, StoreError> {
+    func saveCheckpoint(_ name: String, table: Table, views: SavedViews? = nil) throws(SQLiteError) -> Result<Void, StoreError> {
         try ensureIndex()
         guard let head = index.head(of: name) else {
             return .failure(.conflict("session \"\(name)\" is not stored"))
@@ -461,6 +462,7 @@ final class SessionTables {
         try update.bind(3, head.last)
         try update.step()
         try writeCheckpoint(name, table)
+        if let views { try writeViews(name, views) }
         // The window's new slice: the ids remembered since the stored checkpoint (every earlier
         // one is in an earlier slice); then the slices wholly older than the window go.
         try addChangeIds(name, table.rememberedChanges(after: head.checkpoint), through: table.seq)
@@ -480,6 +482,36 @@ final class SessionTables {
         try write.bind(1, name)
         try write.bind(2, TableCheckpoint.encode(table, changeIds: false))
         try write.step()
+    }
+
+    /// The session's saved private views, in `saved_views` beside its checkpoint (no row when
+    /// there are none): only written when they changed (see ``saveCheckpoint(_:table:views:)``).
+    private func writeViews(_ name: String, _ views: SavedViews) throws(SQLiteError) {
+        if views.isEmpty {
+            let remove = try database.statement("DELETE FROM saved_views WHERE session = ?1")
+            defer { remove.reset() }
+            try remove.bind(1, name)
+            try remove.step()
+            return
+        }
+        let write = try database.statement("INSERT OR REPLACE INTO saved_views(session, data) VALUES (?1, ?2)")
+        defer { write.reset() }
+        try write.bind(1, name)
+        try write.bind(2, views.encoded())
+        try write.step()
+    }
+
+    /// The session's saved private views (empty when it has none).
+    private func views(of name: String) throws(SQLiteError) -> Result<SavedViews, StoreError> {
+        let select = try database.statement("SELECT data FROM saved_views WHERE session = ?1")
+        defer { select.reset() }
+        try select.bind(1, name)
+        guard try select.step() else { return .success(SavedViews()) }
+        do {
+            return .success(try SavedViews(decoding: select.blob(0)))
+        } catch {
+            return .failure(.corrupt("saved views of \"\(name)\": \(error.message)"))
+        }
     }
 
     /// Stores `changes` (oldest first, every seq at most `through`) as a slice of the session's
@@ -533,6 +565,7 @@ final class SessionTables {
         defer { removeCheckpoint.reset() }
         try removeCheckpoint.bind(1, name)
         try removeCheckpoint.step()
+        try writeViews(name, SavedViews())
         try deleteChangeIds(of: name)
         try deleteEvents(of: name)
         return .success(())
@@ -630,7 +663,12 @@ final class SessionTables {
         } else if lastSeq != checkpointSeq {
             return .failure(.corrupt("the log of \"\(name)\" is empty but its last event is \(lastSeq), its checkpoint \(checkpointSeq)"))
         }
-        return .success(StoredSession(name: name, epoch: epoch, checkpoint: checkpoint, events: events))
+        let views: SavedViews
+        switch try self.views(of: name) {
+        case .success(let found): views = found
+        case .failure(let error): return .failure(error)
+        }
+        return .success(StoredSession(name: name, epoch: epoch, checkpoint: checkpoint, events: events, views: views))
     }
 
     func read(session: String, after seq: UInt64) throws(SQLiteError) -> Result<[LoggedEvent]?, StoreError> {

@@ -87,7 +87,7 @@ enum StoreOperation: Sendable {
     case history(String, before: UInt64?, limit: Int, CompletionBox<HistoryPage>)
     case append(String, [LoggedEvent], CarriedAppender)
     case create(StoredSession, CompletionBox<Void>)
-    case saveCheckpoint(String, Table, CompletionBox<Void>)
+    case saveCheckpoint(String, Table, SavedViews?, CompletionBox<Void>)
     case delete(String, CompletionBox<Void>)
     /// Runs `body` on the writer thread in queue order, outside any transaction (start-up reads,
     /// tests). Nothing is posted.
@@ -109,7 +109,7 @@ enum StoreOperation: Sendable {
         case .history(_, _, _, let completion): return .completion { completion(.failure(error)) }
         case .append(_, _, let appender): return .appended(appender, .failure(error))
         case .create(_, let completion): return .completion { completion(.failure(error)) }
-        case .saveCheckpoint(_, _, let completion): return .completion { completion(.failure(error)) }
+        case .saveCheckpoint(_, _, _, let completion): return .completion { completion(.failure(error)) }
         case .delete(_, let completion): return .completion { completion(.failure(error)) }
         case .barrier: return nil
         }

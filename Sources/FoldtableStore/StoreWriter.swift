@@ -175,8 +175,8 @@ final class StoreWriter: @unchecked Sendable {
                 case .create(let session, let completion):
                     let result = try tables.create(session)
                     deliveries.append(.completion { completion(result) })
-                case .saveCheckpoint(let name, let table, let completion):
-                    let result = try tables.saveCheckpoint(name, table: table)
+                case .saveCheckpoint(let name, let table, let views, let completion):
+                    let result = try tables.saveCheckpoint(name, table: table, views: views)
                     deliveries.append(.completion { completion(result) })
                 case .delete(let name, let completion):
                     let result = try tables.delete(name)

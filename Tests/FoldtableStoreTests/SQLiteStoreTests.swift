@@ -139,7 +139,7 @@ struct SQLiteStoreTests {
 
         let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
         defer { raw.close() }
-        #expect(try raw.scalarInt("PRAGMA user_version") == 4)
+        #expect(try raw.scalarInt("PRAGMA user_version") == Int64(Migrations.current))
         #expect(try raw.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'events'") == 0)
         // The window left the checkpoints: "a"'s ten ids became its first slice, through its checkpoint.
         #expect(try checkpointsHoldingAWindow(raw) == 0)
@@ -197,7 +197,7 @@ struct SQLiteStoreTests {
         do {
             let raw = try SQLiteDatabase(path: directory + "/foldtable.db")
             defer { raw.close() }
-            #expect(try raw.scalarInt("PRAGMA user_version") == 4)
+            #expect(try raw.scalarInt("PRAGMA user_version") == Int64(Migrations.current))
             // Rowids kept, one run of one event each; the append is one row, one run of four.
             #expect(try raw.scalarInt("SELECT count(*) FROM journal WHERE json_array_length(runs) = 1 AND runs ->> '$[0][2]' = 1") == 3 + 17 + 4)
             #expect(try raw.scalarInt("SELECT count(*) FROM journal WHERE id <= 24 AND length(entries) = runs ->> '$[0][3]'") == 24)

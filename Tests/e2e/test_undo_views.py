@@ -4,13 +4,17 @@ Every undo is checked against the session's own export (the whole table: section
 text, collapsed states, rows, options), taken before the change, after it, after its undo and
 after its redo."""
 import asyncio
+import base64
+import hashlib
+import hmac
 import http.client
 import json
+import os
 import time
 
 import pytest
 
-from foldtabled import Client, Server
+from foldtabled import Client, LoggedServer, Server
 
 
 def run(coro):
@@ -196,3 +200,83 @@ def test_a_private_view_is_restored_from_what_the_client_saved(server):
         await ana.close()
         await ben.close()
     run(scenario())
+
+
+# MARK: - A token user's private view, stored with the session
+
+SECRET = os.urandom(32).hex()
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def token(session, sub, role="owner"):
+    """An HS256 token signed here, as RFC 7519 describes it (independent of the server's code)."""
+    header = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    claims = {"sub": sub, "sessions": [session], "role": role, "exp": int(time.time()) + 3600}
+    signing_input = header + "." + b64url(json.dumps(claims, separators=(",", ":")).encode())
+    return signing_input + "." + b64url(hmac.new(SECRET.encode(), signing_input.encode(), hashlib.sha256).digest())
+
+
+@pytest.fixture
+def token_args(tmp_path):
+    secret = tmp_path / "token.secret"
+    secret.write_text(SECRET + "\n")
+    return ("--data-dir", str(tmp_path / "data"), "--token-secret-file", str(secret))
+
+
+async def private_view_then_leave(server, name):
+    """ana (a token user) makes sections a (expanded) and b (collapsed), switches to her own
+    view, collapses a in it and leaves; ben, in the shared view, stays in the shared state."""
+    ana = await Client.join(server.ws, session=name, name="ana", token=token(name, "ana"))
+    for n, msg in enumerate([{"type": "addSection", "key": "a", "title": "Alpha"},
+                             {"type": "addSection", "key": "b", "title": "Beta", "collapsed": True},
+                             {"type": "addRow", "section": "a", "key": "a1", "label": "one"}]):
+        assert (await change(ana, msg, f"seed{n}"))["type"] == "ack"
+    await ana.send({"type": "view", "mode": "private"})
+    assert (await ana.next(lambda m: m["type"] == "view"))["collapsed"] == {"a": False, "b": True}
+    await ana.send({"type": "toggle", "section": "a", "id": "p1"})
+    assert await ana.next(lambda m: m["type"] == "viewChanged") == {"type": "viewChanged", "id": "p1", "collapsed": {"a": True}}
+    await ana.close()
+
+
+async def rejoin_finds_private_view(server, name):
+    ana = await Client.join(server.ws, session=name, name="ana", token=token(name, "ana", role="viewer"))
+    assert ana.welcome["type"] == "welcome"
+    # Right after the welcome: her view, before anything else.
+    assert await ana.next() == {"type": "view", "mode": "private", "collapsed": {"a": True, "b": True}}
+    # The shared state is untouched, and someone else gets no view of hers.
+    assert [s["collapsed"] for s in ana.welcome["table"]["sections"]] == [False, True]
+    ben = await Client.join(server.ws, session=name, name="ben", token=token(name, "ben", role="viewer"))
+    with pytest.raises(TimeoutError):
+        await ben.next(lambda m: m["type"] == "view", timeout=0.5)
+    await ana.close()
+    await ben.close()
+
+
+def test_a_token_users_private_view_survives_a_restart_of_the_server(token_args):
+    name = unique("kept")
+    server = Server(*token_args)
+    run(private_view_then_leave(server, name))
+    # Nothing was logged for the view (no event): the clean stop saves it.
+    assert server.stop() == 0
+    server = Server(*token_args)
+    try:
+        run(rejoin_finds_private_view(server, name))
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_private_view_saved_when_its_session_was_evicted_survives_a_crash(token_args, tmp_path):
+    name = unique("evicted")
+    server = LoggedServer(*token_args, "--idle-evict-secs", "1", "--log-level", "info", stderr_path=tmp_path / "first.stderr")
+    run(private_view_then_leave(server, name))
+    run(server.wait_for_log("session_evicted", timeout=10))
+    # A crash after the eviction: what the eviction saved is all there is.
+    server.kill9()
+    server = LoggedServer(*token_args, stderr_path=tmp_path / "second.stderr")
+    try:
+        run(rejoin_finds_private_view(server, name))
+    finally:
+        assert server.stop() == 0

@@ -163,7 +163,10 @@ public final class Hub: TransportDelegate {
 
     /// A normal stop: whatever other nodes hold of this one (its members in their presence) is
     /// taken back now, not when it expires. `completion` runs on the service thread.
+    /// Sessions whose private views changed since they were stored save them first (the log
+    /// holds every event already; views are no events): the store's close waits for the writes.
     public func stop(completion: @escaping () -> Void) {
+        for session in sessions.values where session.core.viewsUnsaved { session.save() }
         ordering.stop(completion: completion)
     }
 

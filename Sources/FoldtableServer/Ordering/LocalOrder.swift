@@ -72,6 +72,8 @@ public struct LocalOrder: SessionOrder {
     }
 
     public var isQuiet: Bool { inFlight.isEmpty && unpersisted.isEmpty && pending.isEmpty }
+    /// One node holds the session: its views go with its checkpoints (see `LocalOrderDriver`).
+    public var keepsViews: Bool { true }
     /// Whether changes applied to `head` wait for ``SessionInput/handOver`` to go to the log
     /// (only with ``SessionCore/Settings/handsOverAtOnce`` off).
     public var awaitsHandOver: Bool { !unpersisted.isEmpty }

@@ -58,8 +58,14 @@ final class LocalOrderDriver: OrderDriver, LogAppender {
             eventLog.append(session: session.name, events: events, appender: self)
         case .checkpoint(let table):
             let name = session.name
-            store.saveCheckpoint(name, table: table) { [log] result in
-                if case .failure(let error) = result {
+            // Private views go with it when they changed since the store last held them (read
+            // here, where they are current: the effect is performed in the turn it was made).
+            let saved = session.core.viewsUnsaved ? session.core.savedViews : nil
+            store.saveCheckpoint(name, table: table, views: saved?.views) { [log, weak session] result in
+                switch result {
+                case .success:
+                    if let saved { session?.viewsStored(revision: saved.revision) }
+                case .failure(let error):
                     log(.warning, "checkpoint_failed", ["session": name, "reason": error.description])
                 }
             }
@@ -116,9 +122,12 @@ final class LocalOrderDriver: OrderDriver, LogAppender {
         guard session.isResident else { return }
         let name = session.name
         let seq = session.core.committed.seq
-        store.create(StoredSession(name: name, epoch: session.core.epoch, checkpoint: session.core.committedWithChangeIds)) { [log] result in
-            if case .failure(let error) = result {
-                log(.warning, "log_rebase_failed", ["session": name, "reason": error.description])
+        let saved = session.core.savedViews
+        let stored = StoredSession(name: name, epoch: session.core.epoch, checkpoint: session.core.committedWithChangeIds, views: saved.views)
+        store.create(stored) { [log, weak session] result in
+            switch result {
+            case .success: session?.viewsStored(revision: saved.revision)
+            case .failure(let error): log(.warning, "log_rebase_failed", ["session": name, "reason": error.description])
             }
         }
         session.checkpointTaken(at: seq)

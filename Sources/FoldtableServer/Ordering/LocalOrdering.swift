@@ -134,7 +134,7 @@ final class LocalOrdering: SessionOrdering {
         }
         let core = SessionCore(
             name: stored.name, epoch: stored.epoch, table: table, recent: stored.events, checkpointSeq: stored.checkpoint.seq,
-            settings: hub.sessionSettings, order: LocalOrder())
+            savedViews: stored.views, settings: hub.sessionSettings, order: LocalOrder())
         return session(core, hub: hub)
     }
 

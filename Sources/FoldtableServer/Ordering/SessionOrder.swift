@@ -48,6 +48,9 @@ public protocol SessionOrder {
     var awaitsHandOver: Bool { get }
     /// Whether a read reaching the stream's end settles anything (``SessionInput/caughtUp(through:)``).
     var waitsForCatchUp: Bool { get }
+    /// Whether token users' private views are stored with the session (its checkpoints), to
+    /// survive an eviction and a restart; else they last while the session is in memory.
+    var keepsViews: Bool { get }
 }
 
 extension SessionOrder {
@@ -58,6 +61,7 @@ extension SessionOrder {
     public mutating func forget(_ connection: Connection) {}
     public var awaitsHandOver: Bool { false }
     public var waitsForCatchUp: Bool { false }
+    public var keepsViews: Bool { false }
 }
 
 /// Who asked for a change, to be answered: a member over its connection, or a caller of the

@@ -77,7 +77,7 @@ public final class MemoryStore: SessionStore, EventLog {
         later(completion, .success(()))
     }
 
-    public func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void) {
+    public func saveCheckpoint(_ name: String, table: Table, views: SavedViews?, completion: @escaping (Result<Void, StoreError>) -> Void) {
         if let failWrites { return later(completion, .failure(failWrites)) }
         guard let index = sessions.index(forKey: name), table.seq <= lastSeq(sessions.values[index]) else {
             return later(completion, .failure(.conflict("no session \(name) at \(table.seq)")))
@@ -85,6 +85,7 @@ public final class MemoryStore: SessionStore, EventLog {
         // In place, like `append`: a copy taken out of the dictionary shares the log's storage,
         // so pruning it copied every event the session keeps.
         sessions.values[index].checkpoint = table
+        if let views { sessions.values[index].views = views }
         let keepFrom = table.seq > UInt64(keepEvents) ? table.seq - UInt64(keepEvents) : 0
         // The log is in seq order: what goes is a prefix, removed without moving the rest one
         // by one (`removeAll(where:)` copied every kept event).

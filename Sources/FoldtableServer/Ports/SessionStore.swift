@@ -58,12 +58,16 @@ public struct StoredSession: Sendable {
     /// it for history, read with ``EventLog/history(session:before:limit:completion:)``).
     /// Sequence numbers are consecutive.
     public var events: [LoggedEvent]
+    /// Token users' private views as of the newest save that carried them (empty: none, or
+    /// stored by a build that kept none).
+    public var views: SavedViews
 
-    public init(name: String, epoch: String, checkpoint: Table, events: [LoggedEvent] = []) {
+    public init(name: String, epoch: String, checkpoint: Table, events: [LoggedEvent] = [], views: SavedViews = SavedViews()) {
         self.name = name
         self.epoch = epoch
         self.checkpoint = checkpoint
         self.events = events
+        self.views = views
     }
 }
 
@@ -98,12 +102,15 @@ public protocol SessionStore: AnyObject {
     func sessionNames() throws(StoreError) -> [String]
     /// The session with `name` (checkpoint and log), or `nil` when none is stored.
     func load(_ name: String, completion: @escaping (Result<StoredSession?, StoreError>) -> Void)
-    /// Stores a new session: `session.checkpoint` is its table, `session.events` must be empty.
-    /// Replaces a stored session of the same name, with its log.
+    /// Stores a new session: `session.checkpoint` is its table (and `session.views` its saved
+    /// views), `session.events` must be empty. Replaces a stored session of the same name, with
+    /// its log and views.
     func create(_ session: StoredSession, completion: @escaping (Result<Void, StoreError>) -> Void)
     /// Saves `table` as the session's checkpoint and lets the log forget what it no longer needs
-    /// (events at or before `table.seq` beyond the resume and history windows).
-    func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void)
+    /// (events at or before `table.seq` beyond the resume and history windows). `views`, when
+    /// given, replace the session's saved views in the same write; `nil` keeps the stored ones
+    /// (they did not change since, and may weigh far more than the table).
+    func saveCheckpoint(_ name: String, table: Table, views: SavedViews?, completion: @escaping (Result<Void, StoreError>) -> Void)
     /// Removes the session and its log.
     func delete(_ name: String, completion: @escaping (Result<Void, StoreError>) -> Void)
     /// Blocks until everything asked so far is committed or failed (and its completion posted).
@@ -150,6 +157,13 @@ public protocol EventLog: AnyObject {
 public protocol LogAppender: AnyObject {
     /// `result`: the seq of the append's last event, or why nothing of it is stored.
     func appendFinished(_ result: Result<UInt64, StoreError>)
+}
+
+extension SessionStore {
+    /// ``saveCheckpoint(_:table:views:completion:)`` keeping the stored views.
+    public func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        saveCheckpoint(name, table: table, views: nil, completion: completion)
+    }
 }
 
 extension EventLog {

@@ -60,8 +60,8 @@ public final class StoreMonitor: SessionStore, EventLog, LogAppender {
         store.create(session) { [self] result in completion(noted(result, write: true)) }
     }
 
-    public func saveCheckpoint(_ name: String, table: Table, completion: @escaping (Result<Void, StoreError>) -> Void) {
-        store.saveCheckpoint(name, table: table) { [self] result in completion(noted(result, write: true)) }
+    public func saveCheckpoint(_ name: String, table: Table, views: SavedViews?, completion: @escaping (Result<Void, StoreError>) -> Void) {
+        store.saveCheckpoint(name, table: table, views: views) { [self] result in completion(noted(result, write: true)) }
     }
 
     public func delete(_ name: String, completion: @escaping (Result<Void, StoreError>) -> Void) {

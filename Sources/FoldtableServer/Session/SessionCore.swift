@@ -91,12 +91,14 @@ public struct SessionCore {
     /// `table.seq`, oldest first) available for resume; or, for a session opened from a broker,
     /// `history` (the events saved with its snapshot): only its consecutive run ending at
     /// `table.seq` is kept, so resume never skips an event. `checkpointSeq`: the seq of the
-    /// stored checkpoint or snapshot (default: `table.seq`).
+    /// stored checkpoint or snapshot (default: `table.seq`). `savedViews`: the private views
+    /// stored with the session, given back to their users when they join.
     public init(
         name: String, epoch: String, table: Table, recent: [LoggedEvent] = [], history: [HistoryEntry] = [], checkpointSeq: UInt64? = nil,
-        settings: Settings, order: any SessionOrder = LocalOrder()
+        savedViews: SavedViews = SavedViews(), settings: Settings, order: any SessionOrder = LocalOrder()
     ) {
-        room = SessionRoom(name: name, epoch: epoch, table: table, recent: recent, history: history, settings: settings)
+        room = SessionRoom(
+            name: name, epoch: epoch, table: table, recent: recent, history: history, savedViews: savedViews, settings: settings)
         self.order = order
         self.order.open(&room, checkpointSeq: checkpointSeq ?? table.seq)
     }
@@ -131,6 +133,15 @@ public struct SessionCore {
 
     /// Notes that a checkpoint of `committed` at `seq` was taken by the driver itself (on eviction).
     public mutating func checkpointTaken(at seq: UInt64) { order.checkpointTaken(at: seq) }
+
+    /// Token users' private views, to store with the session, and which change of them they are.
+    public var savedViews: (views: SavedViews, revision: UInt64) { (SavedViews(room.savedViews), room.viewsRevision) }
+    /// Whether the order keeps private views with the session and they changed since the store
+    /// last reported holding them: then a save writes them, even with no event to checkpoint.
+    /// (A crash loses what changed since; a clean eviction or stop saves them.)
+    public var viewsUnsaved: Bool { order.keepsViews && room.viewsRevision != room.viewsStoredRevision }
+    /// The store holds the views as of `revision` (``savedViews``).
+    public mutating func viewsStored(revision: UInt64) { room.viewsStoredRevision = max(room.viewsStoredRevision, revision) }
 
     /// Takes one input; returns what to do, in order.
     public mutating func handle(_ input: SessionInput, now: UInt64) -> [SessionEffect] {

@@ -7,8 +7,11 @@ import FoldtableCore
 // broadcast to nobody, while every change to the table itself still reaches it (its events say
 // what the shared state is, which clients show as a marker). The room keeps each private view
 // (section key -> collapsed) and sends rows for what that view shows, exactly as it does for
-// the shared state. A token user's view is kept under its `sub` while the session is here, so
-// a reload or a reconnect (any device) finds it again; in open mode the client keeps its own.
+// the shared state. A token user's view is kept under its `sub` (`savedViews`), so a reload or
+// a reconnect (any device) finds it again; in open mode the client keeps its own. A session on
+// one node stores them with its checkpoints, and when it is evicted or the server stops, so
+// they survive both; after a crash, changes to views since the last save are lost. A session
+// shared through a broker keeps them in each node's memory only.
 
 extension SessionRoom {
     /// Most saved private views a session keeps for members who left.
@@ -35,7 +38,8 @@ extension SessionRoom {
         guard let start else {
             if member.view != nil { privateMembers -= 1 }
             members[connection.id]?.view = nil
-            savedViews[member.scope] = nil
+            // Only when there is one: each change of `savedViews` makes the next save write them.
+            if savedViews[member.scope] != nil { savedViews[member.scope] = nil }
             effects.append(.send(OutboundMessage(ServerMessage.view(private: nil)), to: connection))
             sendRowsShown(to: connection, now: now, into: &effects)
             return
@@ -128,7 +132,7 @@ extension SessionRoom {
 
     /// Keeps a token user's view for when it joins again (open mode: the client keeps it).
     mutating func saveView(_ view: [String: Bool], of scope: String) {
-        guard scope.hasPrefix("u:") else { return }
+        guard scope.hasPrefix("u:"), savedViews[scope] != view else { return }
         if savedViews[scope] == nil && savedViews.count >= Self.savedViewsMax, let any = savedViews.keys.first { savedViews[any] = nil }
         savedViews[scope] = view
     }

@@ -47,8 +47,17 @@ public struct SessionRoom {
     /// How many members are in a private view: events need a look at their views only then.
     var privateMembers = 0
     /// The private views of token users who left or reconnected (by scope, `u:<sub>`), to give
-    /// back when they join again while the session is here. See ``SessionRoom/setView(_:of:now:into:)``.
-    var savedViews: [String: [String: Bool]] = [:]
+    /// back when they join again. See ``SessionRoom/setView(_:of:now:into:)``. Stored with the
+    /// session by an order that keeps them (``SessionOrder/keepsViews``), see ``viewsRevision``.
+    var savedViews: [String: [String: Bool]] = [:] {
+        didSet { viewsRevision &+= 1 }
+    }
+    /// Counts changes to `savedViews`, so a save writes them only when they changed since the
+    /// last one stored (``viewsStoredRevision``): a private toggle costs a count, not a write.
+    private(set) var viewsRevision: UInt64 = 0
+    /// The `viewsRevision` the store last reported it holds (the views the session was opened
+    /// with: 0).
+    var viewsStoredRevision: UInt64 = 0
     /// Every author's changes that can be undone here.
     var undo: UndoHistory
     /// Member connections in join order: the broadcast list, changed on join and leave only.
@@ -130,12 +139,17 @@ public struct SessionRoom {
 
     /// A room holding `table`, with `recent` (committed events up to `table.seq`, oldest first)
     /// or `history` (the events a broker saved with its snapshot) kept for resume.
-    init(name: String, epoch: String, table: Table, recent: [LoggedEvent], history: [HistoryEntry], settings: SessionCore.Settings) {
+    init(
+        name: String, epoch: String, table: Table, recent: [LoggedEvent], history: [HistoryEntry], savedViews: SavedViews = SavedViews(),
+        settings: SessionCore.Settings
+    ) {
         self.name = name
         self.epoch = epoch
         self.settings = settings
         self.committed = table
         self.undo = UndoHistory(depth: settings.undoDepth, authors: settings.undoAuthors)
+        // Set in the initializer: no `didSet`, so the views opened with count as stored.
+        self.savedViews = savedViews.byScope
         for logged in recent.suffix(settings.historyEvents) where logged.event.seq <= table.seq {
             remember(logged.event.seq, ServerMessage.event(logged.event), expanded: logged.event.sectionsNeedingRows)
         }

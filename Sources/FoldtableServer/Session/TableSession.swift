@@ -70,9 +70,14 @@ final class TableSession {
     /// Notes that the committed table was saved at `seq` outside the order's own checkpoints.
     func checkpointTaken(at seq: UInt64) { core.checkpointTaken(at: seq) }
 
-    /// Saves the committed table now (a checkpoint or a snapshot, as the order keeps them).
+    /// The store holds the private views as of `revision` (see ``SessionCore/savedViews``).
+    func viewsStored(revision: UInt64) { core.viewsStored(revision: revision) }
+
+    /// Saves the committed table now (a checkpoint or a snapshot, as the order keeps them), and
+    /// private views that changed since they were stored: a private toggle is no event, so
+    /// views may be all there is to save.
     func save() {
-        guard core.eventsSinceCheckpoint > 0 else { return }
+        guard core.eventsSinceCheckpoint > 0 || core.viewsUnsaved else { return }
         driver.perform(core.save, applied: nil)
     }
 
