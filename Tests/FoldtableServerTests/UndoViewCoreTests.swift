@@ -113,4 +113,44 @@ import Testing
         #expect(history.next(redo: false, of: "a")?.seq == 9)
         #expect(history.next(redo: false, of: "e")?.seq == 10)
     }
+
+    @Test func anUndoUnderAnIdUsedForAnotherChangeIsRefusedAsReusedNotAcknowledged() throws {
+        var core = try core()
+        _ = core.handle(.change(.toggle(section: .key("t")), id: "k:ana/x", from: ana), now: 0)
+        #expect(refusals(core.handle(.undo(redo: false, id: "k:ana/x", from: ana), now: 0)) == [.idReused])
+        // The same undo sent twice under its own id is one undo, acknowledged again.
+        let first = try #require(persisted(core.handle(.undo(redo: false, id: "k:ana/u", from: ana), now: 0)))
+        #expect(first.events.count == 1)
+        #expect(refusals(core.handle(.undo(redo: false, id: "k:ana/u", from: ana), now: 0)).isEmpty)
+        #expect(core.head.seq == 2)
+    }
+
+    @Test func anOptionsChangeMadeAsOwnerIsNotUndoneWithAnEditorsToken() throws {
+        var core = try core()
+        let owner = Connection(id: 7)
+        _ = core.handle(.join(owner, JoinRequest(session: "x", name: "oz"), role: "owner", scope: "u:oz"), now: 0)
+        _ = core.handle(.change(.setOptions(OptionsPatch(accordion: true)), id: nil, from: owner), now: 0)
+        _ = core.handle(.leave(owner), now: 0)
+        let editor = Connection(id: 8)
+        _ = core.handle(.join(editor, JoinRequest(session: "x", name: "oz"), role: "editor", scope: "u:oz"), now: 0)
+        #expect(refusals(core.handle(.undo(redo: false, id: nil, from: editor), now: 0)) == [.forbidden])
+        #expect(core.head.options.accordion)
+    }
+
+    @Test func aChangeOfMoreRowsThanAnUndoKeepsIsRefusedAsTooLargeAndTheNextUndoGoesOn() throws {
+        var core = try core()
+        _ = core.handle(.change(.toggle(section: .key("t")), id: nil, from: ana), now: 0)
+        let rows = (0...UndoRecord.maxRows).map { NewRow(label: "row \($0)") }
+        _ = core.handle(.change(.importRows(section: .key("s"), rows: RowImport(rows: rows)), id: nil, from: ana), now: 0)
+        #expect(core.head.section("s")?.rows.count == UndoRecord.maxRows + 1)
+        #expect(refusals(core.handle(.undo(redo: false, id: nil, from: ana), now: 0)) == [.limitReached])
+        #expect(core.head.section("s")?.rows.count == UndoRecord.maxRows + 1)
+        // The toggle before it is what the next undo takes back.
+        let next = try #require(persisted(core.handle(.undo(redo: false, id: nil, from: ana), now: 0)))
+        guard case .undo(let undo) = next.events[0].event.change else {
+            Issue.record("not an undo")
+            return
+        }
+        #expect(undo.of == 1)
+    }
 }

@@ -182,6 +182,16 @@ def test_an_undo_on_one_node_is_applied_alike_on_every_node_and_a_conflicting_on
         for server in (a, b):
             status, _, table = call(server, "GET", f"/api/v1/sessions/{name}")
             assert status == 200 and table["sections"][0]["rows"][0]["value"] == "bo's"
+        # An undo sent right behind a change, before it came back from the stream, takes back
+        # that change (not the one before it).
+        await ana.send({"type": "addRow", "section": "x", "key": "q", "label": "quick", "id": "q1"})
+        await ana.send({"type": "undo", "id": "q2"})
+        added = await ana.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == "q1", timeout=10)
+        quick = await ana.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == "q2", timeout=10)
+        assert added["type"] == "ack" and quick["type"] == "ack", (added, quick)
+        event = await bo.next(lambda m: m["type"] == "event" and m["seq"] == quick["seq"], timeout=10)
+        assert event["change"]["of"] == added["seq"]
+        assert event["change"]["changes"] == [{"type": "removeRow", "row": "q"}]
         await ana.close()
         await bo.close()
     run(scenario())

@@ -121,12 +121,19 @@ extension SessionRoom {
         let removed = event.removedSections
         let reloaded = event.reloadedSections
         guard !added.isEmpty || !removed.isEmpty || !reloaded.isEmpty else { return }
-        for connection in connections {
-            guard var view = members[connection.id]?.view else { continue }
-            for key in removed { view[key] = nil }
-            for key in added { if let position = committed.position(ofSection: key) { view[key] = committed.sections[position].collapsed } }
-            members[connection.id]?.view = view
-            if !reloaded.isEmpty { sendRowsShown(to: connection, now: now, into: &effects) }
+        // Each view changed in place (no copy of it out and back: O(1) per section an event
+        // adds or removes, per private member), and only the reloaded sections looked at.
+        for connection in connections where members[connection.id]?.view != nil {
+            for key in removed { members[connection.id]?.view?[key] = nil }
+            for key in added {
+                if let position = committed.position(ofSection: key) { members[connection.id]?.view?[key] = committed.sections[position].collapsed }
+            }
+            for key in reloaded {
+                guard let position = committed.position(ofSection: key), members[connection.id]?.view?[key] == false,
+                    members[connection.id].map({ !$0.held.contains(key) && !$0.streams.contains(key) }) ?? false
+                else { continue }
+                stream(committed.sections[position], to: connection, now: now, into: &effects)
+            }
         }
     }
 
