@@ -16,7 +16,7 @@ import FoldtableCore
 /// event, acknowledge or refuse an author). What happens after a change is ordered is the
 /// room's, identical for both orders.
 public protocol SessionOrder {
-    /// Called once, by ``SessionCore/init(name:epoch:table:recent:history:checkpointSeq:settings:order:)``,
+    /// Called once, by ``SessionCore/init(name:epoch:table:recent:history:checkpointSeq:savedViews:settings:order:)``,
     /// with the room holding the table the session was opened with.
     mutating func open(_ room: inout SessionRoom, checkpointSeq: UInt64)
     /// A member's or an API caller's change, to be ordered.
