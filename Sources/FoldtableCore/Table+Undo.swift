@@ -48,8 +48,13 @@ extension Table {
         if case .tooLarge = prelude {
             return UndoRecord(seq: event.seq, kind: event.change.typeName, backward: UndoStep(), forward: UndoStep(), tooLarge: true)
         }
+        // A change that only set states: its event's states are the whole record.
+        if event.change.isCollapseOnly {
+            guard !event.collapsed.isEmpty else { return nil }  // changed nothing: nothing to undo
+            return UndoRecord(seq: event.seq, kind: event.change.typeName, collapsed: event.collapsed)
+        }
         // Collapsed states the change altered: taken back exactly, whatever altered them
-        // (the change itself, accordion, a reveal).
+        // (accordion, for an added section or options).
         var before = CollapseEffects()
         var was: [UndoExpectation] = []
         var now: [UndoExpectation] = []

@@ -77,8 +77,35 @@ public struct UndoRecord: Equatable, Sendable {
     public var seq: UInt64
     /// The change's wire type (`toggle`, `addRow`, ...), for messages about it.
     public var kind: String
-    public var backward: UndoStep
-    public var forward: UndoStep
+    /// How to take the change back and make it again: both steps, or (for a change that only
+    /// set collapsed states, most of them) just those states, the steps built when an undo asks.
+    /// A record is kept for every change a member makes: one of a toggle allocates nothing.
+    private var storage: Storage
+    private enum Storage: Equatable, Sendable {
+        case steps(backward: UndoStep, forward: UndoStep)
+        /// The states the change set (its event's `collapsed`): each was the opposite before.
+        case collapse(CollapseEffects)
+    }
+
+    /// The step that takes the change back.
+    public var backward: UndoStep {
+        switch storage {
+        case .steps(let backward, _): return backward
+        case .collapse(let effects):
+            return UndoStep(
+                restore: CollapseEffects(effects.map { CollapseEffect(key: $0.key, collapsed: !$0.collapsed) }),
+                expect: effects.map { .collapsed(key: $0.key, collapsed: $0.collapsed) })
+        }
+    }
+
+    /// The step that makes the change again.
+    public var forward: UndoStep {
+        switch storage {
+        case .steps(_, let forward): return forward
+        case .collapse(let effects):
+            return UndoStep(restore: effects, expect: effects.map { .collapsed(key: $0.key, collapsed: !$0.collapsed) })
+        }
+    }
     /// The change touched more rows than an undo keeps (``maxRows``): it cannot be taken back,
     /// and an undo says so instead of silently taking back the change before it.
     public var tooLarge = false
@@ -91,9 +118,16 @@ public struct UndoRecord: Equatable, Sendable {
     public init(seq: UInt64, kind: String, backward: UndoStep, forward: UndoStep, tooLarge: Bool = false) {
         self.seq = seq
         self.kind = kind
-        self.backward = backward
-        self.forward = forward
+        self.storage = .steps(backward: backward, forward: forward)
         self.tooLarge = tooLarge
+    }
+
+    /// The record of a change that only set the collapsed states in `effects` (each was the
+    /// opposite before it).
+    public init(seq: UInt64, kind: String, collapsed effects: CollapseEffects) {
+        self.seq = seq
+        self.kind = kind
+        self.storage = .collapse(effects)
     }
 
     /// The change that applies one direction of this record to `table` as it is now: positions

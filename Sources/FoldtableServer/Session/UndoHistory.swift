@@ -18,6 +18,9 @@ struct UndoHistory {
 
     private struct Stacks {
         var done: [UndoRecord] = []
+        /// Records of `done` below this index are past the depth: kept until the next trim,
+        /// never undone.
+        var floor = 0
         var undone: [UndoRecord] = []
         /// When the author last changed something (a counter, not a clock).
         var used: UInt64 = 0
@@ -44,7 +47,13 @@ struct UndoHistory {
             entry.done.append(record)
             if !entry.undone.isEmpty { entry.undone.removeAll() }
             entry.used = now
-            if entry.done.count > depth { entry.done.removeFirst(entry.done.count - depth) }
+            entry.floor = max(0, entry.done.count - depth)
+            // Trimmed once it holds twice the depth: a `removeFirst` at every change past the
+            // depth moved the whole stack (fifty records) for each change an author made.
+            if entry.done.count >= 2 * depth {
+                entry.done.removeFirst(entry.floor)
+                entry.floor = 0
+            }
         }
         push(&stacks[author, default: Stacks()])
     }
@@ -58,7 +67,9 @@ struct UndoHistory {
 
     /// What `author`'s next undo (or redo) would apply, without taking it.
     func next(redo: Bool, of author: String) -> UndoRecord? {
-        redo ? stacks[author]?.undone.last : stacks[author]?.done.last
+        guard let entry = stacks[author] else { return nil }
+        if redo { return entry.undone.last }
+        return entry.done.count > entry.floor ? entry.done.last : nil
     }
 
     /// `author`'s undo (or redo) of the change at `seq` was applied: its record moves to the
