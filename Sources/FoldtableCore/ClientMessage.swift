@@ -250,14 +250,7 @@ extension ClientMessage {
             out.raw(isPrivate ? "{\"type\":\"view\",\"mode\":\"private\"" : "{\"type\":\"view\",\"mode\":\"shared\"")
             if let collapsed {
                 out.nextKey("collapsed")
-                out.byte(UInt8(ascii: "{"))
-                for (index, effect) in collapsed.enumerated() {
-                    if index > 0 { out.byte(UInt8(ascii: ",")) }
-                    out.string(effect.key)
-                    out.byte(UInt8(ascii: ":"))
-                    out.bool(effect.collapsed)
-                }
-                out.byte(UInt8(ascii: "}"))
+                ServerMessage.collapsedMap(collapsed, into: &out)
             }
             out.byte(UInt8(ascii: "}"))
         case .find(let query, let limit, let id):

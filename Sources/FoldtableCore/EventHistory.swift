@@ -38,13 +38,9 @@ public enum EventHistory {
         out.string(event.author.name)
         out.raw("},\"change\":")
         event.change.encode(into: &out, form: .forMembers)
-        out.raw(",\"collapsed\":{")
-        for (index, effect) in event.collapsed.enumerated() {
-            if index > 0 { out.byte(UInt8(ascii: ",")) }
-            out.string(effect.key)
-            if effect.collapsed { out.raw(":true") } else { out.raw(":false") }
-        }
-        out.raw("}}")
+        out.raw(",\"collapsed\":")
+        ServerMessage.collapsedMap(event.collapsed, into: &out)
+        out.byte(UInt8(ascii: "}"))
     }
 
     /// `{"type":"history","id":..,"events":[...],"more":BOOL}`: the reply to a `history` message.

@@ -234,7 +234,9 @@ public enum ServerMessage {
         return out.bytes
     }
 
-    private static func collapsedMap(_ effects: [CollapseEffect], into out: inout JSONWriter) {
+    /// `{"key":true,...}` in the order given: the map of `view`, `viewChanged`, an undo's
+    /// `restore`, a client's saved view and a history entry's `collapsed`.
+    static func collapsedMap(_ effects: some Sequence<CollapseEffect>, into out: inout JSONWriter) {
         out.byte(UInt8(ascii: "{"))
         for (index, effect) in effects.enumerated() {
             if index > 0 { out.byte(UInt8(ascii: ",")) }

@@ -7,14 +7,7 @@ extension Table {
     /// ``UndoRecord`` that the event will not carry. Cheap: values are shared, not copied (a
     /// section about to be removed keeps its rows' storage alive, no more).
     public func undoPrelude(for change: Change) -> UndoPrelude {
-        func position(_ ref: SectionRef) -> Int? {
-            switch ref {
-            case .key(let key): return self.position(ofSection: key)
-            case .title(let title):
-                let matches = sections.indices.filter { sections[$0].title == title }
-                return matches.count == 1 ? matches[0] : nil
-            }
-        }
+        func position(_ ref: SectionRef) -> Int? { try? self.position(of: ref) }
         switch change {
         case .toggle, .setCollapsed, .setAll, .reveal, .addSection, .addRow, .removeRow, .moveRow: return .none
         case .removeSection(let ref):

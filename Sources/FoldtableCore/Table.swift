@@ -827,6 +827,10 @@ public struct Table: Sendable {
         for position in start..<sections.count { sectionPositions[sections[position].key] = position }
     }
 
+    /// The position of the section `ref` names, or why it names none (no such key or title,
+    /// or a title several sections share): what every change naming a section meets.
+    public func position(of ref: SectionRef) throws(ProtocolError) -> Int { try resolve(ref) }
+
     private func resolve(_ ref: SectionRef) throws(ProtocolError) -> Int {
         switch ref {
         case .key(let key):

@@ -15,14 +15,7 @@ extension UndoChange {
         }
         out.byte(UInt8(ascii: "]"))
         out.nextKey("restore")
-        out.byte(UInt8(ascii: "{"))
-        for (index, effect) in restore.enumerated() {
-            if index > 0 { out.byte(UInt8(ascii: ",")) }
-            out.string(effect.key)
-            out.byte(UInt8(ascii: ":"))
-            out.bool(effect.collapsed)
-        }
-        out.byte(UInt8(ascii: "}"))
+        ServerMessage.collapsedMap(restore, into: &out)
         guard form == .whole else { return }
         out.nextKey("expect")
         out.byte(UInt8(ascii: "["))

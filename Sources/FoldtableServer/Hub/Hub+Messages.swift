@@ -158,15 +158,7 @@ extension Hub {
             // One reading of the clock for the rate limit and the core's `now`.
             let now = transport.nowMilliseconds()
             guard client.changes.take(now: now) else { return refuse(connection, rateLimited, id: id) }
-            // The id is the author's own: the session's window holds it under the author's scope.
-            var key: String?
-            if let id {
-                do {
-                    key = try ChangeIdScope.key(id, scope: client.idScope)
-                } catch {
-                    return refuse(connection, error, id: id)
-                }
-            }
+            guard let key = changeKey(id, of: client) else { return }
             receiving = client
             session.handle(viewOnly ? .privateChange(change, id: key, from: connection) : .change(change, id: key, from: connection), now: now)
             receiving = nil
@@ -175,14 +167,7 @@ extension Hub {
             guard client.role >= .editor else { return refuse(connection, ProtocolError(.forbidden, "a viewer cannot change the table"), id: id) }
             let now = transport.nowMilliseconds()
             guard client.changes.take(now: now) else { return refuse(connection, rateLimited, id: id) }
-            var key: String?
-            if let id {
-                do {
-                    key = try ChangeIdScope.key(id, scope: client.idScope)
-                } catch {
-                    return refuse(connection, error, id: id)
-                }
-            }
+            guard let key = changeKey(id, of: client) else { return }
             receiving = client
             session.handle(.undo(redo: redo, id: key, from: connection), now: now)
             receiving = nil
@@ -203,6 +188,19 @@ extension Hub {
             guard let session = client.session else { return refuse(connection, ProtocolError(.notJoined, "join a session first"), id: id) }
             guard client.role >= .owner else { return refuse(connection, ProtocolError(.forbidden, "only an owner deletes the session"), id: id) }
             delete(session, by: client, id: id)
+        }
+    }
+
+    /// The key a member's change id is held under (the id is the author's own: the session's
+    /// window holds it under the author's scope): `.some(nil)` without an id, `nil` when the id
+    /// cannot be one (refused here).
+    private func changeKey(_ id: String?, of client: ClientState) -> String?? {
+        guard let id else { return .some(nil) }
+        do {
+            return .some(try ChangeIdScope.key(id, scope: client.idScope))
+        } catch {
+            refuse(client.connection, error, id: id)
+            return nil
         }
     }
 

@@ -167,24 +167,13 @@ extension SessionRoom {
         committed.sections.compactMap { section in view[section.key].map { CollapseEffect(key: section.key, collapsed: $0) } }
     }
 
-    /// The key a private collapse change names, or its refusal sent.
+    /// The key a private collapse change names (as the table resolves it), or its refusal sent.
     private func resolve(_ ref: SectionRef, _ connection: Connection, _ id: String?, into effects: inout [SessionEffect]) -> String? {
-        switch ref {
-        case .key(let key):
-            if committed.position(ofSection: key) != nil { return key }
-            effects.append(
-                .refuse(connection, ProtocolError(.unknownSection, "no section has the key \"\(key.prefix(64))\"", field: "section"), id: id))
-        case .title(let title):
-            let matches = committed.sections.filter { $0.title == title }
-            if matches.count == 1 { return matches[0].key }
-            effects.append(
-                .refuse(
-                    connection,
-                    matches.isEmpty
-                        ? ProtocolError(.unknownSection, "no section has the title \"\(title.prefix(64))\"", field: "title")
-                        : ProtocolError(.ambiguousTitle, "several sections have the title \"\(title.prefix(64))\"; name one by key", field: "title"),
-                    id: id))
+        do {
+            return committed.sections[try committed.position(of: ref)].key
+        } catch {
+            effects.append(.refuse(connection, error, id: id))
+            return nil
         }
-        return nil
     }
 }
