@@ -62,6 +62,12 @@ public final class HTTPRouter {
         }
     }
 
+    /// The exact routes as method and path (HEAD and OPTIONS implied), for the test that holds
+    /// the OpenAPI document to them.
+    var routeTable: [(method: String, path: String)] {
+        routes.flatMap { path, methods in methods.keys.map { ($0, path) } }
+    }
+
     /// Hands every request under `prefix` that no exact route takes to `handler` (which routes
     /// by pattern itself, as the session API does: `/api/v1/sessions/{name}/...`).
     public func addPrefix(_ prefix: String, _ handler: @escaping Handler) {

@@ -22,11 +22,12 @@ final class SessionAPI {
     /// no reference to the API itself (a stored `self.listSessions` would be a retain cycle).
     private typealias Handler = (SessionAPI) -> (Call, @escaping Respond) -> Void
 
-    /// One route: method, path segments (`{name}` captures), least role, handler.
+    /// One route: method, path segments (`{name}` captures), least role (nil: anyone, no token,
+    /// as for the API's own description), handler.
     private struct Route {
         var method: String
         var segments: [String]
-        var role: Role
+        var role: Role?
         var handler: Handler
     }
     private var routes: [Route] = []
@@ -40,6 +41,9 @@ final class SessionAPI {
     var exports: [String: WeakBody] = [:]
     /// Readers waiting for an export being made, by the same key.
     var exportWaiters: [String: [(SharedBody) -> Void]] = [:]
+
+    /// The OpenAPI document's bytes, made at the first request for it.
+    private var openAPIBody: [UInt8]?
 
     struct WeakBody {
         weak var body: SharedBody?
@@ -70,10 +74,17 @@ final class SessionAPI {
         add("GET", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.find)
         add("POST", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.findByBody)
         add("GET", "/api/v1/sessions/{name}/events", .viewer, SessionAPI.events)
+        add("GET", "/api/v1/openapi.json", nil, SessionAPI.openAPI)
     }
 
-    private func add(_ method: String, _ path: String, _ role: Role, _ handler: @escaping Handler) {
+    private func add(_ method: String, _ path: String, _ role: Role?, _ handler: @escaping Handler) {
         routes.append(Route(method: method, segments: path.split(separator: "/").map(String.init), role: role, handler: handler))
+    }
+
+    /// Every route as method, path pattern and least role (nil: anyone), for the test that holds
+    /// ``OpenAPIDocument`` to the table.
+    var routeTable: [(method: String, path: String, role: Role?)] {
+        routes.map { ($0.method, "/" + $0.segments.joined(separator: "/"), $0.role) }
     }
 
     /// Registers every route's path pattern with the router.
@@ -94,11 +105,15 @@ final class SessionAPI {
                 allowed.append(route.method)
                 continue
             }
+            guard let role = route.role else {
+                return route.handler(self)(
+                    Call(request: request, parameters: parameters, grant: nil, author: Author(client: "api", name: "api")), respond)
+            }
             if let name = parameters["name"], !JoinRequest.isValidSessionName(name) {
                 return respond(Self.error(400, ProtocolError(.invalidSession, "session names are 1 to 64 letters, digits, _ or -", field: "name")))
             }
             // The session a call is about: in its path, or (creating one) in `?name=`.
-            switch authorize(request, role: route.role, session: parameters["name"] ?? request.query["name"]) {
+            switch authorize(request, role: role, session: parameters["name"] ?? request.query["name"]) {
             case .failure(let refusal): return respond(refusal.response)
             case .success(let grant):
                 let author = Author(client: "api", name: grant?.name ?? grant?.user ?? "api")
@@ -400,6 +415,12 @@ final class SessionAPI {
             case .failure(let error): respond(Self.error(error))
             }
         }
+    }
+
+    /// `GET /api/v1/openapi.json`: the API's description (see ``OpenAPIDocument``), made once.
+    private func openAPI(_ call: Call, _ respond: @escaping Respond) {
+        if openAPIBody == nil { openAPIBody = OpenAPIDocument.encoded() }
+        respond(.json(200, openAPIBody ?? []))
     }
 
     // MARK: - Helpers

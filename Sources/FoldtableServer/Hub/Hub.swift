@@ -96,7 +96,7 @@ public final class Hub: TransportDelegate {
     }
 
     /// The HTTP API under /api/v1 (set once `self` exists: it holds the hub).
-    private var api: SessionAPI?
+    private(set) var api: SessionAPI?
     /// Where members' and the API's finds run (off the service thread for large tables).
     let finder: RowFinder
 

@@ -1,0 +1,396 @@
+import FoldtableCore
+
+/// The OpenAPI 3.1 description of every HTTP endpoint, served at `GET /api/v1/openapi.json`
+/// so that people can read the API in a viewer and generate clients for it.
+///
+/// Each operation is written once here, by method and path. The document is made from this list
+/// and nothing else; a unit test compares the list with the routes the server really installs
+/// (the session API's table and the router's own paths, with each route's least role), so an
+/// endpoint cannot be added, removed or given another role without the document following.
+enum OpenAPIDocument {
+    /// Who may call an operation: anyone (health, metrics, this document), or a token of at
+    /// least this role when tokens are configured.
+    enum Access: Equatable {
+        case anyone
+        case role(Role)
+    }
+
+    /// A query or path parameter.
+    struct Parameter {
+        var name: String
+        var location: String
+        var description: String
+        var schema: JSONValue
+        var required: Bool
+
+        static func path(_ name: String, _ description: String) -> Parameter {
+            Parameter(name: name, location: "path", description: description, schema: .object([("type", .string("string"))]), required: true)
+        }
+
+        static func query(_ name: String, _ description: String, _ schema: JSONValue = Schema.string) -> Parameter {
+            Parameter(name: name, location: "query", description: description, schema: schema, required: false)
+        }
+    }
+
+    /// One answer of an operation: status, what it means, and its body by media type.
+    struct Response {
+        var status: Int
+        var description: String
+        var content: [(String, JSONValue)]
+
+        init(_ status: Int, _ description: String, _ content: [(String, JSONValue)] = []) {
+            self.status = status
+            self.description = description
+            self.content = content
+        }
+    }
+
+    /// One method on one path.
+    struct Operation {
+        var method: String
+        var path: String
+        var id: String
+        var tag: String
+        var summary: String
+        var description: String
+        var access: Access
+        var parameters: [Parameter] = []
+        var body: (required: Bool, content: [(String, JSONValue)])? = nil
+        var responses: [Response]
+        /// Whether `Idempotency-Key` makes a retry safe (every call that applies a change).
+        var idempotent = false
+    }
+
+    /// Schemas the operations share, by name (`#/components/schemas/NAME`).
+    enum Schema {
+        static let string: JSONValue = .object([("type", .string("string"))])
+        static let integer: JSONValue = .object([("type", .string("integer"))])
+        static let boolean: JSONValue = .object([("type", .string("boolean"))])
+        static let anyObject: JSONValue = .object([("type", .string("object"))])
+        static let csv: JSONValue = .object([
+            ("type", .string("string")), ("description", .string("CSV: label,value,detail (and optionally key, section, section_key)")),
+        ])
+        static func ref(_ name: String) -> JSONValue { .object([("$ref", .string("#/components/schemas/\(name)"))]) }
+        static func enumeration(_ values: [String]) -> JSONValue {
+            .object([("type", .string("string")), ("enum", .array(values.map(JSONValue.string)))])
+        }
+        static func object(_ properties: [(String, JSONValue)], required: [String] = []) -> JSONValue {
+            var members: [(String, JSONValue)] = [("type", .string("object")), ("properties", .object(properties))]
+            if !required.isEmpty { members.append(("required", .array(required.map(JSONValue.string)))) }
+            return .object(members)
+        }
+        static func array(_ items: JSONValue) -> JSONValue { .object([("type", .string("array")), ("items", items)]) }
+        static func nullable(_ type: String) -> JSONValue { .object([("type", .array([.string(type), .string("null")]))]) }
+    }
+
+    private static let json = "application/json"
+    private static let textCSV = "text/csv"
+    private static let name = Parameter.path("name", "The session's name: 1 to 64 letters, digits, _ or -.")
+    private static let section = Parameter.path("section", "The section's key (or its title with `by=title`).")
+    private static let byTitle = Parameter.query("by", "`title` to name the section by its title instead of its key.", Schema.enumeration(["title"]))
+    private static let format = Parameter.query(
+        "format", "`csv` for CSV instead of JSON (as `Accept: text/csv`).", Schema.enumeration(["csv", "json"]))
+    private static let seq = Response(200, "Applied and committed: the change's seq.", [(json, Schema.ref("Applied"))])
+    private static let refusals = [
+        Response(400, "The request is not valid: see `error.code` and `error.field`.", [(json, Schema.ref("Error"))]),
+        Response(401, "Tokens are configured and the call has no valid `Authorization: Bearer` token.", [(json, Schema.ref("Error"))]),
+        Response(
+            403, "The token does not open the session, or its role is too low; or a foreign Origin in open mode.", [(json, Schema.ref("Error"))]),
+        Response(429, "Too many requests from this address: retry after `Retry-After` seconds.", [(json, Schema.ref("Error"))]),
+    ]
+    private static let notFound = Response(404, "No such session (or section, row).", [(json, Schema.ref("Error"))])
+    private static let conflict = Response(
+        409, "Refused by the table: a duplicate key, an ambiguous title, a limit, an id used for another change.", [(json, Schema.ref("Error"))])
+    private static let unavailable = Response(503, "The store cannot take changes now: retry later.", [(json, Schema.ref("Error"))])
+
+    /// Every operation the server answers, in the order the document lists them.
+    static let operations: [Operation] = [
+        Operation(
+            method: "GET", path: "/healthz", id: "health", tag: "operations", summary: "Liveness",
+            description: "200 while the process serves at all.", access: .anyone,
+            responses: [Response(200, "The process serves.", [(json, Schema.object([("status", Schema.enumeration(["ok"]))]))])]),
+        Operation(
+            method: "GET", path: "/readyz", id: "ready", tag: "operations", summary: "Readiness",
+            description: "200 while the server can take changes; 503 with a reason while its store (or Redis) cannot.", access: .anyone,
+            responses: [
+                Response(200, "Ready.", [(json, Schema.object([("status", Schema.enumeration(["ready"]))]))]),
+                Response(503, "Not ready.", [(json, Schema.object([("status", Schema.enumeration(["not_ready"])), ("reason", Schema.string)]))]),
+            ]),
+        Operation(
+            method: "GET", path: "/metrics", id: "metrics", tag: "operations", summary: "Prometheus metrics",
+            description: "Counters and gauges in the Prometheus text format 0.0.4.", access: .anyone,
+            responses: [Response(200, "The metrics.", [("text/plain", Schema.string)])]),
+        Operation(
+            method: "GET", path: "/api/v1/openapi.json", id: "openapi", tag: "operations", summary: "This document",
+            description: "The OpenAPI 3.1 description of every endpoint.", access: .anyone,
+            responses: [Response(200, "The document.", [(json, Schema.anyObject)])]),
+        Operation(
+            method: "GET", path: "/api/v1/sessions", id: "listSessions", tag: "sessions", summary: "List sessions",
+            description: "The sessions the caller's token opens, with their member and section counts (sections null for one not held in memory).",
+            access: .role(.viewer), responses: [Response(200, "The sessions.", [(json, Schema.ref("SessionList"))])] + refusals),
+        Operation(
+            method: "POST", path: "/api/v1/sessions", id: "createSession", tag: "sessions", summary: "Create a session",
+            description: "A new session, empty (no body) or from a table: the JSON document of an export, or CSV.", access: .role(.owner),
+            parameters: [Parameter(name: "name", location: "query", description: "The new session's name.", schema: Schema.string, required: true)],
+            body: (false, [(json, Schema.ref("TableDocument")), (textCSV, Schema.csv)]),
+            responses: [
+                Response(201, "Created (`Location` names it).", [(json, Schema.object([("name", Schema.string), ("sections", Schema.integer)]))]),
+                conflict, Response(415, "A body that is neither JSON nor CSV.", [(json, Schema.ref("Error"))]),
+            ] + refusals),
+        Operation(
+            method: "GET", path: "/api/v1/sessions/{name}", id: "exportTable", tag: "tables", summary: "Export the table",
+            description: "The whole table as committed: the JSON document (which imports back with `createSession`), or CSV.",
+            access: .role(.viewer), parameters: [name, format],
+            responses: [Response(200, "The table.", [(json, Schema.ref("TableDocument")), (textCSV, Schema.csv)]), notFound] + refusals),
+        Operation(
+            method: "DELETE", path: "/api/v1/sessions/{name}", id: "deleteSession", tag: "sessions", summary: "Delete a session",
+            description: "Removes the session and its history; its members are closed with 4501.", access: .role(.owner),
+            parameters: [name], responses: [Response(204, "Deleted."), notFound] + refusals),
+        Operation(
+            method: "GET", path: "/api/v1/sessions/{name}/collapsed", id: "collapsedMap", tag: "sections", summary: "Collapsed states",
+            description: "Each section's collapsed state, by key (or by title with `by=title`; refused when two sections share a title).",
+            access: .role(.viewer), parameters: [name, byTitle],
+            responses: [
+                Response(
+                    200, "Key (or title) to collapsed.", [(json, .object([("type", .string("object")), ("additionalProperties", Schema.boolean)]))]),
+                notFound, conflict,
+            ] + refusals),
+        Operation(
+            method: "PUT", path: "/api/v1/sessions/{name}/sections/{section}/collapsed", id: "setCollapsed", tag: "sections",
+            summary: "Collapse or expand one section", description: "Body `true`, `false` or `{\"collapsed\": BOOL}`.",
+            access: .role(.editor), parameters: [name, section, byTitle],
+            body: (
+                true,
+                [(json, .object([("oneOf", .array([Schema.boolean, Schema.object([("collapsed", Schema.boolean)], required: ["collapsed"])]))]))]
+            ),
+            responses: [seq, notFound, conflict, unavailable] + refusals, idempotent: true),
+        Operation(
+            method: "GET", path: "/api/v1/sessions/{name}/sections/{section}/rows", id: "exportRows", tag: "rows",
+            summary: "Export one section's rows", description: "As JSON, or CSV that imports back into a section unchanged.",
+            access: .role(.viewer), parameters: [name, section, byTitle, format],
+            responses: [Response(200, "The rows.", [(json, Schema.ref("SectionRows")), (textCSV, Schema.csv)]), notFound] + refusals),
+        Operation(
+            method: "POST", path: "/api/v1/sessions/{name}/sections/{section}/rows", id: "importRows", tag: "rows",
+            summary: "Import rows into one section",
+            description: "Replaces the section's rows (or adds after them with `mode=append`), as one change in the session's order.",
+            access: .role(.editor),
+            parameters: [
+                name, section, byTitle, Parameter.query("mode", "`replace` (default) or `append`.", Schema.enumeration(["replace", "append"])),
+            ],
+            body: (
+                true,
+                [
+                    (textCSV, Schema.csv),
+                    (
+                        json,
+                        .object([("oneOf", .array([Schema.object([("rows", Schema.array(Schema.ref("Row")))]), Schema.array(Schema.ref("Row"))]))])
+                    ),
+                ]
+            ),
+            responses: [
+                Response(200, "Imported and committed.", [(json, Schema.object([("seq", Schema.integer), ("rows", Schema.integer)]))]),
+                notFound, conflict, unavailable,
+            ] + refusals, idempotent: true),
+        Operation(
+            method: "POST", path: "/api/v1/sessions/{name}/expand-all", id: "expandAll", tag: "sections", summary: "Expand every section",
+            description: "One change: every section expanded.", access: .role(.editor), parameters: [name],
+            responses: [seq, notFound, unavailable] + refusals, idempotent: true),
+        Operation(
+            method: "POST", path: "/api/v1/sessions/{name}/collapse-all", id: "collapseAll", tag: "sections", summary: "Collapse every section",
+            description: "One change: every section collapsed.", access: .role(.editor), parameters: [name],
+            responses: [seq, notFound, unavailable] + refusals, idempotent: true),
+        Operation(
+            method: "POST", path: "/api/v1/sessions/{name}/changes", id: "postChange", tag: "changes", summary: "Apply any change",
+            description: """
+                A change of the WebSocket protocol, as a member would send it (its `type` and fields; `setOptions` needs the \
+                owner role). An addRow or addSection is answered with the created key.
+                """,
+            access: .role(.editor), parameters: [name], body: (true, [(json, Schema.ref("Change"))]),
+            responses: [seq, notFound, conflict, unavailable] + refusals, idempotent: true),
+        Operation(
+            method: "GET", path: "/api/v1/sessions/{name}/find", id: "find", tag: "rows", summary: "Find rows",
+            description: "Rows whose label, value or detail contain the text, from every section.", access: .role(.viewer),
+            parameters: [
+                name,
+                Parameter(
+                    name: "q", location: "query", description: "The text (1 to \(RowSearch.maxQueryBytes) bytes).", schema: Schema.string,
+                    required: true),
+                Parameter.query(
+                    "limit", "At most this many matches (1 to \(RowSearch.maxLimit), default \(RowSearch.defaultLimit)).", Schema.integer),
+            ],
+            responses: [Response(200, "The matches.", [(json, Schema.ref("Found"))]), notFound] + refusals),
+        Operation(
+            method: "POST", path: "/api/v1/sessions/{name}/find", id: "findByBody", tag: "rows", summary: "Find rows (text in a body)",
+            description: "The same search, for text a URL cannot carry (a line break).", access: .role(.viewer), parameters: [name],
+            body: (true, [(json, Schema.object([("q", Schema.string), ("limit", Schema.integer)], required: ["q"]))]),
+            responses: [Response(200, "The matches.", [(json, Schema.ref("Found"))]), notFound] + refusals),
+        Operation(
+            method: "GET", path: "/api/v1/sessions/{name}/events", id: "events", tag: "changes", summary: "History",
+            description: "The session's committed changes, newest first, a page at a time (`next` is the `before` of the next page).",
+            access: .role(.viewer),
+            parameters: [
+                name, Parameter.query("before", "Only events with a seq below this.", Schema.integer),
+                Parameter.query(
+                    "limit", "At most this many events (1 to \(EventHistory.maxLimit), default \(EventHistory.defaultLimit)).", Schema.integer),
+            ],
+            responses: [Response(200, "A page of events.", [(json, Schema.ref("EventPage"))]), notFound] + refusals),
+    ]
+
+    /// Shared schemas.
+    private static let components: [(String, JSONValue)] = [
+        (
+            "Error",
+            Schema.object(
+                [
+                    (
+                        "error",
+                        Schema.object(
+                            [
+                                (
+                                    "code",
+                                    .object([
+                                        ("type", .string("string")),
+                                        ("examples", .array(ProtocolError.Code.allCases.prefix(6).map { .string($0.rawValue) })),
+                                    ])
+                                ),
+                                ("message", Schema.string), ("field", Schema.string),
+                            ], required: ["code", "message"])
+                    )
+                ], required: ["error"])
+        ),
+        ("Applied", Schema.object([("seq", Schema.integer), ("key", Schema.string)], required: ["seq"])),
+        (
+            "SessionList",
+            Schema.object([
+                (
+                    "sessions",
+                    Schema.array(Schema.object([("name", Schema.string), ("members", Schema.integer), ("sections", Schema.nullable("integer"))]))
+                )
+            ])
+        ),
+        (
+            "Row",
+            Schema.object(
+                [("key", Schema.string), ("label", Schema.string), ("value", Schema.string), ("detail", Schema.string)], required: ["label"])
+        ),
+        ("SectionRows", Schema.object([("section", Schema.string), ("title", Schema.string), ("rows", Schema.array(Schema.ref("Row")))])),
+        (
+            "TableDocument",
+            .object([
+                ("type", .string("object")),
+                ("description", .string("A whole table: options and sections with their rows, as `exportTable` gives it.")),
+                ("properties", .object([("options", Schema.anyObject), ("sections", Schema.array(Schema.anyObject))])),
+            ])
+        ),
+        (
+            "Change",
+            .object([
+                ("type", .string("object")),
+                ("description", .string("One change of the protocol: see the protocol article for each type's fields.")),
+                ("properties", .object([("type", Schema.enumeration(Change.typeNames.sorted())), ("id", Schema.string)])),
+                ("required", .array([.string("type")])),
+            ])
+        ),
+        (
+            "Found",
+            Schema.object([
+                ("type", Schema.string), ("query", Schema.string), ("matches", Schema.array(Schema.anyObject)), ("truncated", Schema.boolean),
+            ])
+        ),
+        ("EventPage", Schema.object([("events", Schema.array(Schema.anyObject)), ("next", Schema.nullable("integer"))])),
+    ]
+
+    /// The document as JSON.
+    static func encoded() -> [UInt8] {
+        var paths: [(String, JSONValue)] = []
+        for operation in operations {
+            let entry = (operation.method.lowercased(), describe(operation))
+            if let index = paths.firstIndex(where: { $0.0 == operation.path }), case .object(var methods) = paths[index].1 {
+                methods.append(entry)
+                paths[index].1 = .object(methods)
+            } else {
+                paths.append((operation.path, .object([entry])))
+            }
+        }
+        let document: JSONValue = .object([
+            ("openapi", .string("3.1.0")),
+            (
+                "info",
+                .object([
+                    ("title", .string("Foldtable")),
+                    ("version", .string(FoldtableVersion.current)),
+                    (
+                        "description",
+                        .string(
+                            """
+                            The HTTP API of a Foldtable server: shared collapsible tables. Every change goes through its session's one \
+                            order like a member's over the WebSocket, is broadcast to the members, and is answered after it is committed. \
+                            With tokens configured, calls need `Authorization: Bearer TOKEN` with the role each operation names \
+                            (`x-foldtable-role`); in open mode they need none. Errors are `{"error":{"code","message","field"}}`.
+                            """)
+                    ),
+                ])
+            ),
+            ("servers", .array([.object([("url", .string("/"))])])),
+            ("paths", .object(paths)),
+            (
+                "components",
+                .object([
+                    ("schemas", .object(components)),
+                    (
+                        "securitySchemes",
+                        .object([("bearer", .object([("type", .string("http")), ("scheme", .string("bearer")), ("bearerFormat", .string("JWT"))]))])
+                    ),
+                ])
+            ),
+        ])
+        var out = JSONWriter(capacity: 32_768)
+        out.value(document)
+        return out.bytes
+    }
+
+    private static func describe(_ operation: Operation) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("operationId", .string(operation.id)), ("tags", .array([.string(operation.tag)])), ("summary", .string(operation.summary)),
+            ("description", .string(operation.description)),
+        ]
+        var parameters = operation.parameters.map { parameter -> JSONValue in
+            .object([
+                ("name", .string(parameter.name)), ("in", .string(parameter.location)), ("description", .string(parameter.description)),
+                ("required", .bool(parameter.required)), ("schema", parameter.schema),
+            ])
+        }
+        if operation.idempotent {
+            parameters.append(
+                .object([
+                    ("name", .string("Idempotency-Key")), ("in", .string("header")),
+                    ("description", .string("1 to 64 bytes: a retry with the same key is answered with the first seq, never applied twice.")),
+                    ("required", .bool(false)), ("schema", Schema.string),
+                ]))
+        }
+        if !parameters.isEmpty { members.append(("parameters", .array(parameters))) }
+        if let body = operation.body {
+            members.append(
+                (
+                    "requestBody",
+                    .object([("required", .bool(body.required)), ("content", .object(body.content.map { ($0.0, .object([("schema", $0.1)])) }))])
+                ))
+        }
+        var responses: [(String, JSONValue)] = []
+        for response in operation.responses {
+            var answer: [(String, JSONValue)] = [("description", .string(response.description))]
+            if !response.content.isEmpty { answer.append(("content", .object(response.content.map { ($0.0, .object([("schema", $0.1)])) }))) }
+            responses.append((String(response.status), .object(answer)))
+        }
+        members.append(("responses", .object(responses)))
+        switch operation.access {
+        case .anyone:
+            members.append(("security", .array([])))
+        case .role(let role):
+            // Either a bearer token (servers with tokens) or nothing (open mode).
+            members.append(("security", .array([.object([("bearer", .array([]))]), .object([])])))
+            members.append(("x-foldtable-role", .string(role.rawValue)))
+        }
+        return .object(members)
+    }
+}
