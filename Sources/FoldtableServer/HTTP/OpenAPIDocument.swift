@@ -23,8 +23,8 @@ enum OpenAPIDocument {
         var schema: JSONValue
         var required: Bool
 
-        static func path(_ name: String, _ description: String) -> Parameter {
-            Parameter(name: name, location: "path", description: description, schema: .object([("type", .string("string"))]), required: true)
+        static func path(_ name: String, _ description: String, _ schema: JSONValue = Schema.string) -> Parameter {
+            Parameter(name: name, location: "path", description: description, schema: schema, required: true)
         }
 
         static func query(_ name: String, _ description: String, _ schema: JSONValue = Schema.string) -> Parameter {
@@ -81,15 +81,32 @@ enum OpenAPIDocument {
         }
         static func array(_ items: JSONValue) -> JSONValue { .object([("type", .string("array")), ("items", items)]) }
         static func nullable(_ type: String) -> JSONValue { .object([("type", .array([.string(type), .string("null")]))]) }
+        static func integer(_ range: ClosedRange<Int64>) -> JSONValue {
+            .object([("type", .string("integer")), ("minimum", .integer(range.lowerBound)), ("maximum", .integer(range.upperBound))])
+        }
+        /// A session's name, as ``JoinRequest/isValidSessionName(_:)`` takes it.
+        static let sessionName: JSONValue = .object([("type", .string("string")), ("pattern", .string("^[A-Za-z0-9_-]{1,64}$"))])
+        /// A search text: at least one character, and at most as many as surely fit in the
+        /// server's limit in bytes (four bytes a character at worst).
+        static let searchText: JSONValue = .object([
+            ("type", .string("string")), ("minLength", .integer(1)), ("maxLength", .integer(Int64(RowSearch.maxQueryBytes / 4))),
+        ])
     }
 
     private static let json = "application/json"
     private static let textCSV = "text/csv"
-    private static let name = Parameter.path("name", "The session's name: 1 to 64 letters, digits, _ or -.")
-    private static let section = Parameter.path("section", "The section's key (or its title with `by=title`).")
-    private static let byTitle = Parameter.query("by", "`title` to name the section by its title instead of its key.", Schema.enumeration(["title"]))
+    // Examples name the demo session `foldtabled` starts with, so a viewer's "try it" (and a
+    // fuzzer's first cases) reach a real table.
+    private static let name = Parameter.path(
+        "name", "The session's name: 1 to 64 letters, digits, _ or -.",
+        .object([("type", .string("string")), ("pattern", .string("^[A-Za-z0-9_-]{1,64}$")), ("examples", .array([.string("demo")]))]))
+    private static let section = Parameter.path(
+        "section", "The section's key (or its title with `by=title`).",
+        .object([("type", .string("string")), ("examples", .array([.string("mac")]))]))
+    private static let byTitle = Parameter.query(
+        "by", "`title` to name the section by its title instead of its key (the default).", Schema.enumeration(SessionAPI.choices["by"] ?? []))
     private static let format = Parameter.query(
-        "format", "`csv` for CSV instead of JSON (as `Accept: text/csv`).", Schema.enumeration(["csv", "json"]))
+        "format", "`csv` for CSV instead of JSON (as `Accept: text/csv`).", Schema.enumeration(SessionAPI.choices["format"] ?? []))
     private static let seq = Response(200, "Applied and committed: the change's seq.", [(json, Schema.ref("Applied"))])
     private static let refusals = [
         Response(400, "The request is not valid: see `error.code` and `error.field`.", [(json, Schema.ref("Error"))]),
@@ -102,6 +119,11 @@ enum OpenAPIDocument {
     private static let conflict = Response(
         409, "Refused by the table: a duplicate key, an ambiguous title, a limit, an id used for another change.", [(json, Schema.ref("Error"))])
     private static let unavailable = Response(503, "The store cannot take changes now: retry later.", [(json, Schema.ref("Error"))])
+    /// What any call with a body may also be answered (added to each by ``describe(_:)``).
+    private static let bodyRefusals = [
+        Response(413, "The body is larger than `--max-http-body-bytes`.", [(json, Schema.ref("Error"))]),
+        Response(415, "The body is not of a media type the call takes.", [(json, Schema.ref("Error"))]),
+    ]
 
     /// Every operation the server answers, in the order the document lists them.
     static let operations: [Operation] = [
@@ -127,25 +149,27 @@ enum OpenAPIDocument {
         Operation(
             method: "GET", path: "/api/v1/sessions", id: "listSessions", tag: "sessions", summary: "List sessions",
             description: "The sessions the caller's token opens, with their member and section counts (sections null for one not held in memory).",
-            access: .role(.viewer), responses: [Response(200, "The sessions.", [(json, Schema.ref("SessionList"))])] + refusals),
+            access: .role(.viewer), responses: [Response(200, "The sessions.", [(json, Schema.ref("SessionList"))])]),
         Operation(
             method: "POST", path: "/api/v1/sessions", id: "createSession", tag: "sessions", summary: "Create a session",
             description: "A new session, empty (no body) or from a table: the JSON document of an export, or CSV.", access: .role(.owner),
-            parameters: [Parameter(name: "name", location: "query", description: "The new session's name.", schema: Schema.string, required: true)],
+            parameters: [
+                Parameter(name: "name", location: "query", description: "The new session's name.", schema: Schema.sessionName, required: true)
+            ],
             body: (false, [(json, Schema.ref("TableDocument")), (textCSV, Schema.csv)]),
             responses: [
                 Response(201, "Created (`Location` names it).", [(json, Schema.object([("name", Schema.string), ("sections", Schema.integer)]))]),
-                conflict, Response(415, "A body that is neither JSON nor CSV.", [(json, Schema.ref("Error"))]),
-            ] + refusals),
+                conflict,
+            ]),
         Operation(
             method: "GET", path: "/api/v1/sessions/{name}", id: "exportTable", tag: "tables", summary: "Export the table",
             description: "The whole table as committed: the JSON document (which imports back with `createSession`), or CSV.",
             access: .role(.viewer), parameters: [name, format],
-            responses: [Response(200, "The table.", [(json, Schema.ref("TableDocument")), (textCSV, Schema.csv)]), notFound] + refusals),
+            responses: [Response(200, "The table.", [(json, Schema.ref("TableDocument")), (textCSV, Schema.csv)]), notFound]),
         Operation(
             method: "DELETE", path: "/api/v1/sessions/{name}", id: "deleteSession", tag: "sessions", summary: "Delete a session",
             description: "Removes the session and its history; its members are closed with 4501.", access: .role(.owner),
-            parameters: [name], responses: [Response(204, "Deleted."), notFound] + refusals),
+            parameters: [name], responses: [Response(204, "Deleted."), notFound]),
         Operation(
             method: "GET", path: "/api/v1/sessions/{name}/collapsed", id: "collapsedMap", tag: "sections", summary: "Collapsed states",
             description: "Each section's collapsed state, by key (or by title with `by=title`; refused when two sections share a title).",
@@ -154,7 +178,7 @@ enum OpenAPIDocument {
                 Response(
                     200, "Key (or title) to collapsed.", [(json, .object([("type", .string("object")), ("additionalProperties", Schema.boolean)]))]),
                 notFound, conflict,
-            ] + refusals),
+            ]),
         Operation(
             method: "PUT", path: "/api/v1/sessions/{name}/sections/{section}/collapsed", id: "setCollapsed", tag: "sections",
             summary: "Collapse or expand one section", description: "Body `true`, `false` or `{\"collapsed\": BOOL}`.",
@@ -163,19 +187,20 @@ enum OpenAPIDocument {
                 true,
                 [(json, .object([("oneOf", .array([Schema.boolean, Schema.object([("collapsed", Schema.boolean)], required: ["collapsed"])]))]))]
             ),
-            responses: [seq, notFound, conflict, unavailable] + refusals, idempotent: true),
+            responses: [seq, notFound, conflict, unavailable], idempotent: true),
         Operation(
             method: "GET", path: "/api/v1/sessions/{name}/sections/{section}/rows", id: "exportRows", tag: "rows",
             summary: "Export one section's rows", description: "As JSON, or CSV that imports back into a section unchanged.",
             access: .role(.viewer), parameters: [name, section, byTitle, format],
-            responses: [Response(200, "The rows.", [(json, Schema.ref("SectionRows")), (textCSV, Schema.csv)]), notFound] + refusals),
+            responses: [Response(200, "The rows.", [(json, Schema.ref("SectionRows")), (textCSV, Schema.csv)]), notFound]),
         Operation(
             method: "POST", path: "/api/v1/sessions/{name}/sections/{section}/rows", id: "importRows", tag: "rows",
             summary: "Import rows into one section",
             description: "Replaces the section's rows (or adds after them with `mode=append`), as one change in the session's order.",
             access: .role(.editor),
             parameters: [
-                name, section, byTitle, Parameter.query("mode", "`replace` (default) or `append`.", Schema.enumeration(["replace", "append"])),
+                name, section, byTitle,
+                Parameter.query("mode", "`replace` (default) or `append`.", Schema.enumeration(SessionAPI.choices["mode"] ?? [])),
             ],
             body: (
                 true,
@@ -190,15 +215,15 @@ enum OpenAPIDocument {
             responses: [
                 Response(200, "Imported and committed.", [(json, Schema.object([("seq", Schema.integer), ("rows", Schema.integer)]))]),
                 notFound, conflict, unavailable,
-            ] + refusals, idempotent: true),
+            ], idempotent: true),
         Operation(
             method: "POST", path: "/api/v1/sessions/{name}/expand-all", id: "expandAll", tag: "sections", summary: "Expand every section",
             description: "One change: every section expanded.", access: .role(.editor), parameters: [name],
-            responses: [seq, notFound, unavailable] + refusals, idempotent: true),
+            responses: [seq, notFound, unavailable], idempotent: true),
         Operation(
             method: "POST", path: "/api/v1/sessions/{name}/collapse-all", id: "collapseAll", tag: "sections", summary: "Collapse every section",
             description: "One change: every section collapsed.", access: .role(.editor), parameters: [name],
-            responses: [seq, notFound, unavailable] + refusals, idempotent: true),
+            responses: [seq, notFound, unavailable], idempotent: true),
         Operation(
             method: "POST", path: "/api/v1/sessions/{name}/changes", id: "postChange", tag: "changes", summary: "Apply any change",
             description: """
@@ -206,34 +231,37 @@ enum OpenAPIDocument {
                 owner role). An addRow or addSection is answered with the created key.
                 """,
             access: .role(.editor), parameters: [name], body: (true, [(json, Schema.ref("Change"))]),
-            responses: [seq, notFound, conflict, unavailable] + refusals, idempotent: true),
+            responses: [seq, notFound, conflict, unavailable], idempotent: true),
         Operation(
             method: "GET", path: "/api/v1/sessions/{name}/find", id: "find", tag: "rows", summary: "Find rows",
             description: "Rows whose label, value or detail contain the text, from every section.", access: .role(.viewer),
             parameters: [
                 name,
                 Parameter(
-                    name: "q", location: "query", description: "The text (1 to \(RowSearch.maxQueryBytes) bytes).", schema: Schema.string,
+                    name: "q", location: "query", description: "The text (1 to \(RowSearch.maxQueryBytes) bytes of UTF-8).",
+                    schema: Schema.searchText,
                     required: true),
                 Parameter.query(
-                    "limit", "At most this many matches (1 to \(RowSearch.maxLimit), default \(RowSearch.defaultLimit)).", Schema.integer),
+                    "limit", "At most this many matches (default \(RowSearch.defaultLimit)).", Schema.integer(1...Int64(RowSearch.maxLimit))),
             ],
-            responses: [Response(200, "The matches.", [(json, Schema.ref("Found"))]), notFound] + refusals),
+            responses: [Response(200, "The matches.", [(json, Schema.ref("Found"))]), notFound]),
         Operation(
             method: "POST", path: "/api/v1/sessions/{name}/find", id: "findByBody", tag: "rows", summary: "Find rows (text in a body)",
             description: "The same search, for text a URL cannot carry (a line break).", access: .role(.viewer), parameters: [name],
-            body: (true, [(json, Schema.object([("q", Schema.string), ("limit", Schema.integer)], required: ["q"]))]),
-            responses: [Response(200, "The matches.", [(json, Schema.ref("Found"))]), notFound] + refusals),
+            body: (
+                true, [(json, Schema.object([("q", Schema.searchText), ("limit", Schema.integer(1...Int64(RowSearch.maxLimit)))], required: ["q"]))]
+            ),
+            responses: [Response(200, "The matches.", [(json, Schema.ref("Found"))]), notFound]),
         Operation(
             method: "GET", path: "/api/v1/sessions/{name}/events", id: "events", tag: "changes", summary: "History",
             description: "The session's committed changes, newest first, a page at a time (`next` is the `before` of the next page).",
             access: .role(.viewer),
             parameters: [
-                name, Parameter.query("before", "Only events with a seq below this.", Schema.integer),
+                name, Parameter.query("before", "Only events with a seq below this.", Schema.integer(1...Int64.max)),
                 Parameter.query(
-                    "limit", "At most this many events (1 to \(EventHistory.maxLimit), default \(EventHistory.defaultLimit)).", Schema.integer),
+                    "limit", "At most this many events (default \(EventHistory.defaultLimit)).", Schema.integer(1...Int64(EventHistory.maxLimit))),
             ],
-            responses: [Response(200, "A page of events.", [(json, Schema.ref("EventPage"))]), notFound] + refusals),
+            responses: [Response(200, "A page of events.", [(json, Schema.ref("EventPage"))]), notFound]),
     ]
 
     /// Shared schemas.
@@ -377,7 +405,10 @@ enum OpenAPIDocument {
                 ))
         }
         var responses: [(String, JSONValue)] = []
-        for response in operation.responses {
+        var answers = operation.responses
+        if operation.body != nil { answers += bodyRefusals }
+        if case .role = operation.access { answers += refusals }
+        for response in answers where !responses.contains(where: { $0.0 == String(response.status) }) {
             var answer: [(String, JSONValue)] = [("description", .string(response.description))]
             if !response.content.isEmpty { answer.append(("content", .object(response.content.map { ($0.0, .object([("schema", $0.1)])) }))) }
             responses.append((String(response.status), .object(answer)))

@@ -109,6 +109,7 @@ final class SessionAPI {
                 return route.handler(self)(
                     Call(request: request, parameters: parameters, grant: nil, author: Author(client: "api", name: "api")), respond)
             }
+            if let refusal = Self.unknownChoice(request) { return respond(refusal) }
             if let name = parameters["name"], !JoinRequest.isValidSessionName(name) {
                 return respond(Self.error(400, ProtocolError(.invalidSession, "session names are 1 to 64 letters, digits, _ or -", field: "name")))
             }
@@ -124,6 +125,20 @@ final class SessionAPI {
             return respond(HTTPRouter.error(404, "not_found", "no endpoint \(request.path)"))
         }
         respond(HTTPRouter.otherMethod(request, allowed: allowed))
+    }
+
+    /// The query parameters that choose between a few forms, with the values each takes: the
+    /// same meaning on every route that reads them.
+    static let choices: [String: [String]] = ["by": ["key", "title"], "format": ["json", "csv"], "mode": ["replace", "append"]]
+
+    /// 400 naming the parameter when a call gives one of ``choices`` a value it does not take
+    /// (`?format=xml` is an error, not a quiet JSON answer), else nil.
+    private static func unknownChoice(_ request: HTTPRequest) -> HTTPResponse? {
+        for (field, values) in choices {
+            guard let given = request.query[field], !values.contains(given) else { continue }
+            return error(400, ProtocolError(.invalidValue, "\(field) must be \(values.joined(separator: " or "))", field: field))
+        }
+        return nil
     }
 
     /// 429 with `Retry-After` when the caller's address has used up its rate
