@@ -109,3 +109,52 @@ import Testing
 private struct RefuseEveryToken: TokenVerifier {
     func verify(_ token: String, now: UInt64) -> Result<AccessGrant, TokenRefusal> { .failure(TokenRefusal(.badSignature, "no")) }
 }
+
+/// The document's change schemas against the decoder that reads `POST .../changes`.
+@Suite struct OpenAPIChangeSchemaTests {
+    /// A value of the schema's type (objects and arrays empty).
+    func sample(_ schema: JSONValue) -> JSONValue {
+        switch schema["type"] {
+        case .string("boolean")?: return .bool(true)
+        case .string("integer")?: return .integer(0)
+        case .string("object")?: return .object([])
+        case .string("array")?: return .array([])
+        default: return .string("x")
+        }
+    }
+
+    func decodes(_ members: [(String, JSONValue)]) -> Bool {
+        var out = JSONWriter()
+        out.value(.object(members))
+        if case .success(.change) = ClientMessage.decode(out.bytes).0 { return true }
+        return false
+    }
+
+    @Test func describesEveryChangeTypeTheProtocolKnowsOnce() {
+        let types = OpenAPIDocument.changeTypes.map(\.type)
+        #expect(Set(types) == Change.typeNames)
+        #expect(Set(types).count == types.count)
+    }
+
+    @Test func aChangeWithEveryRequiredFieldDecodesAndWithoutAnyOneItIsRefused() {
+        for change in OpenAPIDocument.changeTypes {
+            var members: [(String, JSONValue)] = [("type", .string(change.type))]
+            if change.namesSection { members.append(("section", .string("s"))) }
+            for field in change.required {
+                guard let schema = change.properties.first(where: { $0.0 == field })?.1 else {
+                    Issue.record("\(change.type): \(field) is required but not described")
+                    continue
+                }
+                members.append((field, sample(schema)))
+            }
+            #expect(decodes(members), "\(change.type) with its required fields")
+            for field in change.required + (change.namesSection ? ["section"] : []) {
+                #expect(!decodes(members.filter { $0.0 != field }), "\(change.type) without \(field)")
+            }
+            if change.namesSection {
+                #expect(decodes(members.map { $0.0 == "section" ? ("title", $0.1) : $0 }), "\(change.type) naming its section by title")
+                #expect(!decodes(members + [("title", .string("t"))]), "\(change.type) naming both a key and a title")
+            }
+        }
+    }
+}

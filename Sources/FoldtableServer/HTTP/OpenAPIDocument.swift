@@ -311,15 +311,6 @@ enum OpenAPIDocument {
             ])
         ),
         (
-            "Change",
-            .object([
-                ("type", .string("object")),
-                ("description", .string("One change of the protocol: see the protocol article for each type's fields.")),
-                ("properties", .object([("type", Schema.enumeration(Change.typeNames.sorted())), ("id", Schema.string)])),
-                ("required", .array([.string("type")])),
-            ])
-        ),
-        (
             "Found",
             Schema.object([
                 ("type", Schema.string), ("query", Schema.string), ("matches", Schema.array(Schema.anyObject)), ("truncated", Schema.boolean),
@@ -364,7 +355,7 @@ enum OpenAPIDocument {
             (
                 "components",
                 .object([
-                    ("schemas", .object(components)),
+                    ("schemas", .object(components + changeComponents)),
                     (
                         "securitySchemes",
                         .object([("bearer", .object([("type", .string("http")), ("scheme", .string("bearer")), ("bearerFormat", .string("JWT"))]))])
