@@ -28,12 +28,18 @@ export const CLOSE_CODES = {
 /**
  * Whether reconnecting after a close with `code` can help: what the table says, and for codes it
  * does not list, yes except in 4500-4999 (CloseCode.retries in the core).
+ * @param {number} code
+ * @returns {boolean}
  */
 export function closeRetries(code) {
   return CLOSE_CODES[code]?.retry ?? !(code >= 4500 && code <= 4999);
 }
 
-/** The close in words (CloseCode.sentence in the core). */
+/**
+ * The close in words (CloseCode.sentence in the core).
+ * @param {number} code
+ * @returns {string}
+ */
 export function closeSentence(code) {
   return CLOSE_CODES[code]?.sentence ?? `closed with code ${code}`;
 }

@@ -1,7 +1,8 @@
 """The embeddable table: a page on ANOTHER origin (a small Python web server on 127.0.0.2, which is
 a different origin from foldtabled's 127.0.0.1) includes /embed.js from foldtabled and a
 <fold-table>. With that origin in --embed-origins the element shows the session live, both ways,
-folds with the page's keys and passes axe-core inside its shadow root; with the origin not listed
+folds with the page's keys and passes axe-core inside its shadow root, and the site's own script
+can use the documented protocol module; with the origin not listed
 the browser refuses the script (CORS), and a copy of the script served by the site itself is
 refused by the server (the WebSocket gets 403). With tokens, the element's token attribute is the
 one its join carries."""
@@ -143,6 +144,51 @@ def test_a_listed_site_shows_the_table_live_both_ways_with_the_pages_keys_and_no
         body = element(blog, "#" + toggle.get_attribute("aria-controls"))
         assert body is not None and body.get_attribute("class") == "body"
         violations(blog)
+        # Taken out of its page, the element leaves the session (its member goes from the list).
+        wait(page, lambda p: "blog-reader" in p.find_element("id", "people").text)
+        blog.execute_script("document.querySelector('fold-table').remove()")
+        wait(page, lambda p: "blog-reader" not in p.find_element("id", "people").text, timeout=10)
+    finally:
+        s.stop()
+
+
+def test_a_listed_sites_own_script_uses_the_documented_protocol_module(browsers, site, session_name):
+    s = Server(extra=["--embed-origins", site.origin]).start()
+    try:
+        seed(s, session_name, [FRUIT, VEG])
+        # The protocol article's example, nearly word for word, as the site's own module.
+        (site.root / "mine.js").write_text(f"""
+import {{ Connection, socketURL }} from '{s.url}/protocol.js';
+const seen = [];
+const conn = new Connection({{
+  url: socketURL('{s.url}/'),
+  session: '{session_name}',
+  token: null,
+  name: 'release notes',
+  onMessage(msg, entry) {{
+    if (msg.type === 'event') seen.push([msg.seq, msg.by?.name, msg.change.type]);
+    if (msg.type === 'ack') document.body.dataset.acked = entry.msg.id;
+    document.body.dataset.seen = JSON.stringify(seen);
+  }},
+  onStatus(st) {{ document.body.dataset.state = st.state; }},
+}});
+conn.connect();
+document.querySelector('button').addEventListener('click', () => {{
+  document.body.dataset.sent = conn.send({{ type: 'set', section: 'fruit', collapsed: true }});
+}});
+""")
+        blog = browsers()
+        blog.get(site.page("script.html", '<button type="button">Fold Fruit</button>', "/mine.js"))
+        wait(blog, lambda b: b.execute_script("return document.body.dataset.state") == "open", timeout=10)
+        blog.find_element("css selector", "button").click()
+        wait(blog, lambda b: b.execute_script("return document.body.dataset.acked || null")
+             == b.execute_script("return document.body.dataset.sent"))
+        assert collapsed_on_server(s, session_name)["fruit"] is True
+        # Events from others arrive through onMessage.
+        page = browsers()
+        open_as(page, s, "ana", f"/s/{session_name}")
+        press(page, "veg")
+        wait(blog, lambda b: ["ana", "set"] in [e[1:] for e in json.loads(b.execute_script("return document.body.dataset.seen"))])
     finally:
         s.stop()
 
