@@ -259,6 +259,11 @@ def test_with_tokens_the_token_attribute_is_what_the_join_carries(browsers, site
         assert not embedded_expanded(blog, "fruit", "#editor")
         assert state(blog, "#viewer") == "open"  # not closed for refused changes
         violations(blog)
+        # Dark mode follows the system inside the element too, with the page's contrast.
+        blog.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        wait(blog, lambda b: b.execute_script(
+            "return getComputedStyle(document.querySelector('#editor')).backgroundColor") != "rgb(255, 255, 255)")
+        violations(blog)
     finally:
         s.stop()
 
