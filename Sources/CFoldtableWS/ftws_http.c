@@ -1,6 +1,7 @@
 /*
- * HTTP side: static files from web_root, their validators and CORS headers, the gate in front of the WebSocket
- * upgrade, and the small header helpers ftws_route.c uses too. Calls nothing above it.
+ * HTTP side: static files from web_root, their validators and CORS headers, the gate in front of
+ * the WebSocket upgrade, and the small header helpers ftws_route.c uses too. Calls nothing above
+ * it.
  *
  * Why not an lws mount: lws 4.1.6's mount serving (lws_http_serve) opens origin + path with
  * a plain open(), so a symlink inside the web root pointing elsewhere is followed and served.
