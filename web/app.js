@@ -1,10 +1,12 @@
 // Page wiring: the lobby at /, a session at /s/<name>. Connection in protocol.js, table state in
 // model.js, drawing in table.js.
-import { Connection, token } from './protocol.js';
+import { Connection, takeTokenFromAddress } from './protocol.js';
 import { Table } from './model.js';
 import { TableView } from './table.js';
 import { Activity } from './activity.js';
 
+// Before anything else: the address loses its ?token= at once (protocol.js says why).
+const token = takeTokenFromAddress();
 const $ = (id) => document.getElementById(id);
 const SESSION_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const NAME_KEY = 'foldtable.name';

@@ -1,9 +1,16 @@
 // The WebSocket connection: reconnect with backoff, resume by seq/epoch, and an outbox of changes
 // that survives drops. Knows the wire protocol (Protocol.md), not the table.
+//
+// A documented ES module: the page (app.js), the embeddable <fold-table> element (embed.js) and
+// anyone's own script import it, so nothing here touches the page it is imported into until
+// asked to (takeTokenFromAddress is the page's, and only the page calls it).
 
-// The close codes of Protocol.md ("Closes"): whether reconnecting unchanged can help, and what the
-// close means. The same table as FoldtableCore's CloseCode; a unit test (CloseCodeTableTests)
-// fails while this copy, Protocol.md and the core disagree.
+/**
+ * The close codes of Protocol.md ("Closes"): whether reconnecting unchanged can help, and what
+ * the close means. The same table as FoldtableCore's CloseCode; a unit test
+ * (CloseCodeTableTests) fails while this copy, Protocol.md and the core disagree.
+ * @type {Object<number, {retry: boolean, sentence: string}>}
+ */
 export const CLOSE_CODES = {
   1001: { retry: true, sentence: 'the server is shutting down' },
   1002: { retry: false, sentence: 'a WebSocket protocol violation (bad opcode, RSV bits, oversized control frame)' },
@@ -21,20 +28,38 @@ export const CLOSE_CODES = {
 /**
  * Whether reconnecting after a close with `code` can help: what the table says, and for codes it
  * does not list, yes except in 4500-4999 (CloseCode.retries in the core).
+ * @param {number} code
+ * @returns {boolean}
  */
 export function closeRetries(code) {
   return CLOSE_CODES[code]?.retry ?? !(code >= 4500 && code <= 4999);
 }
 
-/** The close in words (CloseCode.sentence in the core). */
+/**
+ * The close in words (CloseCode.sentence in the core).
+ * @param {number} code
+ * @returns {string}
+ */
 export function closeSentence(code) {
   return CLOSE_CODES[code]?.sentence ?? `closed with code ${code}`;
 }
 
-// A token given in the address (?token=...) leaves it at once, so it stays out of the history,
-// bookmarks, screenshots of the address bar and Referer headers; the tab keeps it (sessionStorage)
-// for reconnects, reloads and the lobby's links.
-export const token = (() => {
+/**
+ * The page's token (from its address or, after that, the tab's storage), or null. A live
+ * binding: null until the page calls {@link takeTokenFromAddress}; scripts that only embed a
+ * table never set it.
+ * @type {string|null}
+ */
+export let token = null;
+
+/**
+ * Takes a token given in the page's address (`?token=...`) out of it at once, so it stays out of
+ * the history, bookmarks, screenshots of the address bar and Referer headers; the tab keeps it
+ * (sessionStorage) for reconnects, reloads and the lobby's links. Sets and returns
+ * {@link token}. For the Foldtable page itself: a page that embeds a table keeps its address.
+ * @returns {string|null}
+ */
+export function takeTokenFromAddress() {
   const url = new URL(location.href);
   const given = url.searchParams.get('token');
   if (given !== null) {
@@ -43,11 +68,25 @@ export const token = (() => {
   }
   try {
     if (given) sessionStorage.setItem('foldtable-token', given);
-    return given || sessionStorage.getItem('foldtable-token');
+    token = given || sessionStorage.getItem('foldtable-token');
   } catch {
-    return given || null; // storage disabled: this page view only
+    token = given || null; // storage disabled: this page view only
   }
-})();
+  return token;
+}
+
+/**
+ * The WebSocket address of the Foldtable server at `base` (any URL on it: the server's root, a
+ * session's page `https://tables.example.com/s/demo`, or this page's address by default):
+ * `wss://tables.example.com/ws` (`ws:` for `http:`).
+ * @param {string|URL} [base]
+ * @returns {string}
+ */
+export function socketURL(base = location.href) {
+  const u = new URL(base, location.href);
+  return `${u.protocol === 'https:' ? 'wss:' : 'ws:'}//${u.host}/ws`;
+}
+
 const MAX_MESSAGE = 64 * 1024;
 
 // A per-tab random prefix makes change ids unique within a session without coordination;
@@ -58,18 +97,42 @@ const tabPrefix = Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => (
 // Random and never shown to others, so nobody can use up or be answered for our ids.
 const idScope = Array.from(crypto.getRandomValues(new Uint8Array(20)), (b) => (b % 36).toString(36)).join('');
 
+/**
+ * One member's connection to one session (or, with `session: null`, to the lobby, which only
+ * lists sessions). Joins on every (re)connect, resumes from the last event seen (`since` and
+ * `epoch`) when it can, reconnects with backoff after a close that retrying can help, and keeps
+ * the changes sent with {@link Connection#send} in an outbox until the server answers each one,
+ * resending them (same ids, so at most once) after a reconnect.
+ *
+ * What arrives: every server message (Protocol.md: `welcome`, `resume`, `event`, `rows`, `ack`,
+ * `error`, `presence`, ...) goes to `onMessage`; the connection's state to `onStatus`.
+ *
+ * @example
+ * import { Connection } from 'https://tables.example.com/protocol.js';
+ * const conn = new Connection({
+ *   url: 'wss://tables.example.com/ws', session: 'demo', token: '…', name: 'report bot',
+ *   onMessage(msg) { if (msg.type === 'event') console.log(msg.seq, msg.by?.name, msg.change); },
+ * });
+ * conn.connect();
+ * conn.send({ type: 'set', section: 'fruit', collapsed: false });
+ */
 export class Connection {
   /**
    * @param {object} o
    * @param {string|null} o.session  session to join, or null for the lobby (only `list`)
-   * @param {() => string} o.name     display name, read at every (re)join
-   * @param {(msg: object, entry?: {msg: object}) => void} o.onMessage
-   * @param {(status: object) => void} o.onStatus  {state: 'connecting'|'open'|'down'|'fatal', queued, opened, retryAt, code}
+   * @param {string|(() => string)} o.name  display name, read at every (re)join
+   * @param {(msg: object, entry?: {msg: object}) => void} o.onMessage  every message from the
+   *   server; for an `ack` or `error` that answers a change of ours, `entry.msg` is that change
+   * @param {(status: object) => void} [o.onStatus]  {state: 'connecting'|'open'|'down'|'fatal', queued, opened, retryAt, code}
+   * @param {string} [o.url]  the WebSocket address (see {@link socketURL}); default: this page's server
+   * @param {string|null} [o.token]  the token to join with; default: the page's {@link token}
    * @param {() => boolean} [o.canResume]  false: rejoin from a fresh snapshot instead of resuming
    * @param {boolean} [o.create]  make the session if it does not exist (the user opened a new name)
    */
-  constructor({ session, name, onMessage, onStatus, canResume = () => true, create = false }) {
-    Object.assign(this, { session, name, onMessage, onStatus, canResume, create });
+  constructor({ session, name, onMessage, onStatus = () => {}, url, token: given, canResume = () => true, create = false }) {
+    Object.assign(this, { session, name: typeof name === 'function' ? name : () => name, onMessage, onStatus, canResume, create });
+    this.wsURL = url ?? socketURL();
+    this.given = given;
     this.ws = null;
     this.ready = false;        // joined (welcome/resume seen) or, in the lobby, open
     this.seq = null;           // last event seq applied, for `since`
@@ -79,15 +142,27 @@ export class Connection {
     this.attempt = 0;
     this.timer = null;
     this.info = { state: 'connecting' };
-    addEventListener('online', () => this.retryNow());
+    this.online = () => this.retryNow();
     // A socket may linger half-dead after the network went away; do not wait for it to time out.
-    addEventListener('offline', () => this.drop());
+    this.offline = () => this.drop();
+    window.addEventListener('online', this.online);
+    window.addEventListener('offline', this.offline);
   }
 
+  /** The token this connection joins with: its own, else the page's (read at every join). */
+  get token() {
+    return this.given === undefined ? token : this.given;
+  }
+
+  /** The WebSocket address it connects to. */
   url() {
-    return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws`;
+    return this.wsURL;
   }
 
+  /**
+   * Opens the socket and joins (again after a drop: resuming when it can). Reconnects by itself
+   * afterwards; call it once. `quiet` skips the 'connecting' report.
+   */
   connect(quiet = false) {
     clearTimeout(this.timer);
     this.timer = null;
@@ -96,7 +171,7 @@ export class Connection {
     ws.onopen = () => {
       if (this.session) {
         const join = { type: 'join', session: this.session, name: this.name(), idScope };
-        if (token) join.token = token;
+        if (this.token) join.token = this.token;
         if (this.create) join.create = true;
         if (this.seq !== null && this.epoch && this.canResume()) Object.assign(join, { since: this.seq, epoch: this.epoch });
         ws.send(JSON.stringify(join));
@@ -118,6 +193,7 @@ export class Connection {
     ws.onclose = (e) => { if (this.ws === ws) this.lost(e.code); };
   }
 
+  /** The socket closed with `code`: reconnect after a backoff, or report `fatal` (internal). */
   lost(code) {
     this.ready = false;
     this.ws = null;
@@ -134,6 +210,7 @@ export class Connection {
     this.status('down', { retryAt: Date.now() + delay, code });
   }
 
+  /** Drops the socket now (the network went away) and reconnects as after a close. */
   drop() {
     const ws = this.ws;
     if (!ws) return;
@@ -150,10 +227,27 @@ export class Connection {
     this.status('fatal', { code });
   }
 
+  /**
+   * Closes for good and quietly (no report, no reconnect), forgetting the outbox: for a page
+   * part that goes away (an embedded table taken out of its page).
+   */
+  close() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    window.removeEventListener('online', this.online);
+    window.removeEventListener('offline', this.offline);
+    const ws = this.ws;
+    this.ws = null;
+    this.ready = false;
+    if (ws) { ws.onclose = null; ws.close(1000); }
+  }
+
+  /** Reconnects now if waiting to (the backoff starts over). */
   retryNow() {
     if (this.timer) { this.attempt = 0; this.connect(); }
   }
 
+  /** One message from the server: keeps seq, epoch and the outbox, then calls onMessage (internal). */
   receive(msg) {
     // For ack and error: the change they answer, so the app can settle what it showed early.
     const entry = msg.id != null ? this.outbox.get(msg.id) : undefined;
@@ -189,6 +283,7 @@ export class Connection {
     if (['welcome', 'resume', 'ack', 'viewChanged', 'error'].includes(msg.type)) this.status(this.ready ? 'open' : this.info.state);
   }
 
+  /** Joined (welcome or resume): resends the outbox (internal). */
   joined() {
     this.ready = true;
     this.attempt = 0;
@@ -197,7 +292,13 @@ export class Connection {
     for (const entry of this.outbox.values()) this.transmit(entry);
   }
 
-  /** Queue a change; returns its id. Sent now if joined, else after the next join. */
+  /**
+   * Queues a change (any change of Protocol.md: `set`, `toggle`, `addRow`, `updateRow`, `undo`,
+   * ...) and returns its id. Sent now if joined, else after the next join; an `ack` (or `error`)
+   * with that id answers it. Throws when the change is over the server's message size.
+   * @param {object} change
+   * @returns {string}
+   */
   send(change) {
     // Repeated edits of one field while offline: only the latest value matters, and an entry
     // never transmitted cannot have been applied, so it may be replaced.
@@ -221,11 +322,16 @@ export class Connection {
     return id;
   }
 
-  /** Messages outside the change log (list) are not queued. */
+  /**
+   * Sends a message outside the change log (`list`, `find`, `history`, `view`, `rename`) now, if
+   * the socket is open; such messages are not queued (ask again after a reconnect).
+   * @param {object} msg
+   */
   sendNow(msg) {
     if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
   }
 
+  /** Puts one outbox entry on the socket if it is open (internal). */
   transmit(entry) {
     if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
     this.ws.send(JSON.stringify(entry.msg));

@@ -1,6 +1,7 @@
-// Draws a Table (model.js) into the page and turns clicks and keys into intents for app.js.
-// DOM nodes are kept per section and per row key and patched, never rebuilt wholesale, so focus,
-// caret and scroll positions survive remote changes.
+// Draws a Table (model.js) into the page and turns clicks and keys into intents for app.js (or,
+// embedded, for embed.js: the root may sit in a shadow root, so focus and hit tests are asked of
+// the root's own tree, never of `document`). DOM nodes are kept per section and per row key and
+// patched, never rebuilt wholesale, so focus, caret and scroll positions survive remote changes.
 
 const WINDOW_MIN = 150;   // sections with more rows render only the rows in view
 const OVERSCAN = 8;
@@ -70,10 +71,18 @@ export class TableView {
     this.refocus = null;     // {row, section, until}: focus the row once it is drawn in that section
   }
 
+  /**
+   * The focused element in the root's tree: the document's, or, inside a shadow root, the
+   * shadow root's (from outside, `document.activeElement` is only the shadow's host).
+   */
+  active() {
+    return this.root.getRootNode().activeElement;
+  }
+
   render(table) {
     this.table = table;
     this.rowHeight ||= parseFloat(getComputedStyle(this.root).getPropertyValue('--row-h')) || 44;
-    const focused = document.activeElement;
+    const focused = this.active();
     const editing = this.ui.editing();
     const alive = new Set();
     // Title lines: a CSS line clamp on every title (table-wide), so long titles end in "…"; the
@@ -101,7 +110,7 @@ export class TableView {
       this.turning = [];
     }
     // Moving a node out of order blurs it; give focus back.
-    if (focused && focused !== document.activeElement && focused.isConnected) focused.focus({ preventScroll: true });
+    if (focused && focused !== this.active() && focused.isConnected) focused.focus({ preventScroll: true });
     // A row moved to another section is a new node there: focus follows it.
     if (this.refocus) {
       const { row, section, until } = this.refocus;
@@ -194,7 +203,7 @@ export class TableView {
         // Name the section in every control's label ("Move section Fruit up").
         setAttr(c, 'aria-label', c.dataset.label.replace('section', `section ${s.title}`));
         const f = c.dataset.field;
-        if (f && c !== document.activeElement) c.value = s[f] ?? '';
+        if (f && c !== this.active()) c.value = s[f] ?? '';
         if (f === 'title') c.rows = Math.min(4, c.value.split('\n').length);
       }
     }
@@ -282,7 +291,7 @@ export class TableView {
       v.rowEls.delete(key);
       // Rows that left the window just go; rows that left the table slide out first.
       if (v.windowed || reducedMotion.matches || this.table.rowHome.has(key)) { r.remove(); continue; }
-      if (r.contains(document.activeElement)) v.btn.focus();
+      if (r.contains(this.active())) v.btn.focus();
       r.classList.add('leave');
       setTimeout(() => r.remove(), 300);
     }
@@ -343,7 +352,7 @@ export class TableView {
     }
     this.commitValue(f, rowKey);
     const shown = f.previousElementSibling;
-    const refocus = f === document.activeElement;
+    const refocus = f === this.active();
     if (shown?.classList.contains('value')) {
       setText(shown, f.value);
       shown.hidden = false;
@@ -356,7 +365,7 @@ export class TableView {
     const label = r.querySelector('.label');
     if (label) setText(label, row.label); else {
       const li = r.querySelector('.in-label');
-      if (li !== document.activeElement) li.value = row.label ?? '';
+      if (li !== this.active()) li.value = row.label ?? '';
     }
     const val = r.querySelector('.in-value');
     const shown = r.querySelector('.value');
@@ -487,7 +496,7 @@ export class TableView {
 
   /** Where a drop at (x, y) would put the dragged thing `d`: {section, index, mark, after}. */
   dropTarget(d, x, y) {
-    const under = document.elementFromPoint(x, y);
+    const under = this.root.getRootNode().elementFromPoint(x, y);
     if (d.kind === 'section') {
       const secs = [...this.root.querySelectorAll(':scope > .sec')];
       let index = secs.findIndex((el) => { const r = el.getBoundingClientRect(); return y < r.top + r.height / 2; });
@@ -656,7 +665,7 @@ export class TableView {
     r.classList.add('hit');
     const field = r.querySelector('.in-value, button.value') ?? r;
     field.focus({ preventScroll: true });
-    return document.activeElement === field; // not yet focusable (still hidden): try again later
+    return this.active() === field; // not yet focusable (still hidden): try again later
   }
 }
 

@@ -1,6 +1,7 @@
 /*
- * HTTP side: static files from web_root, their validators, the gate in front of the WebSocket
- * upgrade, and the small header helpers ftws_route.c uses too. Calls nothing above it.
+ * HTTP side: static files from web_root, their validators and CORS headers, the gate in front of
+ * the WebSocket upgrade, and the small header helpers ftws_route.c uses too. Calls nothing above
+ * it.
  *
  * Why not an lws mount: lws 4.1.6's mount serving (lws_http_serve) opens origin + path with
  * a plain open(), so a symlink inside the web root pointing elsewhere is followed and served.
@@ -252,16 +253,55 @@ static int add_validators(struct lws *wsi, const char *etag, const char *modifie
     return 0;
 }
 
+/* Whether origin is one of s->cors_origins, compared as bytes: browsers send an origin in one
+ * form (lowercase scheme and host, no trailing slash), and the owner passes the list in it. */
+static bool cors_listed(const ftws_server *s, const char *origin)
+{
+    size_t want = strlen(origin);
+    for (const char *p = s->cors_origins; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        if (n == want && !memcmp(p, origin, n))
+            return true;
+        p = eol ? eol + 1 : p + n;
+    }
+    return false;
+}
+
+/* The CORS headers of a static file (see cors_origins in CFoldtableWS.h). A page on a listed
+ * origin loads our module scripts in CORS mode, and the browser runs one only when its answer
+ * names that origin; every other origin gets no such header, so its page cannot run them (nor
+ * read any file). Credentials are never allowed: the files are the same for everyone. */
+static int add_cors(const ftws_server *s, struct lws *wsi, unsigned char **p, unsigned char *end)
+{
+    if (!s->cors_origins)
+        return 0;
+    if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_VARY, (const unsigned char *)"Origin", 6,
+                                     p, end))
+        return -1;
+    char origin[512];
+    bool too_long = false;
+    const char *o = ftws__header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin), &too_long);
+    if (!o || !cors_listed(s, o))
+        return 0;
+    return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_ACCESS_CONTROL_ALLOW_ORIGIN,
+                                        (const unsigned char *)o, (int)strlen(o), p, end)
+               ? -1
+               : 0;
+}
+
 /* 304 Not Modified: the status line with the security headers lws adds to every status
  * (LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE), the validators, no body and
  * no Content-Length (a 304 describes the file, it does not carry it). Written here, in the
  * HTTP callback, the way lws_return_http_status writes its small answers. */
-static int send_not_modified(struct lws *wsi, const char *etag, const char *modified)
+static int send_not_modified(const ftws_server *s, struct lws *wsi, const char *etag,
+                             const char *modified)
 {
     unsigned char buf[LWS_PRE + 2048];
     unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf);
     if (lws_add_http_header_status(wsi, HTTP_STATUS_NOT_MODIFIED, &p, end) ||
-        add_validators(wsi, etag, modified, &p, end) || lws_finalize_http_header(wsi, &p, end))
+        add_validators(wsi, etag, modified, &p, end) || add_cors(s, wsi, &p, end) ||
+        lws_finalize_http_header(wsi, &p, end))
         return -1;
     if (lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_HEADERS) != (int)(p - start))
         return -1;
@@ -312,13 +352,14 @@ int ftws__http_serve_file(ftws_server *s, struct lws *wsi, const char *uri, size
     time_t mtime;
     validators(&st, etag, sizeof(etag), modified, sizeof(modified), &mtime);
     if (not_modified(wsi, etag, mtime))
-        return send_not_modified(wsi, etag, modified);
+        return send_not_modified(s, wsi, etag, modified);
 
     /* Built with lws's own header writer so the encoding matches the connection. lws opens the
      * file again by this resolved path; a deploy that swaps the file in between would pair new
      * bytes with old validators for one response, which the next revalidation corrects. */
-    unsigned char hdrs[256], *p = hdrs;
-    if (add_validators(wsi, etag, modified, &p, hdrs + sizeof(hdrs)))
+    unsigned char hdrs[1024], *p = hdrs; /* validators, and an Origin of up to 511 bytes */
+    if (add_validators(wsi, etag, modified, &p, hdrs + sizeof(hdrs)) ||
+        add_cors(s, wsi, &p, hdrs + sizeof(hdrs)))
         return -1;
 
     n = lws_serve_http_file(wsi, real, mime_for(real), (const char *)hdrs, (int)(p - hdrs));

@@ -250,6 +250,7 @@ struct ftws_server {
     lws_retry_bo_t retry;
     char *host, *web_root, *ws_path, *spa_prefix, *tls_cert, *tls_key;
     size_t web_root_len, spa_prefix_len;
+    char *cors_origins;            /* '\n'-separated exact origins, or NULL (ftws_http.c) */
 
     ftws_config cfg;               /* copy of the caller's config (string fields not used) */
     ftws_callbacks cb;

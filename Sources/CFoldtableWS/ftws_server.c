@@ -286,6 +286,7 @@ static void server_free(ftws_server *s)
     free(s->spa_prefix);
     free(s->tls_cert);
     free(s->tls_key);
+    free(s->cors_origins);
     free(s->scratch);
     free(s);
 }
@@ -376,10 +377,13 @@ static bool keep_config(ftws_server *s, const ftws_config *cfg, char *err, size_
     s->spa_prefix_len = s->spa_prefix ? strlen(s->spa_prefix) : 0;
     s->tls_cert = dup_or_null(cfg->tls_cert_path);
     s->tls_key = dup_or_null(cfg->tls_key_path);
+    /* An empty list is no list: no Vary either, so answers stay exactly as without it. */
+    s->cors_origins = cfg->cors_origins && cfg->cors_origins[0] ? dup_or_null(cfg->cors_origins) : NULL;
     if (cfg->max_batch_bytes)
         s->scratch = malloc(LWS_PRE + cfg->max_batch_bytes);
     if ((cfg->host && !s->host) || !s->ws_path || (cfg->spa_prefix && !s->spa_prefix) ||
-        (s->tls && (!s->tls_cert || !s->tls_key)) || (cfg->max_batch_bytes && !s->scratch)) {
+        (s->tls && (!s->tls_cert || !s->tls_key)) || (cfg->max_batch_bytes && !s->scratch) ||
+        (cfg->cors_origins && cfg->cors_origins[0] && !s->cors_origins)) {
         set_err(err, err_len, "out of memory");
         return false;
     }

@@ -37,6 +37,8 @@ public struct WrapperConfig: Sendable {
     public var httpMinSendBytesPerSec = 0
     /// 0 = the send stall, or 30 s.
     public var httpSendWindowSecs = 0
+    /// Origins whose pages may load `webRoot`'s files cross-origin (CORS); empty = none.
+    public var corsOrigins: [String] = []
 
     /// Settings with every limit given: the caller's own defaults (the echo server's differ
     /// from foldtabled's on purpose: it is a test tool with its own command line).
@@ -68,6 +70,7 @@ public struct WrapperConfig: Sendable {
         permessageDeflate = config.permessageDeflate
         httpMinSendBytesPerSec = config.httpMinSendBytesPerSec
         httpSendWindowSecs = config.httpSendWindowSecs
+        corsOrigins = config.embedOrigins.map(RequestPolicy.origin(ofURL:))
     }
 
     /// Creates the C server (context and listening socket; nothing served until
@@ -75,7 +78,8 @@ public struct WrapperConfig: Sendable {
     /// why not. The C side copies every string it keeps, so they need to live only for this call.
     public func createServer(callbacks: ftws_callbacks) throws(LWSTransport.StartError) -> OpaquePointer {
         var error = [CChar](repeating: 0, count: 512)
-        let server = withCStrings([host, webRoot, wsPath, spaPrefix, tlsCertPath, tlsKeyPath]) { strings in
+        let cors = corsOrigins.isEmpty ? nil : corsOrigins.joined(separator: "\n")
+        let server = withCStrings([host, webRoot, wsPath, spaPrefix, tlsCertPath, tlsKeyPath, cors]) { strings in
             var config = ftws_config()
             config.host = strings[0]
             config.port = Int32(clamping: port)
@@ -96,6 +100,7 @@ public struct WrapperConfig: Sendable {
             config.http_answer_ms = Int32(clamping: httpAnswerMilliseconds)
             config.http_min_send_bytes_per_sec = httpMinSendBytesPerSec
             config.http_send_window_secs = Int32(clamping: httpSendWindowSecs)
+            config.cors_origins = strings[6]
             return ftws_server_create(&config, callbacks, &error, error.count)
         }
         guard let server else {

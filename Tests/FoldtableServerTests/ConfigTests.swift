@@ -297,6 +297,21 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
     }
 }
 
+@Suite struct EmbedOriginSettings {
+    @Test func embedOriginsAreOriginsAloneAndAnythingElseStopsStartUp() {
+        #expect(problems(["--embed-origins", "https://blog.example.com, http://127.0.0.2:8000"]) == [])
+        for bad in [
+            "blog.example.com", "https://blog.example.com/", "https://blog.example.com/page", "*", "https://*.example.com", "ftp://x.example",
+        ] {
+            #expect(
+                problems(["--embed-origins", bad]) == [
+                    "--embed-origins \(bad) must be an origin alone, like https://blog.example.com (no path, no *)"
+                ],
+                "\(bad)")
+        }
+    }
+}
+
 @Suite struct ConfigKeyTable {
     @Test func everyKeyHasOneNameAndEnvironmentName() {
         let names = ServerConfig.keys.map(\.name)

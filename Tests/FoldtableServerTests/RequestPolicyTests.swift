@@ -104,4 +104,13 @@ import Testing
         #expect(RequestPolicy.authority(ofURL: "tables.example.com") == nil)
         #expect(RequestPolicy.hostPart(of: "[::1]:8080") == "::1")
     }
+
+    @Test func anEmbedOriginMayConnectAndAnOriginNotListedStillMayNot() {
+        var config = ServerConfig()
+        config.embedOrigins = ["HTTPS://Blog.Example.com"]
+        let policy = RequestPolicy(config)
+        #expect(policy.allowsOrigin("https://blog.example.com", host: "127.0.0.1:8080"))
+        #expect(!policy.allowsOrigin("https://other.example.com", host: "127.0.0.1:8080"))
+        #expect(!RequestPolicy(ServerConfig()).allowsOrigin("https://blog.example.com", host: "127.0.0.1:8080"))
+    }
 }

@@ -28,6 +28,13 @@ import Testing
         #expect(wrapper.slowCloseCode == CloseCode.slowConsumer)
     }
 
+    @Test func embedOriginsReachTheWrapperInTheFormBrowsersSendAsOrigin() {
+        var config = ServerConfig()
+        #expect(WrapperConfig(config).corsOrigins.isEmpty, "no embed origins: no CORS header for anyone")
+        config.embedOrigins = ["https://Blog.Example.com", "http://127.0.0.2:8000"]
+        #expect(WrapperConfig(config).corsOrigins == ["https://blog.example.com", "http://127.0.0.2:8000"])
+    }
+
     @Test func aServerStartsOnAFreePort() throws {
         var config = ServerConfig()
         config.port = 0

@@ -751,6 +751,18 @@ def test_a_name_given_with_public_url_is_accepted_in_host_and_origin():
         assert s.stop() == 0
 
 
+def test_an_embed_origin_may_open_a_websocket_and_an_origin_not_listed_still_gets_403():
+    s = Server("--memory", "--embed-origins", "https://blog.example.com")
+    try:
+        host = f"127.0.0.1:{s.port}"
+        assert upgrade_status(s.port, host, origin="https://blog.example.com") == 101
+        assert upgrade_status(s.port, host, origin="https://blog.example.com.evil.example") == 403
+        assert upgrade_status(s.port, host, origin="http://blog.example.com") == 403  # another scheme is another origin
+        assert upgrade_status(s.port, host, origin="https://evil.example") == 403
+    finally:
+        assert s.stop() == 0
+
+
 def test_a_foreign_origin_with_an_allowed_host_gets_403(plain):
     host = f"127.0.0.1:{plain.port}"
     assert upgrade_status(plain.port, host, origin=f"http://evil.example:{plain.port}") == 403

@@ -383,6 +383,54 @@ def test_a_static_file_request_with_a_body_is_refused_and_closed(server):
     assert status == 405 and closed
 
 
+# ---- foldtabled: cross-origin module scripts for embedding sites (--embed-origins) -------------
+
+EMBED_FILES = ("/embed.js", "/protocol.js", "/model.js", "/table.js", "/table.css", "/embed.css")
+
+
+def test_a_listed_embed_origin_may_load_the_module_scripts_and_no_other_origin_may():
+    s = Server("--memory", "--demo-large-rows", "10", "--embed-origins", "https://blog.example.com, http://127.0.0.2:8000")
+    try:
+        for origin in ("https://blog.example.com", "http://127.0.0.2:8000"):
+            for path in EMBED_FILES:
+                status, headers, body = get(s.port, path, headers={"Origin": origin})
+                assert status == 200 and body, path
+                assert headers.get("access-control-allow-origin") == origin, (path, headers)
+                assert headers.get("vary") == "Origin", (path, headers)
+                assert "access-control-allow-credentials" not in headers  # the files are the same for everyone
+                assert_secure(headers)  # the strict headers stay, X-Frame-Options: deny among them
+        # A revalidation keeps them: the browser checks CORS on the 304 too.
+        etag = get(s.port, "/embed.js")[1]["etag"]
+        status, headers, body = get(s.port, "/embed.js", headers={"Origin": "https://blog.example.com", "If-None-Match": etag})
+        assert (status, body) == (304, b"")
+        assert headers.get("access-control-allow-origin") == "https://blog.example.com" and headers.get("vary") == "Origin"
+        assert_secure(headers)
+        # Any other origin, or none: the file, and no permission to run it elsewhere. Vary stays,
+        # so a cache never hands the listed origin's answer to another.
+        for origin in ("https://evil.example", "https://blog.example.com.evil.example", "http://blog.example.com",
+                       "https://blog.example.com:444", "null", None):
+            status, headers, body = get(s.port, "/embed.js", headers={"Origin": origin} if origin else {})
+            assert status == 200 and body, origin
+            assert "access-control-allow-origin" not in headers, (origin, headers)
+            assert headers.get("vary") == "Origin", (origin, headers)
+            assert_secure(headers)
+    finally:
+        assert s.stop() == 0
+
+
+def test_without_embed_origins_no_file_carries_cors_headers(server):
+    for path in ("/embed.js", "/app.js", "/"):
+        status, headers, _ = get(server.port, path, headers={"Origin": "https://blog.example.com"})
+        assert status == 200, path
+        assert "access-control-allow-origin" not in headers and "vary" not in headers, (path, headers)
+        assert_secure(headers)
+
+
+def test_an_embed_origin_that_is_not_an_origin_alone_stops_start_up():
+    with pytest.raises(AssertionError, match="--embed-origins https://blog.example.com/page must be an origin alone"):
+        Server("--memory", "--embed-origins", "https://blog.example.com/page")
+
+
 # ---- foldtabled over HTTPS -----------------------------------------------------------------------
 
 

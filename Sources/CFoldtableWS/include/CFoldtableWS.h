@@ -144,6 +144,13 @@ typedef struct ftws_config {
                                       http_send_window_secs; 0 = no minimum (only the stall) */
     int http_send_window_secs;     /* the averaging window, and the longest an answer may make no
                                       progress at all is twice it; 0 = send_stall_secs, or 30 */
+    const char *cors_origins;      /* exact origins ("https://blog.example.com"), separated by
+                                      '\n', that may read web_root's files cross-origin (a page
+                                      there loading our module scripts): a static file (and its
+                                      304) asked for with one of them in Origin gets
+                                      "Access-Control-Allow-Origin: <it>"; while the list is not
+                                      empty every static file also says "Vary: Origin", so caches
+                                      keep the two answers apart. NULL or "" = none, as before */
 } ftws_config;
 
 /* Create the context and listening socket. On failure returns NULL and writes one clear line to

@@ -25,6 +25,11 @@ public struct ServerConfig: Sendable, Equatable {
     /// Origins (e.g. `https://tables.example.com`) allowed to open WebSockets besides same-origin
     /// pages and clients that send no Origin. Default none (Centrifugo's rule; RFC 6455 §10.2).
     public var allowedOrigins: [String] = []
+    /// Origins (e.g. `https://blog.example.com`) whose pages may embed tables: they may load the
+    /// web client's module scripts cross-origin (`/embed.js` and what it imports get
+    /// `Access-Control-Allow-Origin` for them) and, like ``allowedOrigins``, open WebSockets.
+    /// Default none: no other site can run the scripts, as before.
+    public var embedOrigins: [String] = []
     /// The URLs people reach this server at (e.g. `https://tables.example.com`), comma-separated:
     /// their host names are accepted in Host headers and their origins may open WebSockets.
     /// Default none: only IP literals and `localhost` (a DNS-rebinding page has neither).
@@ -235,6 +240,9 @@ public struct ServerConfig: Sendable, Equatable {
         .list(
             "allowed-origins", .access, \.allowedOrigins,
             "extra browser origins allowed to connect (same-origin pages on an accepted Host, and clients without Origin, always are)"),
+        .list(
+            "embed-origins", .access, \.embedOrigins,
+            "origins of sites that may embed tables (<fold-table> from /embed.js): they may load the web client's scripts (CORS) and connect"),
         .list(
             "public-url", .access, \.publicURLs,
             "URLs people reach the server at (e.g. https://tables.example.com): their host names are accepted in Host, their origins may connect"
@@ -459,7 +467,17 @@ public struct ServerConfig: Sendable, Equatable {
         for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
             found.append("--public-url \(url) must look like https://tables.example.com")
         }
+        for origin in embedOrigins where !Self.isPlainOrigin(origin) {
+            found.append("--embed-origins \(origin) must be an origin alone, like https://blog.example.com (no path, no *)")
+        }
         return found
+    }
+
+    /// Whether `text` is `http(s)://authority` and nothing more: what a browser sends as Origin.
+    static func isPlainOrigin(_ text: String) -> Bool {
+        guard text.hasPrefix("http://") || text.hasPrefix("https://"), let authority = RequestPolicy.authority(ofURL: text) else { return false }
+        let scheme = text.hasPrefix("https://") ? "https://" : "http://"
+        return text.utf8.count == scheme.utf8.count + authority.utf8.count && !authority.contains("*") && !authority.contains("@")
     }
 
     /// Whether `url`'s host is a name other than `localhost` (not an IP literal): one people on

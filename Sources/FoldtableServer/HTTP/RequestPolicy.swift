@@ -4,8 +4,8 @@
 /// - **Host** must name this server: an IP literal (a DNS-rebinding attack needs a name),
 ///   `localhost`, the bound host, or a host of `--public-url`. Anything else gets 421: a page
 ///   on `evil.example` whose name was rebound to 127.0.0.1 cannot reach the server.
-/// - **Origin**, when sent (browsers), must be an allowed origin (`--allowed-origins`, the
-///   `--public-url`s) or the page's own origin, which then carries an allowed Host. Comparing
+/// - **Origin**, when sent (browsers), must be an allowed origin (`--allowed-origins`,
+///   `--embed-origins`, the `--public-url`s) or the page's own origin, which then carries an allowed Host. Comparing
 ///   Origin with Host alone is not enough: after a rebinding both come from the attacker.
 /// - The client's **address** is the TCP peer's, or, when the peer is a trusted proxy, the last
 ///   address of its `X-Forwarded-For` (the one that proxy saw).
@@ -26,7 +26,8 @@ public struct RequestPolicy: Sendable, Equatable {
     /// The policy a configuration asks for.
     public init(_ config: ServerConfig) {
         var names: Set<String> = []
-        var origins = Set(config.allowedOrigins)
+        // A site that embeds a table must also reach it: an embed origin is an allowed one.
+        var origins = Set(config.allowedOrigins).union(config.embedOrigins.map(Self.origin(ofURL:)))
         if !Self.isIPLiteral(config.host) { names.insert(config.host) }
         for url in config.publicURLs {
             if let authority = Self.authority(ofURL: url) {
@@ -88,7 +89,7 @@ public struct RequestPolicy: Sendable, Equatable {
     }
 
     /// `scheme://authority` of a URL, the form of an Origin header.
-    static func origin(ofURL url: String) -> String {
+    public static func origin(ofURL url: String) -> String {
         let bytes = Array(url.utf8)
         guard let start = schemeEnd(bytes), let authority = authority(ofURL: url) else { return url }
         return String(decoding: bytes[..<(start - 3)].map(HostSyntax.lowercased), as: UTF8.self) + "://" + authority
