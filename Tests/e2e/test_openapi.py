@@ -120,7 +120,7 @@ def test_refusals_are_documented_statuses_with_the_error_schema(server, document
         jsonschema.Draft202012Validator(error).validate(json.loads(raw))
 
 
-def test_a_fuzzer_driven_by_the_document_finds_no_server_error_and_no_undocumented_answer():
+def test_a_fuzzer_driven_by_the_document_finds_no_server_error_and_no_undocumented_answer(tmp_path):
     """Schemathesis generates requests from the document (valid and not) for every operation and
     checks each answer: never a 5xx, always a status, media type, headers and body the document
     lists. Seeded, so a failure reproduces. NUL bytes are not generated: libwebsockets drops the
@@ -134,7 +134,7 @@ def test_a_fuzzer_driven_by_the_document_finds_no_server_error_and_no_undocument
              "--generation-allow-x00", "false", "--workers", "1", "--phases", "examples,coverage,fuzzing",
              "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
                          "response_schema_conformance,response_headers_conformance"],
-            capture_output=True, text=True, timeout=600)
+            capture_output=True, text=True, timeout=600, cwd=tmp_path)
         assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
         assert server.alive()
     finally:

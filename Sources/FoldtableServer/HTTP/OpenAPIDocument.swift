@@ -37,11 +37,14 @@ enum OpenAPIDocument {
         var status: Int
         var description: String
         var content: [(String, JSONValue)]
+        /// Headers the answer carries, by name (their OpenAPI header objects).
+        var headers: [(String, JSONValue)]
 
-        init(_ status: Int, _ description: String, _ content: [(String, JSONValue)] = []) {
+        init(_ status: Int, _ description: String, _ content: [(String, JSONValue)] = [], headers: [(String, JSONValue)] = []) {
             self.status = status
             self.description = description
             self.content = content
+            self.headers = headers
         }
     }
 
@@ -86,10 +89,10 @@ enum OpenAPIDocument {
         }
         /// A session's name, as ``JoinRequest/isValidSessionName(_:)`` takes it.
         static let sessionName: JSONValue = .object([("type", .string("string")), ("pattern", .string("^[A-Za-z0-9_-]{1,64}$"))])
-        /// A search text: at least one character, and at most as many as surely fit in the
-        /// server's limit in bytes (four bytes a character at worst).
+        /// A search text: 1 to 256 characters (the server counts bytes of UTF-8: the schema
+        /// cannot say that, so a long text of wide characters may still be refused).
         static let searchText: JSONValue = .object([
-            ("type", .string("string")), ("minLength", .integer(1)), ("maxLength", .integer(Int64(RowSearch.maxQueryBytes / 4))),
+            ("type", .string("string")), ("minLength", .integer(1)), ("maxLength", .integer(Int64(RowSearch.maxQueryBytes))),
         ])
     }
 
@@ -104,25 +107,44 @@ enum OpenAPIDocument {
         "section", "The section's key (or its title with `by=title`).",
         .object([("type", .string("string")), ("examples", .array([.string("mac")]))]))
     private static let byTitle = Parameter.query(
-        "by", "`title` to name the section by its title instead of its key (the default).", Schema.enumeration(SessionAPI.choices["by"] ?? []))
+        "by", "`title` to name the section by its title instead of its key (the default).", Schema.enumeration(SessionAPI.choice("by")))
     private static let format = Parameter.query(
-        "format", "`csv` for CSV instead of JSON (as `Accept: text/csv`).", Schema.enumeration(SessionAPI.choices["format"] ?? []))
+        "format", "`csv` for CSV instead of JSON (as `Accept: text/csv`).", Schema.enumeration(SessionAPI.choice("format")))
     private static let seq = Response(200, "Applied and committed: the change's seq.", [(json, Schema.ref("Applied"))])
-    private static let refusals = [
-        Response(400, "The request is not valid: see `error.code` and `error.field`.", [(json, Schema.ref("Error"))]),
-        Response(401, "Tokens are configured and the call has no valid `Authorization: Bearer` token.", [(json, Schema.ref("Error"))]),
-        Response(
-            403, "The token does not open the session, or its role is too low; or a foreign Origin in open mode.", [(json, Schema.ref("Error"))]),
-        Response(429, "Too many requests from this address: retry after `Retry-After` seconds.", [(json, Schema.ref("Error"))]),
+    private static let error: [(String, JSONValue)] = [(json, Schema.ref("Error"))]
+    private static let retryAfter: [(String, JSONValue)] = [
+        ("Retry-After", .object([("description", .string("Seconds to wait before retrying.")), ("schema", Schema.integer)]))
     ]
-    private static let notFound = Response(404, "No such session (or section, row).", [(json, Schema.ref("Error"))])
+    /// What every operation may be answered: the transport's refusals (too many requests at
+    /// once from one address; a server starting or shutting down) and, under `/api/v1`, the
+    /// API's rate. Added to each by ``describe(_:)``.
+    private static let everywhere = [
+        Response(429, "Too many requests from this address: retry after `Retry-After` seconds.", error, headers: retryAfter),
+        Response(503, "The server cannot answer now (starting, shutting down, or its store cannot read or write): retry later.", error),
+    ]
+    /// What every call that names a role may also be answered.
+    private static let refusals = [
+        Response(400, "The request is not valid: see `error.code` and `error.field`.", error),
+        Response(
+            401, "Tokens are configured and the call has no valid `Authorization: Bearer` token.", error,
+            headers: [("WWW-Authenticate", .object([("schema", Schema.string)]))]),
+        Response(403, "A foreign `Origin`, a token that does not open the session, or a role too low for the call.", error),
+    ]
+    /// What every call that applies a change may also be answered: its id used for another
+    /// change, and (with `--redis`) an append whose outcome is not known.
+    private static let changeRefusals = [
+        Response(409, "Refused: the `Idempotency-Key` (or `id`) was used for another change, or the table refused it.", error),
+        Response(500, "`outcome_unknown`: the change may or may not have been applied; retry with the same `Idempotency-Key`.", error),
+    ]
+    private static let notFound = Response(404, "No such session (or section, row).", error)
     private static let conflict = Response(
-        409, "Refused by the table: a duplicate key, an ambiguous title, a limit, an id used for another change.", [(json, Schema.ref("Error"))])
-    private static let unavailable = Response(503, "The store cannot take changes now: retry later.", [(json, Schema.ref("Error"))])
+        409, "Refused by the table: a duplicate key, an ambiguous title, a limit, an id used for another change.", error)
+    private static let unavailable = Response(503, "The store cannot take changes now: retry later.", error)
     /// What any call with a body may also be answered (added to each by ``describe(_:)``).
     private static let bodyRefusals = [
-        Response(413, "The body is larger than `--max-http-body-bytes`.", [(json, Schema.ref("Error"))]),
-        Response(415, "The body is not of a media type the call takes.", [(json, Schema.ref("Error"))]),
+        Response(408, "The body did not arrive in time.", error),
+        Response(413, "The body is larger than `--max-http-body-bytes`.", error),
+        Response(415, "The body is not of a media type the call takes.", error),
     ]
 
     /// Every operation the server answers, in the order the document lists them.
@@ -158,7 +180,9 @@ enum OpenAPIDocument {
             ],
             body: (false, [(json, Schema.ref("TableDocument")), (textCSV, Schema.csv)]),
             responses: [
-                Response(201, "Created (`Location` names it).", [(json, Schema.object([("name", Schema.string), ("sections", Schema.integer)]))]),
+                Response(
+                    201, "Created.", [(json, Schema.object([("name", Schema.string), ("sections", Schema.integer)]))],
+                    headers: [("Location", .object([("description", .string("The new session's path.")), ("schema", Schema.string)]))]),
                 conflict,
             ]),
         Operation(
@@ -200,7 +224,7 @@ enum OpenAPIDocument {
             access: .role(.editor),
             parameters: [
                 name, section, byTitle,
-                Parameter.query("mode", "`replace` (default) or `append`.", Schema.enumeration(SessionAPI.choices["mode"] ?? [])),
+                Parameter.query("mode", "`replace` (default) or `append`.", Schema.enumeration(SessionAPI.choice("mode"))),
             ],
             body: (
                 true,
@@ -399,8 +423,11 @@ enum OpenAPIDocument {
         var answers = operation.responses
         if operation.body != nil { answers += bodyRefusals }
         if case .role = operation.access { answers += refusals }
+        if operation.idempotent { answers += changeRefusals }
+        answers += everywhere
         for response in answers where !responses.contains(where: { $0.0 == String(response.status) }) {
             var answer: [(String, JSONValue)] = [("description", .string(response.description))]
+            if !response.headers.isEmpty { answer.append(("headers", .object(response.headers))) }
             if !response.content.isEmpty { answer.append(("content", .object(response.content.map { ($0.0, .object([("schema", $0.1)])) }))) }
             responses.append((String(response.status), .object(answer)))
         }

@@ -109,7 +109,6 @@ final class SessionAPI {
                 return route.handler(self)(
                     Call(request: request, parameters: parameters, grant: nil, author: Author(client: "api", name: "api")), respond)
             }
-            if let refusal = Self.unknownChoice(request) { return respond(refusal) }
             if let name = parameters["name"], !JoinRequest.isValidSessionName(name) {
                 return respond(Self.error(400, ProtocolError(.invalidSession, "session names are 1 to 64 letters, digits, _ or -", field: "name")))
             }
@@ -117,6 +116,8 @@ final class SessionAPI {
             switch authorize(request, role: role, session: parameters["name"] ?? request.query["name"]) {
             case .failure(let refusal): return respond(refusal.response)
             case .success(let grant):
+                // Checked after access: a caller without the right gets 401/403, not a hint.
+                if let refusal = Self.unknownChoice(request) { return respond(refusal) }
                 let author = Author(client: "api", name: grant?.name ?? grant?.user ?? "api")
                 return route.handler(self)(Call(request: request, parameters: parameters, grant: grant, author: author), respond)
             }
@@ -129,7 +130,11 @@ final class SessionAPI {
 
     /// The query parameters that choose between a few forms, with the values each takes: the
     /// same meaning on every route that reads them.
-    static let choices: [String: [String]] = ["by": ["key", "title"], "format": ["json", "csv"], "mode": ["replace", "append"]]
+    /// In a fixed order, so that a call with two wrong ones is always told about the same one.
+    static let choices: KeyValuePairs<String, [String]> = ["by": ["key", "title"], "format": ["json", "csv"], "mode": ["replace", "append"]]
+
+    /// The values the choice `name` takes.
+    static func choice(_ name: String) -> [String] { choices.first { $0.key == name }?.value ?? [] }
 
     /// 400 naming the parameter when a call gives one of ``choices`` a value it does not take
     /// (`?format=xml` is an error, not a quiet JSON answer), else nil.
