@@ -8,7 +8,8 @@ import Testing
 
     @Test func anIdIsRefusedUntilItsEndAndForgottenAfter() {
         var list = WithdrawnTokens()
-        #expect(list.add("a", until: now + 10, now: now))
+        let added = list.add("a", until: now + 10, now: now)
+        #expect(added)
         #expect(list.contains("a", now: now))
         #expect(list.contains("a", now: now + 9))
         #expect(!list.contains("a", now: now + 10))
@@ -19,7 +20,8 @@ import Testing
 
     @Test func anIdWhoseTokenHasExpiredAlreadyIsNotKept() {
         var list = WithdrawnTokens()
-        #expect(!list.add("late", until: now, now: now))
+        let added = list.add("late", until: now, now: now)
+        #expect(!added)
         #expect(list.count == 0)
     }
 
@@ -34,14 +36,17 @@ import Testing
     @Test func aFullListRefusesMoreUntilSomeLapse() {
         var list = WithdrawnTokens()
         for index in 0..<WithdrawnTokens.maxCount {
-            #expect(list.add("id\(index)", until: now + (index == 0 ? 5 : 1_000), now: now))
+            let added = list.add("id\(index)", until: now + (index == 0 ? 5 : 1_000), now: now)
+            #expect(added)
         }
         #expect(!list.hasRoom(now: now))
-        #expect(!list.add("one-more", until: now + 1_000, now: now))
+        let added = list.add("one-more", until: now + 1_000, now: now)
+        #expect(!added)
         #expect(!list.contains("one-more", now: now))
         // Once the first id's token has expired its place is free again.
         #expect(list.hasRoom(now: now + 5))
-        #expect(list.add("one-more", until: now + 1_000, now: now + 5))
+        let addedLater = list.add("one-more", until: now + 1_000, now: now + 5)
+        #expect(addedLater)
         #expect(list.count == WithdrawnTokens.maxCount)
         #expect(!list.contains("id0", now: now + 5))
     }
