@@ -3,7 +3,7 @@ import FoldtableCore
 import FoldtableServer
 import Synchronization
 
-/// The ``InviteLedger`` on Redis, shared by every node: a sorted set `foldtable:withdrawn` of
+/// The `InviteLedger` on Redis, shared by every node: a sorted set `foldtable:withdrawn` of
 /// withdrawn token ids scored by until when each is kept (the key expires with the last of
 /// them), a counter `foldtable:withdrawn:version` bumped by every withdrawal, and per session a
 /// hash `foldtable:{name}:invites` of its minted invites (id -> JSON), which expires with the
