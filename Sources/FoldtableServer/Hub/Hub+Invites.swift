@@ -67,7 +67,7 @@ extension Hub {
         }
         desk.ledger.invites(session: session, now: now) { [self] listed in
             switch listed {
-            case .failure(let error): return completion(.failure(Self.storage(error)))
+            case .failure(let error): return completion(.failure(storageFailure(error)))
             case .success(let live) where live.count >= InviteDesk.maxLivePerSession:
                 return completion(
                     .failure(
@@ -79,10 +79,10 @@ extension Hub {
             let invite = Invite(id: id, session: session, role: role, label: label, created: now, expires: expires, createdBy: creator)
             let grant = AccessGrant(
                 user: "invite-\(id)", name: nil, sessions: [session], role: role, expires: expires, id: id, label: label.isEmpty ? nil : label)
-            desk.ledger.record(invite) { recorded in
+            desk.ledger.record(invite) { [self] recorded in
                 switch recorded {
                 case .success: completion(.success((invite, desk.signer.sign(grant))))
-                case .failure(let error): completion(.failure(Self.storage(error)))
+                case .failure(let error): completion(.failure(storageFailure(error)))
                 }
             }
             log(.info, "invite", ["session": session, "id": id, "role": role.rawValue])
@@ -92,7 +92,7 @@ extension Hub {
     /// The session's live invites.
     func listInvites(session: String, completion: @escaping (Result<[Invite], ProtocolError>) -> Void) {
         guard let desk = invites else { return completion(.failure(Self.noInvites)) }
-        desk.ledger.invites(session: session, now: clock()) { result in completion(result.mapError(Self.storage)) }
+        desk.ledger.invites(session: session, now: clock()) { [self] result in completion(result.mapError(storageFailure)) }
     }
 
     /// Withdraws token `id`: an invite of `session`, or (for a caller whose grant opens every
@@ -104,7 +104,7 @@ extension Hub {
         desk.ledger.invites(session: session, now: now) { [self] listed in
             let invite: Invite?
             switch listed {
-            case .failure(let error): return completion(.failure(Self.storage(error)))
+            case .failure(let error): return completion(.failure(storageFailure(error)))
             case .success(let live): invite = live.first { $0.id == id }
             }
             // An id the session never minted could be any token's: only an owner of every
@@ -116,7 +116,7 @@ extension Hub {
             }
             desk.ledger.withdraw(id: id, session: session, until: until) { [self] result in
                 switch result {
-                case .failure(let error): completion(.failure(Self.storage(error)))
+                case .failure(let error): completion(.failure(storageFailure(error)))
                 case .success:
                     log(.info, "withdraw", ["session": session, "id": id])
                     tokensWithdrawn([id: until])
@@ -163,7 +163,7 @@ extension Hub {
     /// Closes this node's member `client` of `session` with 4504; false when there is none.
     func removeMember(_ client: String, of name: String) -> Bool {
         guard let session = sessions[name] else { return false }
-        // Listed as the room names it (`node:c7` under --redis), or as the hub does (`c7`).
+        // Listed as the room names it (`a.c7` under --redis: node `a`), or as the hub does (`c7`).
         let found = clients.values.first {
             $0.session === session && (session.core.room.author(of: $0.connection)?.client == client || $0.clientId == client)
         }
@@ -177,7 +177,9 @@ extension Hub {
         ProtocolError(.invalidValue, "this server has no token secret: invites need tokens (--token-secret-file)")
     }
 
-    private static func storage(_ error: StoreError) -> ProtocolError {
-        ProtocolError(.storageUnavailable, "the invite list could not be read or written; try again")
+    /// What the caller is told when the ledger failed (the cause goes to the log, not to it).
+    private func storageFailure(_ error: StoreError) -> ProtocolError {
+        log(.warning, "invite_storage_failed", ["reason": error.description])
+        return ProtocolError(.storageUnavailable, "the invite list could not be read or written; try again")
     }
 }
