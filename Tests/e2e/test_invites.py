@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -326,11 +327,16 @@ def test_a_withdrawal_on_one_node_closes_and_refuses_the_token_on_the_other(secr
             assert [i["id"] for i in listed["invites"]] == [invite["id"]]
             bo = await Client.join(b.ws, session=session, name="Bo", create=False, token=invite["token"])
             watcher = await Client.join(a.ws, session=session, name="Wa", create=False, token=owner_of(session))
-            # Both nodes' members, each with its node.
-            await asyncio.sleep(2)
-            members = call(a, "GET", f"/api/v1/sessions/{session}/members", headers=bearer(owner_of(session)))[2]["members"]
-            # (The owner's token names its bearer Olga, whatever the join asked.)
-            assert {(m["name"], m["node"]) for m in members} >= {("Olga", "a"), ("Bo", "b")}, members
+            # Both nodes' members, each with its node, once presence has carried b's to a. (The
+            # owner's token names its bearer Olga, whatever the join asked.)
+            wanted = {("Olga", "a"), ("Bo", "b")}
+            deadline = time.monotonic() + 15
+            while True:
+                members = call(a, "GET", f"/api/v1/sessions/{session}/members", headers=bearer(owner_of(session)))[2]["members"]
+                if {(m["name"], m["node"]) for m in members} >= wanted or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.1)
+            assert {(m["name"], m["node"]) for m in members} >= wanted, members
             status, _, _ = call(a, "DELETE", f"/api/v1/sessions/{session}/invites/{invite['id']}", headers=bearer(owner_of(session)))
             assert status == 204
             assert await read_until_closed(bo, timeout=5) == 4503
