@@ -221,7 +221,7 @@ def test_a_token_from_foldtabled_token_with_a_jti_is_withdrawn_by_an_owner_of_ev
     run(scenario())
 
 
-def test_a_token_without_a_jti_keeps_working_and_cannot_be_withdrawn(server):
+def test_a_token_without_a_jti_keeps_working_and_an_id_that_cannot_be_one_is_refused(server):
     session = unique("inv")
     old = token([session], role="editor", sub="legacy")  # no jti, as tokens before ids
 
@@ -278,6 +278,7 @@ def test_members_are_listed_with_role_and_token_and_an_owner_can_disconnect_one(
         members = {m["name"]: m for m in listed["members"]}
         assert set(members) == {"Olga", "Guest"}
         assert members["Guest"]["role"] == "viewer" and members["Guest"]["token"] == invite["id"]
+        assert members["Guest"]["label"] == "guest" and members["Olga"]["label"] is None
         assert members["Olga"]["role"] == "owner" and members["Guest"]["client"] == guest.welcome["client"]
         # A viewer cannot disconnect anyone; an owner can, with 4504.
         path = f"/api/v1/sessions/{session}/members/{members['Olga']['client']}"

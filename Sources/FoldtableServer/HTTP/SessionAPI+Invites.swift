@@ -100,8 +100,8 @@ extension SessionAPI {
         }
     }
 
-    /// `GET .../members`: `{"members":[{"client","name","role","node","token"}]}`: this node's
-    /// members with their roles and token ids, then those other nodes list in presence (names
+    /// `GET .../members`: `{"members":[{"client","name","role","node","token","label"}]}`: this
+    /// node's members with their roles, token ids and labels, then those other nodes list in presence (names
     /// only: `role` null). Any member may read it: members see each other's names anyway.
     func listMembers(_ call: Call, _ respond: @escaping Respond) {
         let members = hub.members(of: call.parameters["name"] ?? "")
@@ -119,6 +119,8 @@ extension SessionAPI {
             out.string(member.node)
             out.nextKey("token")
             if let token = member.token { out.string(token) } else { out.raw("null") }
+            out.nextKey("label")
+            if let label = member.label { out.string(label) } else { out.raw("null") }
             out.byte(UInt8(ascii: "}"))
         }
         out.raw("]}")

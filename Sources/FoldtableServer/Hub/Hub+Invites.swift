@@ -134,8 +134,9 @@ extension Hub {
         var role: Role?
         /// The node it is connected to ("" without `--redis`).
         var node: String
-        /// The id of the token it joined with, when it has one.
+        /// The id of the token it joined with, when it has one, and that token's label.
         var token: String?
+        var label: String?
     }
 
     /// Who is in `session`: this node's members with their roles, then the members other nodes
@@ -149,12 +150,13 @@ extension Hub {
             guard let author = room.author(of: client.connection) else { continue }
             listed.append(
                 MemberListing(
-                    client: author.client, name: author.name, role: verifier == nil ? nil : client.role, node: room.node, token: client.grant?.id))
+                    client: author.client, name: author.name, role: verifier == nil ? nil : client.role, node: room.node, token: client.grant?.id,
+                    label: client.grant?.label))
         }
         listed.sort { $0.client < $1.client }
         for node in room.remote {
             for author in node.members {
-                listed.append(MemberListing(client: author.client, name: author.name, role: nil, node: node.node, token: nil))
+                listed.append(MemberListing(client: author.client, name: author.name, role: nil, node: node.node, token: nil, label: nil))
             }
         }
         return listed
