@@ -1,9 +1,10 @@
 // Page wiring: the lobby at /, a session at /s/<name>. Connection in protocol.js, table state in
 // model.js, drawing in table.js.
-import { Connection, takeTokenFromAddress } from './protocol.js';
+import { Connection, closeSentence, takeTokenFromAddress } from './protocol.js';
 import { Table } from './model.js';
 import { TableView } from './table.js';
 import { Activity } from './activity.js';
+import { setupShare } from './share.js';
 
 // Before anything else: the address loses its ?token= at once (protocol.js says why).
 const token = takeTokenFromAddress();
@@ -48,7 +49,7 @@ function showStatus(st, everOpen) {
     session_not_found: 'No session has this name (or you may not create one). Go back to the list of sessions to open or create one.',
   };
   const text = st.state === 'fatal'
-    ? (fatal[st.code] ?? `Disconnected by the server (code ${st.code}). Reload the page to try again.`)
+    ? (fatal[st.code] ?? `Disconnected by the server: ${closeSentence(st.code)} (code ${st.code}). Reload the page to try again.`)
     : `Connection lost. Reconnecting…${queued}`;
   if (banner.dataset.text !== text) {
     banner.dataset.text = text;
@@ -184,6 +185,7 @@ function startSession(name) {
   $('session-title').textContent = name;
 
   const table = new Table();
+  const share = setupShare(name); // the owners' "Share..." dialog
   let me = null;
   let loaded = false;
   let everOpen = false;
@@ -331,6 +333,7 @@ function startSession(name) {
         case 'welcome':
           me = msg.client;
           role = msg.role ?? null;
+          share.shown(role);
           table.load(msg.table);
           view.views.forEach((v) => { v.v = -1; });
           people.clear();
@@ -353,6 +356,7 @@ function startSession(name) {
           if (conn.seq >= msg.seq) { say('Reconnected. Nothing was missed.'); catchUp = null; }
           me = msg.client;
           role = msg.role ?? null;
+          share.shown(role);
           // A resumed connection is a new one to the server: the private view goes with it.
           if (table.mode === 'private' && role === null && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
           people.clear();
@@ -375,7 +379,7 @@ function startSession(name) {
           }
           break;
         }
-        case 'authorized': role = msg.role ?? role; break;
+        case 'authorized': role = msg.role ?? role; share.shown(role); break;
         case 'rows': table.applyRows(msg); break;
         case 'busy': table.setBusy(msg.section, msg.busy); break;
         case 'presence': {

@@ -23,6 +23,8 @@ export const CLOSE_CODES = {
   4500: { retry: false, sentence: 'too many refused messages in a row (malformed or refused changes alike)' },
   4501: { retry: false, sentence: 'the session was deleted' },
   4502: { retry: false, sentence: 'the join had no token, or one not valid for the session' },
+  4503: { retry: false, sentence: 'an owner withdrew the token' },
+  4504: { retry: false, sentence: 'an owner disconnected this member' },
 };
 
 /**
@@ -53,7 +55,8 @@ export function closeSentence(code) {
 export let token = null;
 
 /**
- * Takes a token given in the page's address (`?token=...`) out of it at once, so it stays out of
+ * Takes a token given in the page's address (`?token=...`, or `#token=...` as invite links carry
+ * it: a fragment is never sent, so no server or proxy log sees it) out of it at once, so it stays out of
  * the history, bookmarks, screenshots of the address bar and Referer headers; the tab keeps it
  * (sessionStorage) for reconnects, reloads and the lobby's links. Sets and returns
  * {@link token}. For the Foldtable page itself: a page that embeds a table keeps its address.
@@ -61,9 +64,11 @@ export let token = null;
  */
 export function takeTokenFromAddress() {
   const url = new URL(location.href);
-  const given = url.searchParams.get('token');
+  const inFragment = new URLSearchParams(url.hash.slice(1)).get('token');
+  const given = url.searchParams.get('token') ?? inFragment;
   if (given !== null) {
     url.searchParams.delete('token');
+    if (inFragment !== null) url.hash = '';
     history.replaceState(history.state, '', url.pathname + url.search + url.hash);
   }
   try {

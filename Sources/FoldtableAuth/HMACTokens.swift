@@ -9,7 +9,9 @@ import FoldtableServer
 /// `exp` in the past or an `nbf` in the future beyond `leewaySeconds`.
 ///
 /// Claims: `sub` (user id), `name` (display name, optional), `sessions` (names, or `"*"` for
-/// every session), `role` (`viewer`, `editor`, `owner`), `exp` (required), `nbf` (optional).
+/// every session), `role` (`viewer`, `editor`, `owner`), `exp` (required), `nbf` (optional),
+/// `jti` (the token's id, optional: see `AccessGrant.isValidId`;
+/// what an owner withdraws it by) and `label` (optional, up to `AccessGrant.maxLabelBytes`).
 public struct HMACTokens: TokenVerifier {
     /// Tokens longer than this are refused before any decoding. 4 KiB: a token rides in a join
     /// message (64 KiB at most) and in headers.
@@ -60,6 +62,18 @@ public struct HMACTokens: TokenVerifier {
         case .string(let text)? where !text.isEmpty && text.utf8.count <= 64: name = text
         default: return missing("name")
         }
+        var id: String?
+        switch claims.value("jti") {
+        case .none: id = nil
+        case .string(let text)? where AccessGrant.isValidId(text): id = text
+        default: return missing("jti")
+        }
+        var label: String?
+        switch claims.value("label") {
+        case .none: label = nil
+        case .string(let text)? where text.utf8.count <= AccessGrant.maxLabelBytes: label = text
+        default: return missing("label")
+        }
         var sessions: Set<String>? = []
         guard case .array(let list)? = claims.value("sessions") else { return missing("sessions") }
         for element in list {
@@ -75,11 +89,14 @@ public struct HMACTokens: TokenVerifier {
         }
         let end = UInt64(exp).addingReportingOverflow(Self.leewaySeconds)
         guard end.overflow || end.partialValue > now else { return .failure(TokenRefusal(.expired, "the token has expired")) }
-        return .success(AccessGrant(user: user, name: name, sessions: sessions, role: role, expires: UInt64(exp)))
+        return .success(AccessGrant(user: user, name: name, sessions: sessions, role: role, expires: UInt64(exp), id: id, label: label))
     }
 
-    /// Issues a token (for `foldtabled token`, tests and self-hosters' scripts).
-    public func sign(user: String, name: String?, sessions: [String], role: Role, expires: UInt64, notBefore: UInt64? = nil) -> String {
+    /// Issues a token (for `foldtabled token`, the invites API, tests and self-hosters' scripts).
+    public func sign(
+        user: String, name: String?, sessions: [String], role: Role, expires: UInt64, notBefore: UInt64? = nil, id: String? = nil,
+        label: String? = nil
+    ) -> String {
         var payload = JSONWriter(capacity: 128)
         payload.raw("{\"sub\":")
         payload.string(user)
@@ -101,6 +118,14 @@ public struct HMACTokens: TokenVerifier {
         if let notBefore {
             payload.nextKey("nbf")
             payload.integer(notBefore)
+        }
+        if let id {
+            payload.nextKey("jti")
+            payload.string(id)
+        }
+        if let label {
+            payload.nextKey("label")
+            payload.string(label)
         }
         payload.byte(UInt8(ascii: "}"))
         let signed = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(payload.bytes)
@@ -127,5 +152,14 @@ extension JSONValue {
     fileprivate var isInteger: Bool {
         if case .integer = self { return true }
         return false
+    }
+}
+
+extension HMACTokens: TokenSigner {
+    /// The grant as a token: its sessions sorted (or `*`), its id and label as `jti` and `label`.
+    public func sign(_ grant: AccessGrant) -> String {
+        sign(
+            user: grant.user, name: grant.name, sessions: grant.sessions.map { $0.sorted() } ?? ["*"], role: grant.role, expires: grant.expires,
+            id: grant.id, label: grant.label)
     }
 }

@@ -54,6 +54,12 @@ public enum CloseCode {
     /// The join's token was missing, forged, expired or not for the session: do not retry with
     /// the same token.
     public static let unauthorized = 4502
+    /// An owner withdrew the token the member joined with (`DELETE .../invites/ID`): it is
+    /// refused everywhere from now on.
+    public static let tokenWithdrawn = 4503
+    /// An owner disconnected the member (`DELETE .../members/CLIENT`). Its token still works
+    /// unless it was withdrawn too: a person may come back, a client should not on its own.
+    public static let removed = 4504
 
     /// What one close code means: a row of the protocol article's "Closes" table.
     public struct Meaning: Equatable, Sendable {
@@ -98,6 +104,10 @@ public enum CloseCode {
         Meaning(
             unauthorized, "the join had no token, or one not valid for the session", retry: false,
             advice: "do not retry with the same token"),
+        Meaning(tokenWithdrawn, "an owner withdrew the token", retry: false, advice: "ask an owner for a new link"),
+        Meaning(
+            removed, "an owner disconnected this member", retry: false,
+            advice: "do not reconnect on your own (the token still works unless withdrawn)"),
     ]
 
     /// The documented meaning of `code`, if it has one.

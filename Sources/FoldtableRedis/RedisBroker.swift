@@ -248,6 +248,11 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         close()
     }
 
+    /// The commands connection and the service thread's queue, for what shares them
+    /// (``RedisInvites``).
+    var commandsClient: RedisClient { commands }
+    var postToService: Post { post }
+
     /// Stops the reader and both clients (shutdown).
     public func close() {
         positions.withLock { $0.closed = true }

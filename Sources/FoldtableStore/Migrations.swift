@@ -54,6 +54,11 @@ enum Migrations {
     /// transaction, but only when they changed: a thousand views of a thousand sections weigh
     /// megabytes against a table of kilobytes. A session without a row has none (every session
     /// of an older database).
+    ///
+    /// Version 6: `invites` keeps the tokens owners minted through the invites API (their ids
+    /// and what the listing shows, never a token), `withdrawn_tokens` the ids withdrawn before
+    /// their tokens expire, each `until` the token would have lapsed. Both are pruned of expired
+    /// rows as they are written (see `SQLiteStore+Invites.swift`), so they stay bounded.
     static let steps: [String] = [
         """
         CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
@@ -112,6 +117,22 @@ enum Migrations {
         CREATE TABLE saved_views(
             session TEXT PRIMARY KEY NOT NULL,
             data BLOB NOT NULL
+        ) STRICT;
+        """,
+        """
+        CREATE TABLE invites(
+            id TEXT PRIMARY KEY NOT NULL,
+            session TEXT NOT NULL,
+            role TEXT NOT NULL,
+            label TEXT NOT NULL,
+            created INTEGER NOT NULL,
+            expires INTEGER NOT NULL,
+            created_by TEXT NOT NULL
+        ) STRICT;
+        CREATE INDEX invites_by_session ON invites(session, created);
+        CREATE TABLE withdrawn_tokens(
+            id TEXT PRIMARY KEY NOT NULL,
+            until INTEGER NOT NULL
         ) STRICT;
         """,
     ]

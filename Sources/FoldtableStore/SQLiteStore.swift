@@ -34,10 +34,10 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// The database file, `<directory>/foldtable.db`.
     public let path: String
 
-    private let writer: StoreWriter
+    let writer: StoreWriter
     /// Operations asked during the current turn of the service loop (see `submit`).
     private let outbox = Mutex<[StoreOperation]>([])
-    private let post: @Sendable (@escaping @Sendable () -> Void) -> Void
+    let post: @Sendable (@escaping @Sendable () -> Void) -> Void
     /// Hands the writer's outcomes to appenders and completions on the service thread.
     private let deliveries = StoreDeliveries()
 
@@ -345,7 +345,7 @@ extension SQLiteError {
 }
 
 /// A result handed from the writer thread to a caller that waits for it.
-private final class ResultSlot<Value: Sendable>: Sendable {
+final class ResultSlot<Value: Sendable>: Sendable {
     private let state = Mutex<Value?>(nil)
 
     func set(_ value: Value) {

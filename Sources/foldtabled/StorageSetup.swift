@@ -1,3 +1,4 @@
+import FoldtableRedis
 import FoldtableServer
 import FoldtableStore
 
@@ -15,25 +16,39 @@ enum StorageSetup {
         let cluster: Cluster?
         /// Writes what is queued and stops the store's thread (SQLite only).
         let close: () -> Void
+        /// Where invites and withdrawn token ids are kept: beside the sessions (Redis, SQLite or
+        /// memory, whichever holds them).
+        let invites: InviteLedger
     }
 
     /// Fails with one line naming the problem (unwritable directory, newer schema, ...).
     static func open(_ config: ServerConfig, transport: Transport) throws(StoreError) -> Opened {
         if let cluster = ClusterSetup.cluster(config, transport: transport) {
-            return Opened(ordering: .shared(cluster), ready: { true }, cluster: cluster, close: {})
+            // `cluster` is made with a RedisBroker (the only broker foldtabled has) from a URL the
+            // config check read already.
+            let invites: InviteLedger
+            if let broker = cluster.broker as? RedisBroker, let url = try? RedisURL(parsing: config.redis) {
+                invites = RedisInvites(broker: broker, options: RedisClient.Options(url: url))
+            } else {
+                invites = MemoryInviteLedger(queue: transport.serviceQueue)
+            }
+            return Opened(ordering: .shared(cluster), ready: { true }, cluster: cluster, close: {}, invites: invites)
         }
         let queue = transport.serviceQueue
         let store: SessionStore & EventLog
         let names: [String]
         let close: () -> Void
+        let invites: InviteLedger
         if config.memoryOnly {
             store = MemoryStore(keepEvents: max(config.historyEvents, config.historyKeepEvents), queue: queue)
             (names, close) = ([], {})
+            invites = MemoryInviteLedger(queue: queue)
         } else {
             let sqlite = try SQLiteStore(
                 directory: config.dataDirectory, synchronous: config.synchronous == .full ? .full : .normal, keepEvents: config.historyEvents,
                 historyKeepEvents: config.historyKeepEvents, limits: config.tableLimits, post: { queue.post($0) })
             store = sqlite
+            invites = sqlite
             (names, close) = (
                 try sqlite.sessionNames(),
                 {
@@ -44,6 +59,8 @@ enum StorageSetup {
         }
         // Between the hub and the store: notes the store's failures, so /readyz can say so.
         let monitor = StoreMonitor(store: store, log: store, clock: { transport.nowMilliseconds() })
-        return Opened(ordering: .local(store: monitor, eventLog: monitor, names: names), ready: { monitor.isAvailable }, cluster: nil, close: close)
+        return Opened(
+            ordering: .local(store: monitor, eventLog: monitor, names: names), ready: { monitor.isAvailable }, cluster: nil, close: close,
+            invites: invites)
     }
 }

@@ -7,8 +7,12 @@ import Foundation
 enum TokenCommand {
     static let usage = """
         usage: foldtabled token --session NAME[,NAME...]|'*' [--role viewer|editor|owner] [--name NAME] [--user ID] [--ttl 1h]
+                                [--jti ID] [--label TEXT]
                                 (--token-secret-file FILE, a --config FILE naming one, or FOLDTABLE_TOKEN_SECRET)
-          --ttl  lifetime: N plus s, m, h or d (default 1h)
+          --ttl    lifetime: N plus s, m, h or d (default 1h)
+          --jti    the token's id, what DELETE /api/v1/sessions/N/invites/ID withdraws it by
+                   (1-64 letters, digits, _ or -; default: a random one)
+          --label  what the token is for (up to 128 bytes), shown beside its members
         """
 
     static func run(_ arguments: [String], environment: [String: String]) -> Never {
@@ -17,6 +21,8 @@ enum TokenCommand {
         var name: String?
         var user: String?
         var ttl: UInt64 = 3_600
+        var id: String?
+        var label: String?
         var rest: [String] = []
         var index = 0
         func value() -> String {
@@ -37,6 +43,16 @@ enum TokenCommand {
                 let text = value()
                 guard let seconds = duration(text) else { fail("--ttl must look like 90s, 15m, 1h or 7d, not \"\(text)\"") }
                 ttl = seconds
+            case "--jti":
+                let text = value()
+                guard AccessGrant.isValidId(text) else {
+                    fail("--jti must be 1 to \(AccessGrant.maxIdBytes) letters, digits, _ or -, not \"\(text)\"")
+                }
+                id = text
+            case "--label":
+                let text = value()
+                guard text.utf8.count <= AccessGrant.maxLabelBytes else { fail("--label must be at most \(AccessGrant.maxLabelBytes) bytes") }
+                label = text
             case "--help", "-h":
                 print(usage)
                 exit(0)
@@ -69,7 +85,11 @@ enum TokenCommand {
         let end = Hub.wallClock().addingReportingOverflow(ttl)
         guard !end.overflow, end.partialValue <= UInt64(Int64.max) else { fail("--ttl is too long") }
         let expires = end.partialValue
-        print(HMACTokens(secret: secret).sign(user: user ?? name ?? "user", name: name, sessions: sessions, role: role, expires: expires))
+        // A random id by default, so every token can be withdrawn.
+        let jti = id ?? Hub.randomTokenId()
+        print(
+            HMACTokens(secret: secret).sign(
+                user: user ?? name ?? "user", name: name, sessions: sessions, role: role, expires: expires, id: jti, label: label))
         exit(0)
     }
 

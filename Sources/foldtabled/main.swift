@@ -83,6 +83,13 @@ let hub = Hub(
     config: config, transport: transport, ordering: storage.ordering, log: Log(level: config.logLevel), verifier: verifier, ready: storage.ready,
     residentBytes: ResidentMemory.bytes)
 transport.delegate = hub
+if let signer = verifier as? TokenSigner {
+    do {
+        try hub.enableInvites(signer: signer, ledger: storage.invites)
+    } catch {
+        fail(error.description)
+    }
+}
 if let cluster = storage.cluster { ClusterSetup.register(cluster, metrics: hub.metrics) }
 hub.metrics.counter("foldtable_frames_written_total", "WebSocket frames written to clients.") { Double(transport.written.frames) }
 hub.metrics.counter("foldtable_frames_coalesced_total", "Messages that shared a frame with an earlier one (batching's saving).") {

@@ -109,4 +109,27 @@ import Testing
         #expect(Base64URL.decode(Array("Q".utf8)) == nil)
         #expect(Base64URL.decode(Array("QQ==".utf8)) == nil)
     }
+
+    @Test func aTokenCarriesItsIdAndLabelAndOneWithoutThemStillVerifies() throws {
+        let signed = tokens.sign(user: "u1", name: nil, sessions: ["demo"], role: .viewer, expires: now + 60, id: "inv-1", label: "for Bo")
+        let grant = try tokens.verify(signed, now: now).get()
+        #expect(grant.id == "inv-1")
+        #expect(grant.label == "for Bo")
+        let old = try tokens.verify(token(), now: now).get()
+        #expect(old.id == nil && old.label == nil)
+        // The signer port signs the same claims.
+        #expect(try tokens.verify(tokens.sign(grant), now: now).get() == grant)
+    }
+
+    @Test func aJtiThatCannotBeAnIdOrAnOverlongLabelIsRefused() {
+        for payload in [
+            #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"jti":""}"#,
+            #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"jti":"a b"}"#,
+            #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"jti":"\#(String(repeating: "x", count: 65))"}"#,
+            #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"jti":7}"#,
+            #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"label":"\#(String(repeating: "x", count: 129))"}"#,
+        ] {
+            #expect(reason(forge(header: #"{"alg":"HS256"}"#, payload: payload)) == .missingClaim, "\(payload)")
+        }
+    }
 }

@@ -42,7 +42,7 @@ import Testing
         let constants = [
             CloseCode.goingAway, CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayload, CloseCode.messageTooBig,
             CloseCode.slowConsumer, CloseCode.joinTimeout, CloseCode.tokenExpired, CloseCode.tooManyErrors, CloseCode.sessionDeleted,
-            CloseCode.unauthorized,
+            CloseCode.unauthorized, CloseCode.tokenWithdrawn, CloseCode.removed,
         ]
         #expect(constants == codes, "every code the server closes with is in the table, and only those")
     }

@@ -101,3 +101,28 @@ def test_a_private_view_with_shared_markers_the_activity_panel_and_the_undo_toas
     b.find_element(By.CSS_SELECTOR, 'section[data-sec="nuts"] [data-act="remove"]').click()
     wait(b, lambda b: b.find_element(By.ID, "toast").is_displayed())
     violations(b)
+
+
+def test_the_open_share_dialog_has_no_accessibility_violations(browsers, session_name, tmp_path):
+    """The owners' Share dialog (a server with tokens), open with a minted link and its list."""
+    import os
+    import time
+
+    from conftest import Server
+    from test_table_options import hs256
+    secret = os.urandom(32).hex()
+    (tmp_path / "secret").write_text(secret)
+    s = Server(extra=["--token-secret-file", str(tmp_path / "secret")]).start()
+    try:
+        claims = {"sub": "olga", "name": "Olga", "sessions": [session_name], "role": "owner", "exp": int(time.time()) + 600}
+        b = browsers()
+        b.get(f"{s.url}/s/{session_name}?new&token={hs256(claims, secret)}")
+        wait(b, lambda b: b.find_element(By.ID, "share-open").is_displayed(), timeout=10)
+        b.find_element(By.ID, "share-open").click()
+        wait(b, lambda b: b.find_element(By.ID, "share-dialog").get_attribute("open") is not None)
+        violations(b)
+        b.find_element(By.ID, "share-create").click()
+        wait(b, lambda b: b.find_elements(By.CSS_SELECTOR, "#share-invites button"))
+        violations(b)
+    finally:
+        s.stop()

@@ -286,6 +286,54 @@ enum OpenAPIDocument {
                     "limit", "At most this many events (default \(EventHistory.defaultLimit)).", Schema.integer(1...Int64(EventHistory.maxLimit))),
             ],
             responses: [Response(200, "A page of events.", [(json, Schema.ref("EventPage"))]), notFound]),
+        Operation(
+            method: "POST", path: "/api/v1/sessions/{name}/invites", id: "mintInvite", tag: "access", summary: "Mint an invite",
+            description: """
+                A token for this session alone with the role asked (owners may invite owners), and the page address that \
+                opens it (`/s/NAME#token=...`: a fragment stays out of server and proxy logs). The token is in this answer only. \
+                Servers with tokens only (open mode: 400).
+                """,
+            access: .role(.owner), parameters: [name],
+            body: (
+                false,
+                [
+                    (
+                        json,
+                        Schema.object([
+                            ("role", Schema.enumeration(Role.allCases.map(\.rawValue))), ("expiresIn", Schema.integer(InviteDesk.expiresInRange)),
+                            ("label", .object([("type", .string("string")), ("maxLength", .integer(Int64(AccessGrant.maxLabelBytes)))])),
+                        ])
+                    )
+                ]
+            ),
+            responses: [Response(201, "Minted (not cached: `Cache-Control: no-store`).", [(json, Schema.ref("MintedInvite"))]), notFound, conflict]),
+        Operation(
+            method: "GET", path: "/api/v1/sessions/{name}/invites", id: "listInvites", tag: "access", summary: "Live invites",
+            description: "The invites minted for this session that have neither expired nor been withdrawn, oldest first; never a token.",
+            access: .role(.owner), parameters: [name],
+            responses: [Response(200, "The invites.", [(json, Schema.object([("invites", Schema.array(Schema.ref("Invite")))]))]), notFound]),
+        Operation(
+            method: "DELETE", path: "/api/v1/sessions/{name}/invites/{id}", id: "withdrawInvite", tag: "access", summary: "Withdraw a token",
+            description: """
+                The token with this id is refused from now on, on every node, and members connected with it are closed with \
+                4503. Any id (such as one `foldtabled token --jti` printed) when the caller is an owner of every session.
+                """,
+            access: .role(.owner), parameters: [name, Parameter.path("id", "The invite's (the token's `jti`) id.")],
+            responses: [Response(204, "Withdrawn."), Response(404, "No live invite of this id for the session.", error)]),
+        Operation(
+            method: "GET", path: "/api/v1/sessions/{name}/members", id: "listMembers", tag: "access", summary: "Members",
+            description: """
+                Who is connected: this node's members with their roles and token ids, then those other nodes list in \
+                presence (by name and node; `role` null).
+                """,
+            access: .role(.viewer), parameters: [name],
+            responses: [Response(200, "The members.", [(json, Schema.object([("members", Schema.array(Schema.ref("Member")))]))])]),
+        Operation(
+            method: "DELETE", path: "/api/v1/sessions/{name}/members/{client}", id: "removeMember", tag: "access",
+            summary: "Disconnect a member",
+            description: "Closes that member's connection with 4504 (it may join again unless its token is withdrawn too).",
+            access: .role(.owner), parameters: [name, Parameter.path("client", "The member's client id (as `members` lists it).")],
+            responses: [Response(204, "Disconnected."), Response(404, "No such member connected to this node.", error)]),
     ]
 
     /// Shared schemas.
@@ -341,6 +389,28 @@ enum OpenAPIDocument {
             ])
         ),
         ("EventPage", Schema.object([("events", Schema.array(Schema.anyObject)), ("next", Schema.nullable("integer"))])),
+        (
+            "Invite",
+            Schema.object([
+                ("id", Schema.string), ("role", Schema.enumeration(Role.allCases.map(\.rawValue))), ("label", Schema.string),
+                ("created", Schema.integer), ("expires", Schema.integer), ("createdBy", Schema.string),
+            ])
+        ),
+        (
+            "MintedInvite",
+            Schema.object([
+                ("id", Schema.string), ("url", Schema.string), ("path", Schema.string), ("token", Schema.string),
+                ("role", Schema.enumeration(Role.allCases.map(\.rawValue))), ("label", Schema.string), ("created", Schema.integer),
+                ("expires", Schema.integer), ("createdBy", Schema.string),
+            ])
+        ),
+        (
+            "Member",
+            Schema.object([
+                ("client", Schema.string), ("name", Schema.string), ("role", .object([("type", .array([.string("string"), .string("null")]))])),
+                ("node", Schema.string), ("token", Schema.nullable("string")), ("label", Schema.nullable("string")),
+            ])
+        ),
     ]
 
     /// The document as JSON.

@@ -16,7 +16,7 @@ import Foundation
 /// Errors are `{"error":{"code":...,"message":...,"field":...}}` with the protocol's codes.
 final class SessionAPI {
     unowned let hub: Hub
-    private let policy: RequestPolicy
+    let policy: RequestPolicy
     typealias Respond = HTTPRouter.Respond
     /// An endpoint: an unapplied method (`SessionAPI.listSessions`), so the route table holds
     /// no reference to the API itself (a stored `self.listSessions` would be a retain cycle).
@@ -74,6 +74,11 @@ final class SessionAPI {
         add("GET", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.find)
         add("POST", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.findByBody)
         add("GET", "/api/v1/sessions/{name}/events", .viewer, SessionAPI.events)
+        add("POST", "/api/v1/sessions/{name}/invites", .owner, SessionAPI.mintInvite)
+        add("GET", "/api/v1/sessions/{name}/invites", .owner, SessionAPI.listInvites)
+        add("DELETE", "/api/v1/sessions/{name}/invites/{id}", .owner, SessionAPI.withdrawInvite)
+        add("GET", "/api/v1/sessions/{name}/members", .viewer, SessionAPI.listMembers)
+        add("DELETE", "/api/v1/sessions/{name}/members/{client}", .owner, SessionAPI.removeMember)
         add("GET", "/api/v1/openapi.json", nil, SessionAPI.openAPI)
     }
 
@@ -194,7 +199,7 @@ final class SessionAPI {
             return .failure(Refusal(response: refusal))
         }
         let token = String(authorization.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
-        switch verifier.verify(token, now: hub.clock()) {
+        switch hub.verifyToken(token, with: verifier) {
         case .failure(let refusal):
             var response = Self.error(401, ProtocolError(.unauthorized, refusal.message, field: "token"))
             response.headers["WWW-Authenticate"] = "Bearer error=\"invalid_token\""

@@ -29,13 +29,37 @@ public struct AccessGrant: Equatable, Sendable {
     public var role: Role
     /// When the grant ends, in seconds since 1970 (`exp`).
     public var expires: UInt64
+    /// The token's id (`jti`): what withdraws it. `nil` for a token made without one, which
+    /// stays valid until it expires.
+    public var id: String?
+    /// What the token was made for (`label`), shown to owners beside its members.
+    public var label: String?
 
-    public init(user: String, name: String?, sessions: Set<String>?, role: Role, expires: UInt64) {
+    public init(
+        user: String, name: String?, sessions: Set<String>?, role: Role, expires: UInt64, id: String? = nil, label: String? = nil
+    ) {
         self.user = user
         self.name = name
         self.sessions = sessions
         self.role = role
         self.expires = expires
+        self.id = id
+        self.label = label
+    }
+
+    /// A token id is at most this long: it is kept in the withdrawn list and travels in paths.
+    public static let maxIdBytes = 64
+    /// A label is at most this long (a few words: who or what the token is for).
+    public static let maxLabelBytes = 128
+
+    /// Whether `text` can be a token id (`jti`): 1 to ``maxIdBytes`` letters, digits, `_` or `-`
+    /// (it travels in URL paths: `DELETE .../invites/ID`).
+    public static func isValidId(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= maxIdBytes
+            && text.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+            }
     }
 
     /// Whether the grant opens `session`.
@@ -53,6 +77,8 @@ public protocol TokenVerifier: Sendable {
 public struct TokenRefusal: Error, Equatable, Sendable {
     public enum Reason: String, Sendable {
         case malformed, badSignature, unsupportedAlgorithm, expired, notYetValid, tooLarge, missingClaim
+        /// An owner withdrew the token (its `jti`) before it expired.
+        case withdrawn
     }
 
     public var reason: Reason

@@ -115,7 +115,7 @@ extension Hub {
             var grant = client.grant
             if let verifier {
                 if let token {
-                    guard case .success(let granted) = verifier.verify(token, now: clock()) else {
+                    guard case .success(let granted) = verifyToken(token, with: verifier) else {
                         return refuse(connection, ProtocolError(.unauthorized, "the token is not valid", field: "token"), id: nil)
                     }
                     grant = granted
@@ -217,7 +217,7 @@ extension Hub {
         var request = request
         if let verifier {
             guard let token = request.token else { return unauthorized(client, "this server needs a token to join") }
-            switch verifier.verify(token, now: clock()) {
+            switch verifyToken(token, with: verifier) {
             case .failure(let refusal):
                 return unauthorized(client, refusal.message)
             case .success(let grant):
@@ -287,7 +287,7 @@ extension Hub {
             return refuse(client.connection, ProtocolError(.invalidValue, "this server takes no tokens", field: "token"), id: nil)
         }
         guard let session = client.session else { return refuse(client.connection, ProtocolError(.notJoined, "join a session first"), id: nil) }
-        guard case .success(let grant) = verifier.verify(token, now: clock()), grant.allows(session.name) else {
+        guard case .success(let grant) = verifyToken(token, with: verifier), grant.allows(session.name) else {
             return refuse(client.connection, ProtocolError(.unauthorized, "the token is not valid for this session", field: "token"), id: nil)
         }
         // A fresh token renews who joined; it does not make the connection someone else (whose

@@ -20,6 +20,9 @@ public final class Hub: TransportDelegate {
     let logger: Log
     /// Checks tokens; `nil` = open mode (no tokens, everyone edits).
     let verifier: TokenVerifier?
+    /// Minting invites and withdrawing tokens (``enableInvites(signer:ledger:)``); `nil`: tokens
+    /// cannot be withdrawn and the invites API answers 404.
+    var invites: InviteDesk?
     /// Wall-clock seconds since 1970, for token expiry.
     let clock: () -> UInt64
 

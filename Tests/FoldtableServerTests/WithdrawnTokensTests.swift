@@ -1,0 +1,53 @@
+import Testing
+
+@testable import FoldtableServer
+
+/// The withdrawn-token list: ids kept until their tokens would have expired, and bounded.
+@Suite struct WithdrawnTokensTests {
+    let now: UInt64 = 1_800_000_000
+
+    @Test func anIdIsRefusedUntilItsEndAndForgottenAfter() {
+        var list = WithdrawnTokens()
+        let added = list.add("a", until: now + 10, now: now)
+        #expect(added)
+        #expect(list.contains("a", now: now))
+        #expect(list.contains("a", now: now + 9))
+        #expect(!list.contains("a", now: now + 10))
+        #expect(!list.contains("b", now: now))
+        list.prune(now: now + 10)
+        #expect(list.count == 0)
+    }
+
+    @Test func anIdWhoseTokenHasExpiredAlreadyIsNotKept() {
+        var list = WithdrawnTokens()
+        let added = list.add("late", until: now, now: now)
+        #expect(!added)
+        #expect(list.count == 0)
+    }
+
+    @Test func anIdWithdrawnTwiceKeepsTheLaterEnd() {
+        var list = WithdrawnTokens()
+        list.add("a", until: now + 100, now: now)
+        list.add("a", until: now + 10, now: now)
+        #expect(list.until["a"] == now + 100)
+        #expect(list.count == 1)
+    }
+
+    @Test func aFullListRefusesMoreUntilSomeLapse() {
+        var list = WithdrawnTokens()
+        for index in 0..<WithdrawnTokens.maxCount {
+            let added = list.add("id\(index)", until: now + (index == 0 ? 5 : 1_000), now: now)
+            #expect(added)
+        }
+        #expect(!list.hasRoom(now: now))
+        let added = list.add("one-more", until: now + 1_000, now: now)
+        #expect(!added)
+        #expect(!list.contains("one-more", now: now))
+        // Once the first id's token has expired its place is free again.
+        #expect(list.hasRoom(now: now + 5))
+        let addedLater = list.add("one-more", until: now + 1_000, now: now + 5)
+        #expect(addedLater)
+        #expect(list.count == WithdrawnTokens.maxCount)
+        #expect(!list.contains("id0", now: now + 5))
+    }
+}
