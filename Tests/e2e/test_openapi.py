@@ -1,6 +1,7 @@
 """GET /api/v1/openapi.json against the real foldtabled: a valid OpenAPI 3.1 document (checked by
 an independent validator), and true of the server: every documented operation answers on its
 path and method, with a status the document lists and, for JSON, a body its schema accepts."""
+import asyncio
 import http.client
 import json
 import os
@@ -11,12 +12,16 @@ import jsonschema
 import pytest
 from openapi_spec_validator import validate
 
-from foldtabled import Server
+from foldtabled import Client, Server
+from test_access import SECRET, token
+
+# An owner of every session: each operation is called with the role it needs at most.
+OWNER = token(["*"], role="owner", sub="openapi-owner", name="Olga", ttl=3600)
 
 
 def call(server, method, path, body=None, content_type="application/json"):
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    headers = {}
+    headers = {"Authorization": f"Bearer {OWNER}"}
     if body is not None:
         if not isinstance(body, (bytes, str)):
             body = json.dumps(body)
@@ -29,8 +34,11 @@ def call(server, method, path, body=None, content_type="application/json"):
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = Server()
+def server(tmp_path_factory):
+    # With tokens, so that every operation (invites too) can answer as it does for its users.
+    secret = tmp_path_factory.mktemp("secret") / "token.secret"
+    secret.write_text(SECRET + "\n")
+    s = Server("--token-secret-file", str(secret))
     yield s
     s.stop()
 
@@ -71,6 +79,7 @@ REQUESTS = {
     "find": ("?q=App", None, None),
     "findByBody": ("", {"q": "App"}, "application/json"),
     "events": ("?limit=5", None, None),
+    "mintInvite": ("", {"role": "viewer", "label": "docs"}, "application/json"),
 }
 
 
@@ -81,13 +90,17 @@ def test_every_documented_operation_answers_as_documented(server, document):
              "sections": [{"key": "fruit", "title": "Fruit", "collapsed": False, "rowCount": 1,
                            "rows": [{"key": "a", "label": "Apple", "value": "red"}]}]}
     assert call(server, "POST", "/api/v1/sessions?name=oa", table)[0] == 201
+    # Real things for the calls that name one: an invite to withdraw, a member to disconnect.
+    invite = json.loads(call(server, "POST", "/api/v1/sessions/oa/invites", {})[2])["id"]
+    member = asyncio.run(Client.join(server.ws, session="oa", name="Guest", create=False, token=OWNER))
     operations = [(path, method.upper(), op) for path, item in document["paths"].items() for method, op in item.items()]
     # Deletes last, so every other operation finds its session.
     operations.sort(key=lambda o: o[1] == "DELETE")
     seen = 0
     for path, method, operation in operations:
         query, body, kind = REQUESTS.get(operation["operationId"], ("", None, None))
-        url = path.replace("{name}", "oa-new" if operation["operationId"] == "deleteSession" else "oa").replace("{section}", "fruit") + query
+        url = (path.replace("{name}", "oa-new" if operation["operationId"] == "deleteSession" else "oa").replace("{section}", "fruit")
+               .replace("{id}", invite).replace("{client}", member.welcome["client"]) + query)
         status, content_type, raw = call(server, method, url, body, kind or "application/json")
         responses = operation["responses"]
         assert str(status) in responses, (method, url, status, raw[:300])
@@ -125,13 +138,15 @@ def test_a_fuzzer_driven_by_the_document_finds_no_server_error_and_no_undocument
     checks each answer: never a 5xx, always a status, media type, headers and body the document
     lists. Seeded, so a failure reproduces. NUL bytes are not generated: libwebsockets drops the
     connection on a %00 in a query before the server sees the request (no answer to check)."""
-    server = Server("--memory", "--api-rate", "100000", "--api-burst", "100000")
+    secret = tmp_path / "token.secret"
+    secret.write_text(SECRET + "\n")
+    server = Server("--memory", "--token-secret-file", str(secret), "--api-rate", "100000", "--api-burst", "100000")
     try:
         st = os.path.join(os.path.dirname(sys.executable), "st")
         url = f"http://127.0.0.1:{server.port}"
         result = subprocess.run(
             [st, "run", f"{url}/api/v1/openapi.json", "--url", url, "--max-examples", "25", "--seed", "1",
-             "--generation-allow-x00", "false", "--workers", "1", "--phases", "examples,coverage,fuzzing",
+             "--header", f"Authorization: Bearer {OWNER}", "--generation-allow-x00", "false", "--workers", "1", "--phases", "examples,coverage,fuzzing",
              "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
                          "response_schema_conformance,response_headers_conformance"],
             capture_output=True, text=True, timeout=600, cwd=tmp_path)
