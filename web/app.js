@@ -8,6 +8,10 @@ import { setupShare } from './share.js';
 
 // Before anything else: the address loses its ?token= at once (protocol.js says why).
 const token = takeTokenFromAddress();
+// Whether the token is a link many people open ("shared": true in its claims, as invites are).
+const sharedLink = (() => {
+  try { return JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))).shared === true; } catch { return false; }
+})();
 const $ = (id) => document.getElementById(id);
 const SESSION_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const NAME_KEY = 'foldtable.name';
@@ -346,7 +350,7 @@ function startSession(name) {
           table.mode = 'shared';
           drawView();
           if (msg.view?.mode === 'private') showView(msg.view);
-          else if (role === null && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
+          else if (viewKeptHere() && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
           activity.clear();
           askHistory();
           break;
@@ -358,7 +362,7 @@ function startSession(name) {
           role = msg.role ?? null;
           share.shown(role);
           // A resumed connection is a new one to the server: the private view goes with it.
-          if (table.mode === 'private' && role === null && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
+          if (table.mode === 'private' && viewKeptHere() && savedView()) conn.sendNow({ type: 'view', mode: 'private', collapsed: savedView() });
           people.clear();
           for (const p of msg.presence || []) people.set(p.client, p.name);
           count = msg.presenceCount ?? people.size;
@@ -444,11 +448,14 @@ function startSession(name) {
   conn.connect();
 
   // ---- my view: private or shared ----
+  // The page keeps the private view in open mode and for a shared link (an invite many people
+  // open: the server keeps views per person, and a link is no person); else the server does.
+  function viewKeptHere() { return role === null || sharedLink; }
   function savedView() {
     try { const v = JSON.parse(localStorage.getItem(viewKey)); return v && typeof v === 'object' ? v : null; } catch { return null; }
   }
   function saveView() {
-    if (role !== null) return; // with tokens the server keeps it
+    if (!viewKeptHere()) return; // with a token of one's own the server keeps it
     if (table.mode !== 'private') { localStorage.removeItem(viewKey); return; }
     const map = {};
     for (const s of table.sections) map[s.key] = s.collapsed;
@@ -482,7 +489,7 @@ function startSession(name) {
   function askView(mode) {
     if (mode === table.mode) return;
     const m = { type: 'view', mode };
-    if (mode === 'private' && role === null && savedView()) m.collapsed = savedView();
+    if (mode === 'private' && viewKeptHere() && savedView()) m.collapsed = savedView();
     conn.sendNow(m);
   }
   $('my-view').addEventListener('change', (e) => {

@@ -10,6 +10,7 @@ import FoldtableServer
 ///
 /// Claims: `sub` (user id), `name` (display name, optional), `sessions` (names, or `"*"` for
 /// every session), `role` (`viewer`, `editor`, `owner`), `exp` (required), `nbf` (optional),
+/// `shared` (optional, `true` for a link many people open: see `AccessGrant.shared`),
 /// `jti` (the token's id, optional: see `AccessGrant.isValidId`;
 /// what an owner withdraws it by) and `label` (optional, up to `AccessGrant.maxLabelBytes`).
 public struct HMACTokens: TokenVerifier {
@@ -74,6 +75,12 @@ public struct HMACTokens: TokenVerifier {
         case .string(let text)? where text.utf8.count <= AccessGrant.maxLabelBytes: label = text
         default: return missing("label")
         }
+        var shared = false
+        switch claims.value("shared") {
+        case .none: break
+        case .bool(let flag)?: shared = flag
+        default: return missing("shared")
+        }
         var sessions: Set<String>? = []
         guard case .array(let list)? = claims.value("sessions") else { return missing("sessions") }
         for element in list {
@@ -89,13 +96,14 @@ public struct HMACTokens: TokenVerifier {
         }
         let end = UInt64(exp).addingReportingOverflow(Self.leewaySeconds)
         guard end.overflow || end.partialValue > now else { return .failure(TokenRefusal(.expired, "the token has expired")) }
-        return .success(AccessGrant(user: user, name: name, sessions: sessions, role: role, expires: UInt64(exp), id: id, label: label))
+        return .success(
+            AccessGrant(user: user, name: name, sessions: sessions, role: role, expires: UInt64(exp), id: id, label: label, shared: shared))
     }
 
     /// Issues a token (for `foldtabled token`, the invites API, tests and self-hosters' scripts).
     public func sign(
         user: String, name: String?, sessions: [String], role: Role, expires: UInt64, notBefore: UInt64? = nil, id: String? = nil,
-        label: String? = nil
+        label: String? = nil, shared: Bool = false
     ) -> String {
         var payload = JSONWriter(capacity: 128)
         payload.raw("{\"sub\":")
@@ -126,6 +134,10 @@ public struct HMACTokens: TokenVerifier {
         if let label {
             payload.nextKey("label")
             payload.string(label)
+        }
+        if shared {
+            payload.nextKey("shared")
+            payload.bool(true)
         }
         payload.byte(UInt8(ascii: "}"))
         let signed = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(payload.bytes)
@@ -160,6 +172,6 @@ extension HMACTokens: TokenSigner {
     public func sign(_ grant: AccessGrant) -> String {
         sign(
             user: grant.user, name: grant.name, sessions: grant.sessions.map { $0.sorted() } ?? ["*"], role: grant.role, expires: grant.expires,
-            id: grant.id, label: grant.label)
+            id: grant.id, label: grant.label, shared: grant.shared)
     }
 }

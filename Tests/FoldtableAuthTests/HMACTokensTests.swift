@@ -128,8 +128,17 @@ import Testing
             #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"jti":"\#(String(repeating: "x", count: 65))"}"#,
             #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"jti":7}"#,
             #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"label":"\#(String(repeating: "x", count: 129))"}"#,
+            #"{"sub":"u1","sessions":["*"],"role":"owner","exp":1900000000,"shared":"yes"}"#,
         ] {
             #expect(reason(forge(header: #"{"alg":"HS256"}"#, payload: payload)) == .missingClaim, "\(payload)")
         }
+    }
+
+    @Test func aSharedLinkSaysSoAndAPersonalTokenDoesNot() throws {
+        let link = tokens.sign(user: "invite-1", name: nil, sessions: ["demo"], role: .editor, expires: now + 60, id: "1", shared: true)
+        let grant = try tokens.verify(link, now: now).get()
+        #expect(grant.shared)
+        #expect(try tokens.verify(tokens.sign(grant), now: now).get() == grant)
+        #expect(try !tokens.verify(token(), now: now).get().shared)
     }
 }

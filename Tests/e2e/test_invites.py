@@ -362,3 +362,28 @@ def test_a_withdrawal_on_one_node_closes_and_refuses_the_token_on_the_other(secr
         assert a.stop() == 0
         assert b.stop() == 0
         redis.close()
+
+
+def test_two_people_on_one_invite_link_are_two_authors_for_undo(server):
+    """An invite is a link many people open: its token's sub names the link, not a person. Each
+    is told apart (by the scope the client declares), so one guest's undo never takes back the
+    other's change."""
+    session = unique("inv")
+
+    async def scenario():
+        await made(server, session)
+        link = mint(server, session, {"role": "editor"})[2]["token"]
+        ana = await Client.join(server.ws, session=session, name="Ana", create=False, token=link, idScope="ana-scope-0123456789")
+        ben = await Client.join(server.ws, session=session, name="Ben", create=False, token=link, idScope="ben-scope-0123456789")
+        async def change(client, message, change_id):
+            await client.send({**message, "id": change_id})
+            return await client.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == change_id)
+
+        assert (await change(ana, {"type": "addSection", "key": "anas", "title": "Ana's"}, "c1"))["type"] == "ack"
+        # Ben's own id c1 is not Ana's, and nothing of his is to undo.
+        refused = await change(ben, {"type": "undo"}, "c1")
+        assert refused["type"] == "error" and refused["code"] == "nothing_to_undo", refused
+        assert (await change(ana, {"type": "undo"}, "u1"))["type"] == "ack"
+        await ana.close()
+        await ben.close()
+    run(scenario())

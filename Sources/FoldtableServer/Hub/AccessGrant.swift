@@ -34,9 +34,15 @@ public struct AccessGrant: Equatable, Sendable {
     public var id: String?
     /// What the token was made for (`label`), shown to owners beside its members.
     public var label: String?
+    /// Whether the token is a link many people may open (`"shared": true`: an invite): then
+    /// its `sub` names the link, not a person, so each connection is its own author for change
+    /// ids and undo, and no view is kept for the `sub` (two guests must not undo each other's
+    /// changes or share a private view).
+    public var shared: Bool
 
     public init(
-        user: String, name: String?, sessions: Set<String>?, role: Role, expires: UInt64, id: String? = nil, label: String? = nil
+        user: String, name: String?, sessions: Set<String>?, role: Role, expires: UInt64, id: String? = nil, label: String? = nil,
+        shared: Bool = false
     ) {
         self.user = user
         self.name = name
@@ -45,6 +51,7 @@ public struct AccessGrant: Equatable, Sendable {
         self.expires = expires
         self.id = id
         self.label = label
+        self.shared = shared
     }
 
     /// A token id is at most this long: it is kept in the withdrawn list and travels in paths.

@@ -78,7 +78,8 @@ extension Hub {
             let expires = now + UInt64(clamping: expiresIn)
             let invite = Invite(id: id, session: session, role: role, label: label, created: now, expires: expires, createdBy: creator)
             let grant = AccessGrant(
-                user: "invite-\(id)", name: nil, sessions: [session], role: role, expires: expires, id: id, label: label.isEmpty ? nil : label)
+                user: "invite-\(id)", name: nil, sessions: [session], role: role, expires: expires, id: id, label: label.isEmpty ? nil : label,
+                shared: true)
             desk.ledger.record(invite) { [self] recorded in
                 switch recorded {
                 case .success: completion(.success((invite, desk.signer.sign(grant))))

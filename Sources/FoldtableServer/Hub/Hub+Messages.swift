@@ -234,7 +234,10 @@ extension Hub {
         }
         client.consecutiveErrors = 0
         client.joining = true
-        client.idScope = ChangeIdScope.of(member: client.grant?.user, declared: request.idScope, connection: client.connection.id)
+        // A shared link's `sub` names the link, not a person: its members are told apart like
+        // open mode's, by the scope they declare (else their connection).
+        let person = client.grant.flatMap { $0.shared ? nil : $0.user }
+        client.idScope = ChangeIdScope.of(member: person, declared: request.idScope, connection: client.connection.id)
         // Only who may make a session, and means to: a viewer's join (or a lookup like
         // `foldtable get`) of a missing name must not leave an empty session behind, nor bring
         // back one an owner just deleted. Everyone is an owner in open mode.
