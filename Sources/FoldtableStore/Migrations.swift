@@ -54,6 +54,11 @@ enum Migrations {
     /// transaction, but only when they changed: a thousand views of a thousand sections weigh
     /// megabytes against a table of kilobytes. A session without a row has none (every session
     /// of an older database).
+    ///
+    /// Version 6: `webhooks` keeps each session's webhook (URL, `whsec_` secret, the epoch it
+    /// was set in) and its receiver's cursor (`delivered`: the last seq acknowledged; `paused`:
+    /// why deliveries stopped, or NULL). The events to deliver are the log's own: no outbox, so
+    /// a change costs no extra write; only an acknowledged delivery moves the cursor.
     static let steps: [String] = [
         """
         CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
@@ -112,6 +117,16 @@ enum Migrations {
         CREATE TABLE saved_views(
             session TEXT PRIMARY KEY NOT NULL,
             data BLOB NOT NULL
+        ) STRICT;
+        """,
+        """
+        CREATE TABLE webhooks(
+            session TEXT PRIMARY KEY NOT NULL,
+            url TEXT NOT NULL,
+            secret TEXT NOT NULL,
+            epoch TEXT NOT NULL,
+            delivered INTEGER NOT NULL CHECK (delivered >= 0),
+            paused TEXT
         ) STRICT;
         """,
     ]

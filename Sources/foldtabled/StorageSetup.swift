@@ -15,6 +15,10 @@ enum StorageSetup {
         let cluster: Cluster?
         /// Writes what is queued and stops the store's thread (SQLite only).
         let close: () -> Void
+        /// Where sessions' webhooks and cursors are kept, and the log they deliver from: nil
+        /// with --redis (no node alone delivers a shared session's changes).
+        var webhookStore: WebhookStore? = nil
+        var eventLog: EventLog? = nil
     }
 
     /// Fails with one line naming the problem (unwritable directory, newer schema, ...).
@@ -24,16 +28,19 @@ enum StorageSetup {
         }
         let queue = transport.serviceQueue
         let store: SessionStore & EventLog
+        let webhookStore: WebhookStore
         let names: [String]
         let close: () -> Void
         if config.memoryOnly {
             store = MemoryStore(keepEvents: max(config.historyEvents, config.historyKeepEvents), queue: queue)
+            webhookStore = MemoryWebhookStore(queue: queue)
             (names, close) = ([], {})
         } else {
             let sqlite = try SQLiteStore(
                 directory: config.dataDirectory, synchronous: config.synchronous == .full ? .full : .normal, keepEvents: config.historyEvents,
                 historyKeepEvents: config.historyKeepEvents, limits: config.tableLimits, post: { queue.post($0) })
             store = sqlite
+            webhookStore = sqlite
             (names, close) = (
                 try sqlite.sessionNames(),
                 {
@@ -44,6 +51,8 @@ enum StorageSetup {
         }
         // Between the hub and the store: notes the store's failures, so /readyz can say so.
         let monitor = StoreMonitor(store: store, log: store, clock: { transport.nowMilliseconds() })
-        return Opened(ordering: .local(store: monitor, eventLog: monitor, names: names), ready: { monitor.isAvailable }, cluster: nil, close: close)
+        return Opened(
+            ordering: .local(store: monitor, eventLog: monitor, names: names), ready: { monitor.isAvailable }, cluster: nil, close: close,
+            webhookStore: webhookStore, eventLog: monitor)
     }
 }

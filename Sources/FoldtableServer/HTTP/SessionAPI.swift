@@ -70,6 +70,10 @@ final class SessionAPI {
         add("GET", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.find)
         add("POST", "/api/v1/sessions/{name}/find", .viewer, SessionAPI.findByBody)
         add("GET", "/api/v1/sessions/{name}/events", .viewer, SessionAPI.events)
+        add("PUT", "/api/v1/sessions/{name}/webhook", .owner, SessionAPI.putWebhook)
+        add("GET", "/api/v1/sessions/{name}/webhook", .owner, SessionAPI.getWebhook)
+        add("DELETE", "/api/v1/sessions/{name}/webhook", .owner, SessionAPI.deleteWebhook)
+        add("POST", "/api/v1/sessions/{name}/webhook/resume", .owner, SessionAPI.resumeWebhook)
     }
 
     private func add(_ method: String, _ path: String, _ role: Role, _ handler: @escaping Handler) {
