@@ -69,7 +69,9 @@ extension SQLiteStore: WebhookStore {
 
     /// Runs `body` on the writer thread after everything asked before it, and posts its outcome
     /// to `completion` on the service thread.
-    private func write(_ completion: @escaping (Result<Void, StoreError>) -> Void, _ body: @escaping @Sendable (SQLiteDatabase) throws(SQLiteError) -> Void) {
+    private func write(
+        _ completion: @escaping (Result<Void, StoreError>) -> Void, _ body: @escaping @Sendable (SQLiteDatabase) throws(SQLiteError) -> Void
+    ) {
         let box = CompletionBox(completion)
         let post = self.post
         submit(

@@ -21,7 +21,8 @@ enum WebhookSetup {
         let limits = WebhookState.Limits(
             maxBacklogEvents: UInt64(config.webhookMaxBacklogEvents), pauseAfterMs: UInt64(config.webhookPauseAfterSecs) * 1_000,
             backoff: WebhookBackoff(baseMs: 1_000, maxMs: UInt64(config.webhookRetryMaxMs)))
-        let webhooks = Webhooks(hub: hub, store: store, eventLog: eventLog, sender: sender, settings: Webhooks.Settings(limits: limits, policy: policy))
+        let webhooks = Webhooks(
+            hub: hub, store: store, eventLog: eventLog, sender: sender, settings: Webhooks.Settings(limits: limits, policy: policy))
         hub.webhooks = webhooks
         try webhooks.start()
     }

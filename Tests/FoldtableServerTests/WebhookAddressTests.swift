@@ -108,7 +108,10 @@ import Testing
     }
 
     @Test func onlyHTTPAndHTTPSURLsWithoutCredentialsOrFragmentsAreTaken() {
-        for bad in ["ftp://example.com/", "file:///etc/passwd", "gopher://x", "http://user:pw@example.com/", "https://example.com/#x", "https://", "http://exa mple.com/", "example.com"] {
+        for bad in [
+            "ftp://example.com/", "file:///etc/passwd", "gopher://x", "http://user:pw@example.com/", "https://example.com/#x", "https://",
+            "http://exa mple.com/", "example.com",
+        ] {
             #expect(throws: ProtocolError.self, "\(bad)") { try WebhookURL(bad) }
         }
         #expect((try? WebhookURL("HTTPS://Example.COM:8443/p"))?.host == "example.com")

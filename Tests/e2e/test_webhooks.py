@@ -179,6 +179,13 @@ def test_every_change_arrives_once_in_seq_order_with_a_valid_signature(receiver)
         wait_for(lambda: len(receiver.accepted) >= 21, 10, "the delivery signed with the generated secret")
         assert receiver.seqs()[-1] == 21 and receiver.bad == []
 
+        # The export lists the URL, never the secret; importing it sets no webhook.
+        status, document = call(server, "GET", "/api/v1/sessions/hooked")
+        assert status == 200 and document["webhook"] == {"url": receiver.url}
+        assert "whsec_" not in json.dumps(document)
+        assert call(server, "POST", "/api/v1/sessions?name=copied", document)[0] == 201
+        assert call(server, "GET", "/api/v1/sessions/copied/webhook")[0] == 404
+
         assert call(server, "DELETE", "/api/v1/sessions/hooked/webhook")[0] == 204
         assert call(server, "GET", "/api/v1/sessions/hooked/webhook")[0] == 404
         change(server, "hooked", "unheard")

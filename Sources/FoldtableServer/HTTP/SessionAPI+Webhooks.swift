@@ -23,7 +23,8 @@ extension SessionAPI {
                 Self.error(
                     400,
                     ProtocolError(
-                        .invalidValue, "url's host \(url.host) is a \(category.rawValue) address, which --webhook-allow does not list", field: "url")))
+                        .invalidValue, "url's host \(url.host) is a \(category.rawValue) address, which --webhook-allow does not list", field: "url"))
+            )
         }
         let secret: WebhookSecret
         do {

@@ -14,7 +14,10 @@ import Foundation
 public struct WebhookAddressPolicy: Sendable, Equatable {
     /// Why an address is not public. `nil` from ``category(of:)``: a public address.
     public enum Category: String, Sendable, Equatable {
-        case unspecified, loopback, `private`, linkLocal = "link_local", sharedCGNAT = "cgnat", multicast, reserved
+        case unspecified, loopback, `private`
+        case linkLocal = "link_local"
+        case sharedCGNAT = "cgnat"
+        case multicast, reserved
     }
 
     /// One allowed range: an IPv4 (4 bytes) or IPv6 (16 bytes) prefix.
@@ -65,7 +68,8 @@ public struct WebhookAddressPolicy: Sendable, Equatable {
             } else if parts.count == 1, HostSyntax.isDNSName(Array(text.utf8)[...]) {
                 hosts.insert(text.lowercased())
             } else {
-                throw ProtocolError(.invalidValue, "--webhook-allow \(item) is neither a CIDR (10.0.0.0/8, ::1/128) nor a host name", field: "webhook-allow")
+                throw ProtocolError(
+                    .invalidValue, "--webhook-allow \(item) is neither a CIDR (10.0.0.0/8, ::1/128) nor a host name", field: "webhook-allow")
             }
         }
     }

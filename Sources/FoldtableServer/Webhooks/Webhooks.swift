@@ -105,7 +105,8 @@ public final class Webhooks {
     /// one. Completes with the error to answer, or nil.
     func set(_ session: TableSession, url: WebhookURL, secret: WebhookSecret, completion: @escaping (ProtocolError?) -> Void) {
         let name = session.name
-        let webhook = StoredWebhook(session: name, url: url.text, secret: secret.text, epoch: session.core.epoch, delivered: session.core.committed.seq)
+        let webhook = StoredWebhook(
+            session: name, url: url.text, secret: secret.text, epoch: session.core.epoch, delivered: session.core.committed.seq)
         store.saveWebhook(webhook) { [weak self] result in
             guard let self else { return }
             switch result {
