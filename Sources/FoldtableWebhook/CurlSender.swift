@@ -149,12 +149,13 @@ public final class CurlSender: WebhookSender, @unchecked Sendable {
         curl_multi_remove_handle(multi, easy)
         guard let transfer = running.removeValue(forKey: easy) else { return }
         let result: WebhookResult
-        if let refusal = transfer.refusal {
-            result = .refused(address: refusal.address, refusal.category)
-        } else if code == CURLE_OK {
+        if code == CURLE_OK {
+            // Answered, perhaps at another of the name's addresses after one was refused.
             var status = 0
             _ = ftcurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
             result = .answered(status: status)
+        } else if let refusal = transfer.refusal {
+            result = .refused(address: refusal.address, refusal.category)
         } else if code == CURLE_OPERATION_TIMEDOUT {
             result = .timedOut
         } else {

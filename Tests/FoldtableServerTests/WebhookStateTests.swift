@@ -96,6 +96,16 @@ import Testing
         #expect(told.read([], now: 0) == [.paused(.trimmed)])
     }
 
+    @Test func aFailedReadIsTriedAgainLaterWithoutPausing() {
+        var state = WebhookState(delivered: 2, paused: nil, limits: limits)
+        #expect(state.start() == [.read(after: 2, limit: 4)])
+        #expect(state.committed(through: 3, now: 0) == [])
+        #expect(state.readFailed() == [.retryAfter(8_000)])
+        #expect(state.paused == nil)
+        #expect(state.retry(now: 8_000) == [.read(after: 2, limit: 4)])
+        #expect(state.read(events(3...3), now: 8_001) == [.send(event(3))])
+    }
+
     @Test func resumingDropsTheBacklogAndGoesOnFromTheNextChange() {
         var state = WebhookState(delivered: 0, paused: .backlog, limits: limits)
         #expect(state.start() == [])

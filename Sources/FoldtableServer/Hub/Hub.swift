@@ -98,7 +98,7 @@ public final class Hub: TransportDelegate {
     /// The HTTP API under /api/v1 (set once `self` exists: it holds the hub).
     private var api: SessionAPI?
     /// Sessions' webhooks (set by foldtabled before serving); nil where they are not offered
-    /// (with --redis: see ``SessionAPI``'s webhook routes).
+    /// (with --redis: the API's webhook routes refuse, 501).
     public var webhooks: Webhooks?
     /// Where members' and the API's finds run (off the service thread for large tables).
     let finder: RowFinder

@@ -123,6 +123,15 @@ public struct WebhookState: Sendable, Equatable {
         return next(now: now)
     }
 
+    /// A read asked by ``Action/read(after:limit:)`` failed (the store is unavailable): tried
+    /// again after the longest retry wait, nothing paused.
+    public mutating func readFailed() -> [Action] {
+        reading = false
+        guard paused == nil else { return [] }
+        waiting = true
+        return [.retryAfter(limits.backoff.maxMs)]
+    }
+
     /// The delivery of `seq` ended.
     public mutating func finished(seq: UInt64, _ outcome: Outcome, now: UInt64, jitter: Double) -> [Action] {
         guard inFlight == seq else { return [] }

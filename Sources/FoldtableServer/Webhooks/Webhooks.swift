@@ -212,10 +212,8 @@ public final class Webhooks {
                 update(session, generation) { $0.read([], now: now) }
             case .failure(let error):
                 hub.log(.warning, "webhook_read_failed", ["session": session, "reason": error.description])
-                // Tried again like a failed delivery: the store may come back.
-                hub.afterMilliseconds(settings.limits.backoff.maxMs) { [weak self] in
-                    self?.update(session, generation) { $0.read([], now: now) }
-                }
+                // Tried again later: the store may come back.
+                update(session, generation) { $0.readFailed() }
             }
         }
     }
