@@ -21,7 +21,7 @@ from foldtabled import Server
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 # Short timeouts and waits, so failures and recoveries fit a test's time.
-FAST = ("--webhook-connect-timeout-ms", "500", "--webhook-timeout-ms", "1000", "--webhook-retry-max-ms", "2000")
+FAST = ("--webhook-connect-ms", "500", "--webhook-timeout-ms", "1000", "--webhook-retry-max-ms", "2000")
 
 
 def verify(secret, headers, body, tolerance=300):
@@ -277,7 +277,7 @@ def test_a_webhook_to_loopback_is_refused_unless_allowed(receiver):
 
 
 def test_a_receiver_down_past_the_backlog_bound_is_paused_and_an_owner_resumes_it(receiver):
-    server = Server("--webhook-allow", "127.0.0.1/32", "--webhook-max-backlog-events", "5", *FAST)
+    server = Server("--webhook-allow", "127.0.0.1/32", "--webhook-backlog-events", "5", *FAST)
     try:
         assert call(server, "POST", "/api/v1/sessions?name=paused")[0] == 201
         assert call(server, "PUT", "/api/v1/sessions/paused/webhook", {"url": receiver.url, "secret": SECRET})[0] == 200
