@@ -3,9 +3,9 @@ import FoldtableServer
 import Synchronization
 
 /// Webhooks in the `webhooks` table (schema version 6), written by the store's writer thread in
-/// queue order with every other operation. Each write is a statement of its own outside the
-/// batch's transaction: a cursor moves after a delivery the receiver acknowledged, never as
-/// part of a change's commit, so changes pay nothing for webhooks.
+/// queue order with every other operation, inside the same group commit as the appends of that
+/// turn: a cursor moved by a delivery costs no sync of its own while changes are being stored,
+/// and a change's commit carries nothing for webhooks.
 extension SQLiteStore: WebhookStore {
     public func webhooks() throws(StoreError) -> [StoredWebhook] {
         let slot = WebhookSlot()
@@ -67,24 +67,12 @@ extension SQLiteStore: WebhookStore {
         }
     }
 
-    /// Runs `body` on the writer thread after everything asked before it, and posts its outcome
-    /// to `completion` on the service thread.
+    /// Runs `body` in the writer's next write transaction, after everything asked before it,
+    /// and hands its outcome to `completion` on the service thread.
     private func write(
         _ completion: @escaping (Result<Void, StoreError>) -> Void, _ body: @escaping @Sendable (SQLiteDatabase) throws(SQLiteError) -> Void
     ) {
-        let box = CompletionBox(completion)
-        let post = self.post
-        submit(
-            .barrier { tables in
-                let result: Result<Void, StoreError>
-                do throws(SQLiteError) {
-                    try body(tables.database)
-                    result = .success(())
-                } catch {
-                    result = .failure(error.storeError)
-                }
-                post { box(result) }
-            })
+        submit(.webhook(body, CompletionBox(completion)))
     }
 }
 

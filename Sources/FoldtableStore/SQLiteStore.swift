@@ -37,7 +37,7 @@ public final class SQLiteStore: SessionStore, EventLog {
     private let writer: StoreWriter
     /// Operations asked during the current turn of the service loop (see `submit`).
     private let outbox = Mutex<[StoreOperation]>([])
-    let post: @Sendable (@escaping @Sendable () -> Void) -> Void
+    private let post: @Sendable (@escaping @Sendable () -> Void) -> Void
     /// Hands the writer's outcomes to appenders and completions on the service thread.
     private let deliveries = StoreDeliveries()
 
