@@ -6,6 +6,7 @@
 //   FoldtableTransport the only Swift module that imports CFoldtableWS (libwebsockets).
 //   FoldtableStore     the only Swift module that imports CSQLite: sessions and event logs on disk.
 //   FoldtableRedis     the only Swift module that imports CHiredis: a threaded Redis client (streams).
+//   FoldtableWebhook   the only Swift module that imports CCurl: webhook POSTs on a thread of its own.
 //   FoldtableClient    the client side: session replica, lws client adapter, terminal UI.
 //   foldtabled, foldtable  executables that only wire things up.
 import PackageDescription
