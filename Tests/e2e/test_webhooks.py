@@ -148,8 +148,9 @@ def assert_in_order_without_gaps(seqs, last):
     assert seen == list(range(1, last + 1)), seqs
 
 
-def test_every_change_arrives_once_in_seq_order_with_a_valid_signature(receiver):
-    server = Server("--webhook-allow", "127.0.0.1/32", *FAST)
+@pytest.mark.parametrize("storage", [(), ("--memory",)], ids=["sqlite", "memory"])
+def test_every_change_arrives_once_in_seq_order_with_a_valid_signature(receiver, storage):
+    server = Server("--webhook-allow", "127.0.0.1/32", *FAST, *storage)
     try:
         assert call(server, "POST", "/api/v1/sessions?name=hooked")[0] == 201
         status, body = call(server, "PUT", "/api/v1/sessions/hooked/webhook", {"url": receiver.url, "secret": SECRET})
