@@ -61,7 +61,7 @@ run: build
 venv: $(VENV)/.ready
 $(VENV)/.ready: Makefile
 	python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client axe-selenium-python==2.1.6
+	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client axe-selenium-python==2.1.6 standardwebhooks
 	touch $@
 
 # Rewrites README's tables of settings from foldtabled's own list of keys (ServerConfig.keys);
