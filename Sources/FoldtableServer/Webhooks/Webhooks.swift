@@ -235,7 +235,8 @@ public final class Webhooks {
                 hub.log(.warning, "webhook_failed", ["session": session, "seq": String(seq), "reason": result.reason, "detail": Self.detail(result)])
             }
             let now = hub.transport.nowMilliseconds()
-            update(session, generation) { $0.finished(seq: seq, result.isDelivered ? .delivered : .failed, now: now, jitter: jitter()) }
+            let spread = jitter()
+            update(session, generation) { $0.finished(seq: seq, result.isDelivered ? .delivered : .failed, now: now, jitter: spread) }
         }
     }
 
