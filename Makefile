@@ -8,7 +8,8 @@ PY := $(VENV)/bin/python
 # System packages: to build and run, and what the test suites use as real peers.
 # libhiredis-dev: FoldtableRedis (the Redis adapter) builds with the package; redis-server is the
 # real Redis its tests start on a loopback port. python3-yaml: the deploy tests read compose files.
-RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev libsqlite3-dev libhiredis-dev
+# libcurl4-openssl-dev: FoldtableWebhook POSTs webhooks with libcurl.
+RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev libsqlite3-dev libhiredis-dev libcurl4-openssl-dev
 TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip python3-yaml openssl chromium chromium-driver procps tmux nginx systemd redis-server libcap2-bin
 # The Autobahn TestSuite runs on pyenv's Python 2.7.18 (from the machine image, not apt); pip
 # compiles a few C extensions of its dependencies (wsaccel, ujson) on first install.
@@ -61,7 +62,7 @@ run: build
 venv: $(VENV)/.ready
 $(VENV)/.ready: Makefile
 	python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client axe-selenium-python==2.1.6 openapi-spec-validator==0.9.0 schemathesis==4.32.5
+	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client axe-selenium-python==2.1.6 openapi-spec-validator==0.9.0 schemathesis==4.32.5 standardwebhooks
 	touch $@
 
 # Rewrites README's tables of settings from foldtabled's own list of keys (ServerConfig.keys);

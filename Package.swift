@@ -6,6 +6,7 @@
 //   FoldtableTransport the only Swift module that imports CFoldtableWS (libwebsockets).
 //   FoldtableStore     the only Swift module that imports CSQLite: sessions and event logs on disk.
 //   FoldtableRedis     the only Swift module that imports CHiredis: a threaded Redis client (streams).
+//   FoldtableWebhook   the only Swift module that imports CCurl: webhook POSTs on a thread of its own.
 //   FoldtableClient    the client side: session replica, lws client adapter, terminal UI.
 //   foldtabled, foldtable  executables that only wire things up.
 import PackageDescription
@@ -36,6 +37,8 @@ let package = Package(
         // (and drops) with a warning on every build; the header is found as <hiredis/hiredis.h>
         // in /usr/include and the library by the modulemap's `link`, so pkg-config adds nothing.
         .systemLibrary(name: "CHiredis"),
+        // System library: libcurl 7.88 from Debian, for FoldtableWebhook only (webhook POSTs).
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // The C helpers both libwebsockets wrappers share (buffer growth, UTF-8-safe truncation).
         .target(
             name: "CFoldtableWSCommon",
@@ -65,9 +68,14 @@ let package = Package(
         // A Redis client on threads of its own (hiredis): the Broker of sessions shared by several
         // nodes (streams, snapshots, presence); see the "More than one machine" article.
         .target(name: "FoldtableRedis", dependencies: ["CHiredis", "FoldtableCore", "FoldtableServer"]),
+        // Webhook POSTs with libcurl's multi interface on a thread of its own, signed with
+        // FoldtableAuth's HMAC, connecting only where the address policy allows.
+        .target(name: "FoldtableWebhook", dependencies: ["CCurl", "FoldtableServer", "FoldtableAuth"]),
         .executableTarget(
             name: "foldtabled",
-            dependencies: ["FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth", "FoldtableRedis"]
+            dependencies: [
+                "FoldtableCore", "FoldtableServer", "FoldtableTransport", "FoldtableStore", "FoldtableAuth", "FoldtableRedis", "FoldtableWebhook",
+            ]
         ),
         // Client side: the session replica, the lws client adapter and the terminal UI pieces.
         .target(name: "FoldtableClient", dependencies: ["CFoldtableWSClient", "FoldtableCore"]),

@@ -59,6 +59,10 @@ enum Migrations {
     /// and what the listing shows, never a token), `withdrawn_tokens` the ids withdrawn before
     /// their tokens expire, each `until` the token would have lapsed. Both are pruned of expired
     /// rows as they are written (see `SQLiteStore+Invites.swift`), so they stay bounded.
+    /// Version 7: `webhooks` keeps each session's webhook (URL, `whsec_` secret, the epoch it
+    /// was set in) and its receiver's cursor (`delivered`: the last seq acknowledged; `paused`:
+    /// why deliveries stopped, or NULL). The events to deliver are the log's own: no outbox, so
+    /// a change costs no extra write; only an acknowledged delivery moves the cursor.
     static let steps: [String] = [
         """
         CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;
@@ -133,6 +137,16 @@ enum Migrations {
         CREATE TABLE withdrawn_tokens(
             id TEXT PRIMARY KEY NOT NULL,
             until INTEGER NOT NULL
+        ) STRICT;
+        """,
+        """
+        CREATE TABLE webhooks(
+            session TEXT PRIMARY KEY NOT NULL,
+            url TEXT NOT NULL,
+            secret TEXT NOT NULL,
+            epoch TEXT NOT NULL,
+            delivered INTEGER NOT NULL CHECK (delivered >= 0),
+            paused TEXT
         ) STRICT;
         """,
     ]

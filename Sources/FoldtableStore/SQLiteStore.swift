@@ -260,7 +260,7 @@ public final class SQLiteStore: SessionStore, EventLog {
     /// the writer together (one lock, one wake-up). Handing each one over at once would wake the
     /// writer per append: on a busy core that preempts the service thread and commits batches of
     /// one, which is what group commit is there to avoid.
-    private func submit(_ operation: StoreOperation) {
+    func submit(_ operation: StoreOperation) {
         let first = outbox.withLock { outbox in
             outbox.append(operation)
             return outbox.count == 1

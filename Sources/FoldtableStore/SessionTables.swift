@@ -568,6 +568,11 @@ final class SessionTables {
         try writeViews(name, SavedViews())
         try deleteChangeIds(of: name)
         try deleteEvents(of: name)
+        // The session's webhook goes with it, in the same transaction.
+        let removeWebhook = try database.statement("DELETE FROM webhooks WHERE session = ?1")
+        defer { removeWebhook.reset() }
+        try removeWebhook.bind(1, name)
+        try removeWebhook.step()
         return .success(())
     }
 

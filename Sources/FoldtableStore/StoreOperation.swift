@@ -89,6 +89,9 @@ enum StoreOperation: Sendable {
     case create(StoredSession, CompletionBox<Void>)
     case saveCheckpoint(String, Table, SavedViews?, CompletionBox<Void>)
     case delete(String, CompletionBox<Void>)
+    /// A webhook's row written in the batch's transaction (see `SQLiteStore+Webhooks`): a
+    /// cursor moved by a delivery rides in the next group commit instead of syncing on its own.
+    case webhook(@Sendable (SQLiteDatabase) throws(SQLiteError) -> Void, CompletionBox<Void>)
     /// Runs `body` on the writer thread in queue order, outside any transaction (start-up reads,
     /// tests). Nothing is posted.
     case barrier(@Sendable (SessionTables) -> Void)
@@ -96,7 +99,7 @@ enum StoreOperation: Sendable {
     /// Whether the operation writes, and so joins the batch's transaction.
     var writes: Bool {
         switch self {
-        case .append, .create, .saveCheckpoint, .delete: return true
+        case .append, .create, .saveCheckpoint, .delete, .webhook: return true
         case .load, .read, .history, .barrier: return false
         }
     }
@@ -111,6 +114,7 @@ enum StoreOperation: Sendable {
         case .create(_, let completion): return .completion { completion(.failure(error)) }
         case .saveCheckpoint(_, _, _, let completion): return .completion { completion(.failure(error)) }
         case .delete(_, let completion): return .completion { completion(.failure(error)) }
+        case .webhook(_, let completion): return .completion { completion(.failure(error)) }
         case .barrier: return nil
         }
     }

@@ -181,6 +181,9 @@ final class StoreWriter: @unchecked Sendable {
                 case .delete(let name, let completion):
                     let result = try tables.delete(name)
                     deliveries.append(.completion { completion(result) })
+                case .webhook(let body, let completion):
+                    try body(tables.database)
+                    deliveries.append(.completion { completion(.success(())) })
                 case .load, .read, .history, .barrier:
                     break
                 }
@@ -214,7 +217,7 @@ final class StoreWriter: @unchecked Sendable {
             case .barrier(let body):
                 body(tables)
                 return nil
-            case .append, .create, .saveCheckpoint, .delete:
+            case .append, .create, .saveCheckpoint, .delete, .webhook:
                 return nil
             }
         } catch {

@@ -19,6 +19,10 @@ enum StorageSetup {
         /// Where invites and withdrawn token ids are kept: beside the sessions (Redis, SQLite or
         /// memory, whichever holds them).
         let invites: InviteLedger
+        /// Where sessions' webhooks and cursors are kept, and the log they deliver from: nil
+        /// with --redis (no node alone delivers a shared session's changes).
+        var webhookStore: WebhookStore? = nil
+        var eventLog: EventLog? = nil
     }
 
     /// Fails with one line naming the problem (unwritable directory, newer schema, ...).
@@ -36,11 +40,13 @@ enum StorageSetup {
         }
         let queue = transport.serviceQueue
         let store: SessionStore & EventLog
+        let webhookStore: WebhookStore
         let names: [String]
         let close: () -> Void
         let invites: InviteLedger
         if config.memoryOnly {
             store = MemoryStore(keepEvents: max(config.historyEvents, config.historyKeepEvents), queue: queue)
+            webhookStore = MemoryWebhookStore(queue: queue)
             (names, close) = ([], {})
             invites = MemoryInviteLedger(queue: queue)
         } else {
@@ -49,6 +55,7 @@ enum StorageSetup {
                 historyKeepEvents: config.historyKeepEvents, limits: config.tableLimits, post: { queue.post($0) })
             store = sqlite
             invites = sqlite
+            webhookStore = sqlite
             (names, close) = (
                 try sqlite.sessionNames(),
                 {
@@ -61,6 +68,6 @@ enum StorageSetup {
         let monitor = StoreMonitor(store: store, log: store, clock: { transport.nowMilliseconds() })
         return Opened(
             ordering: .local(store: monitor, eventLog: monitor, names: names), ready: { monitor.isAvailable }, cluster: nil, close: close,
-            invites: invites)
+            invites: invites, webhookStore: webhookStore, eventLog: monitor)
     }
 }

@@ -3,6 +3,7 @@
 import FoldtableCore
 import FoldtableServer
 import FoldtableTransport
+import FoldtableWebhook
 import Foundation
 
 // Block SIGINT and SIGTERM before anything starts a thread (the store's writer, the transport):
@@ -102,6 +103,12 @@ hub.metrics.counter(
 ) { Double(transport.written.bytes) }
 hub.metrics.counter("foldtable_written_payload_bytes_total", "Bytes of the messages written to clients, before compression.") {
     Double(transport.written.payloadBytes)
+}
+let serviceQueue = transport.serviceQueue
+do {
+    try WebhookSetup.start(config, storage: storage, hub: hub, post: { serviceQueue.post($0) })
+} catch {
+    fail(error.description)
 }
 SessionLoader.loadDemo(into: hub, config: config)
 do {

@@ -80,6 +80,8 @@ REQUESTS = {
     "findByBody": ("", {"q": "App"}, "application/json"),
     "events": ("?limit=5", None, None),
     "mintInvite": ("", {"role": "viewer", "label": "docs"}, "application/json"),
+    # A public address (never reached in the test: nothing here waits for a delivery).
+    "putWebhook": ("", {"url": "https://receiver.example.com/hooks"}, "application/json"),
 }
 
 

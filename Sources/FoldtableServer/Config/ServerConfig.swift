@@ -162,6 +162,24 @@ public struct ServerConfig: Sendable, Equatable {
     /// journal to keep compact. The larger of this and ``historyEvents`` is kept; a load reads
     /// only the resume window.
     public var historyKeepEvents = 1_000
+    /// Addresses (CIDRs) and host names webhooks may reach besides public addresses. Default
+    /// none: a session owner chooses a webhook's URL, and must not reach the host's loopback,
+    /// its private networks or a cloud metadata address through it.
+    public var webhookAllow: [String] = []
+    /// Milliseconds a webhook POST may take to connect (TCP and TLS). Default 5,000.
+    public var webhookConnectMs = 5_000
+    /// Milliseconds a webhook POST may take in all. Default 10,000: a receiver should answer
+    /// at once and work later; one that stalls holds its session's next delivery.
+    public var webhookTimeoutMs = 10_000
+    /// Longest wait between two tries of a failing webhook delivery, in milliseconds. Default
+    /// 300,000 (waits double from 1 s up to 5 minutes).
+    public var webhookRetryMaxMs = 300_000
+    /// Undelivered changes past which a session's webhook is paused. Default 1,000: what the
+    /// stored log keeps before a checkpoint (--history-keep-events), so every one is still there
+    /// to deliver; at most the larger of --history-events and --history-keep-events.
+    public var webhookBacklogEvents = 1_000
+    /// Seconds a webhook may fail every try before it is paused. Default 86,400 (a day).
+    public var webhookPauseSecs = 86_400
     /// Rows per `rows` chunk. Default 500 (about 25 KiB): big sections never become one frame.
     public var rowChunkRows = 500
     /// A row stream refills a client's queue while it holds at most this many bytes: a quarter of
@@ -346,6 +364,26 @@ public struct ServerConfig: Sendable, Equatable {
             "history-keep-events", .storage, \.historyKeepEvents, 0...1_000_000,
             "events the stored log keeps per session before its newest checkpoint for history (GET .../events, the history message), on top of those after it; with --redis, history is the last --history-events events instead"
         ),
+        .list(
+            "webhook-allow", .access, \.webhookAllow,
+            "CIDRs (127.0.0.1/32, 10.0.0.0/8, fd00::/8) and host names webhooks may reach besides public addresses (default none: no loopback, private, link-local, CGNAT or multicast address)"
+        ),
+        .number(
+            "webhook-connect-ms", .timing, \.webhookConnectMs, 100...60_000, unit: "milliseconds",
+            "a webhook POST that has not connected (TCP and TLS) in this time fails and is retried"),
+        .number(
+            "webhook-timeout-ms", .timing, \.webhookTimeoutMs, 100...300_000, unit: "milliseconds",
+            "a webhook POST not answered in this time fails and is retried (a receiver should answer at once)"),
+        .number(
+            "webhook-retry-max-ms", .timing, \.webhookRetryMaxMs, 100...86_400_000, unit: "milliseconds",
+            "longest wait between tries of a failing webhook delivery (waits double from 1 s, with jitter)"),
+        .number(
+            "webhook-backlog-events", .storage, \.webhookBacklogEvents, 1...1_000_000,
+            "undelivered changes past which a session's webhook is paused (at most the larger of --history-events and --history-keep-events, so the log still holds each)"
+        ),
+        .number(
+            "webhook-pause-secs", .timing, \.webhookPauseSecs, 1...2_592_000, unit: "seconds",
+            "a webhook whose receiver failed every try for this long is paused until an owner resumes it"),
 
         .switch(
             "huge-pages", .limits, \.hugePages,
@@ -463,6 +501,16 @@ public struct ServerConfig: Sendable, Equatable {
         }
         if !redis.isEmpty && memoryOnly {
             found.append("--redis and --memory exclude each other: with --redis, sessions live in Redis")
+        }
+        if webhookBacklogEvents > max(historyEvents, historyKeepEvents) {
+            found.append(
+                "--webhook-backlog-events (\(webhookBacklogEvents)) must be at most the larger of --history-events and --history-keep-events (\(max(historyEvents, historyKeepEvents))): the log must still hold every undelivered change"
+            )
+        }
+        do {
+            _ = try WebhookAddressPolicy(allowing: webhookAllow)
+        } catch {
+            found.append(error.message)
         }
         for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
             found.append("--public-url \(url) must look like https://tables.example.com")

@@ -139,6 +139,8 @@ enum OpenAPIDocument {
     private static let notFound = Response(404, "No such session (or section, row).", error)
     private static let conflict = Response(
         409, "Refused by the table: a duplicate key, an ambiguous title, a limit, an id used for another change.", error)
+    private static let webhooksUnavailable = Response(
+        501, "`webhooks_unavailable`: this node shares its sessions through `--redis`, and no node alone delivers them.", error)
     private static let unavailable = Response(503, "The store cannot take changes now: retry later.", error)
     /// What any call with a body may also be answered (added to each by ``describe(_:)``).
     private static let bodyRefusals = [
@@ -334,6 +336,46 @@ enum OpenAPIDocument {
             description: "Closes that member's connection with 4504 (it may join again unless its token is withdrawn too).",
             access: .role(.owner), parameters: [name, Parameter.path("client", "The member's client id (as `members` lists it).")],
             responses: [Response(204, "Disconnected."), Response(404, "No such member connected to this node.", error)]),
+        Operation(
+            method: "PUT", path: "/api/v1/sessions/{name}/webhook", id: "putWebhook", tag: "webhooks", summary: "Set the webhook",
+            description: """
+                Every change committed from now on is POSTed to `url`, in seq order, signed as Standard Webhooks do \
+                (`webhook-id`, `webhook-timestamp`, `webhook-signature`). Without `secret` one is made and answered here, once. \
+                Only addresses `--webhook-allow` permits (public ones by default). Nodes sharing `--redis`: 501.
+                """,
+            access: .role(.owner), parameters: [name],
+            body: (
+                true,
+                [
+                    (
+                        json,
+                        Schema.object(
+                            [
+                                ("url", .object([("type", .string("string")), ("format", .string("uri"))])),
+                                ("secret", .object([("type", .string("string")), ("pattern", .string("^whsec_"))])),
+                            ], required: ["url"])
+                    )
+                ]
+            ),
+            responses: [Response(200, "Set.", [(json, Schema.ref("WebhookSet"))]), notFound, webhooksUnavailable]),
+        Operation(
+            method: "GET", path: "/api/v1/sessions/{name}/webhook", id: "getWebhook", tag: "webhooks", summary: "The webhook's state",
+            description: "Its URL (never the secret), whether it delivers or is paused, the last seq delivered, the backlog and failures.",
+            access: .role(.owner), parameters: [name],
+            responses: [
+                Response(200, "The webhook.", [(json, Schema.ref("Webhook"))]), Response(404, "No webhook is set.", error), webhooksUnavailable,
+            ]),
+        Operation(
+            method: "POST", path: "/api/v1/sessions/{name}/webhook/resume", id: "resumeWebhook", tag: "webhooks", summary: "Resume a paused webhook",
+            description: "Deliveries go on from the session's next change; what the receiver missed stays readable with `events`.",
+            access: .role(.owner), parameters: [name],
+            responses: [
+                Response(200, "The webhook.", [(json, Schema.ref("Webhook"))]), Response(404, "No webhook is set.", error), webhooksUnavailable,
+            ]),
+        Operation(
+            method: "DELETE", path: "/api/v1/sessions/{name}/webhook", id: "deleteWebhook", tag: "webhooks", summary: "Remove the webhook",
+            description: "No more deliveries.", access: .role(.owner), parameters: [name],
+            responses: [Response(204, "Removed."), Response(404, "No webhook is set.", error), webhooksUnavailable]),
     ]
 
     /// Shared schemas.
@@ -389,6 +431,21 @@ enum OpenAPIDocument {
             ])
         ),
         ("EventPage", Schema.object([("events", Schema.array(Schema.anyObject)), ("next", Schema.nullable("integer"))])),
+        (
+            "Webhook",
+            Schema.object([
+                ("url", Schema.string), ("state", Schema.string), ("delivered", Schema.integer), ("backlog", Schema.integer),
+                ("failures", Schema.integer),
+            ])
+        ),
+        (
+            "WebhookSet",
+            Schema.object(
+                [
+                    ("url", Schema.string), ("state", Schema.string), ("from", Schema.integer),
+                    ("secret", .object([("type", .string("string")), ("description", .string("Only when the server made it: keep it."))])),
+                ], required: ["url", "state", "from"])
+        ),
         (
             "Invite",
             Schema.object([

@@ -11,12 +11,28 @@ extension SessionAPI {
         withSession(call, respond) { [self] session in
             let table = session.core.committed
             let contentType = csv ? "text/csv; charset=utf-8" : "application/json"
-            let key = Self.exportKey(session, table, csv ? "csv" : "json")
+            // The webhook's URL (never its secret) goes with the JSON document, to owners only,
+            // as `GET .../webhook` is theirs: a URL may carry a receiver's own token.
+            let webhook = csv || (call.grant.map { $0.role < .owner } ?? false) ? nil : hub.webhooks?.url(of: session.name)
+            let key = Self.exportKey(session, table, csv ? "csv" : "json") + (webhook.map { "\u{0}" + $0 } ?? "")
             let large = table.rowCount >= RowFinder.asideRows
             export(key, table, large: large, contentType: contentType, respond) { table in
-                csv ? CSVTable.encode(table) : TableDocument.encode(table)
+                csv ? CSVTable.encode(table) : Self.withWebhook(TableDocument.encode(table), url: webhook)
             }
         }
+    }
+
+    /// The document with `"webhook":{"url":...}` added when `url` is given. An import ignores
+    /// it (unknown members are): a document must never make a server POST somewhere; the owner
+    /// of the new session sets a webhook, with its secret, by `PUT .../webhook`.
+    static func withWebhook(_ document: [UInt8], url: String?) -> [UInt8] {
+        guard let url, document.last == UInt8(ascii: "}") else { return document }
+        var out = JSONWriter(capacity: document.count + url.utf8.count + 24)
+        out.raw(Array(document.dropLast()))
+        out.raw(",\"webhook\":{\"url\":")
+        out.string(url)
+        out.raw("}}")
+        return out.bytes
     }
 
     /// Which export of which table: the session's incarnation (`epoch`, new after a delete and a

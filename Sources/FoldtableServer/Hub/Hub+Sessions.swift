@@ -52,6 +52,7 @@ extension Hub {
         ordering.delete(session) { [self] result in
             if case .failure(let error) = result { return completion(.failure(error)) }
             drop(session)
+            webhooks?.sessionDeleted(session.name)
             for member in clients.values where member.session === session {
                 transport.close(member.connection, code: CloseCode.sessionDeleted, reason: "the session was deleted")
             }

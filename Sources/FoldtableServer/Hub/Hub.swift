@@ -100,6 +100,9 @@ public final class Hub: TransportDelegate {
 
     /// The HTTP API under /api/v1 (set once `self` exists: it holds the hub).
     private(set) var api: SessionAPI?
+    /// Sessions' webhooks (set by foldtabled before serving); nil where they are not offered
+    /// (with --redis: the API's webhook routes refuse, 501).
+    public var webhooks: Webhooks?
     /// Where members' and the API's finds run (off the service thread for large tables).
     let finder: RowFinder
 

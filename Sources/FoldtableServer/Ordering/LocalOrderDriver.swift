@@ -8,6 +8,8 @@ final class LocalOrderDriver: OrderDriver, LogAppender {
     private let eventLog: EventLog
     private let metrics: Metrics
     private let log: Log
+    /// Told of each durable append (nil: no webhooks on this node).
+    private weak var webhooks: Webhooks?
     /// The session driven (it holds this driver).
     private weak var session: TableSession?
     /// The same, held while appends are in flight: the log holds this driver until each
@@ -34,11 +36,12 @@ final class LocalOrderDriver: OrderDriver, LogAppender {
         var start: MonotonicTime
     }
 
-    init(store: SessionStore, eventLog: EventLog, metrics: Metrics, log: Log) {
+    init(store: SessionStore, eventLog: EventLog, metrics: Metrics, log: Log, webhooks: Webhooks? = nil) {
         self.store = store
         self.eventLog = eventLog
         self.metrics = metrics
         self.log = log
+        self.webhooks = webhooks
     }
 
     deinit {
@@ -108,6 +111,7 @@ final class LocalOrderDriver: OrderDriver, LogAppender {
         switch result {
         case .success(let seq):
             session.handle(.committed(generation: persist.generation, through: seq), now: session.transport.milliseconds(at: finished))
+            webhooks?.committed(session.name, through: seq)
         case .failure(let error):
             if case .conflict = error { rebaseLog(session) }
             session.handle(.commitFailed(generation: persist.generation, error))

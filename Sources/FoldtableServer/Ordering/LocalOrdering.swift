@@ -139,7 +139,7 @@ final class LocalOrdering: SessionOrdering {
     }
 
     private func session(_ core: SessionCore, hub: Hub) -> TableSession {
-        let driver = LocalOrderDriver(store: store, eventLog: eventLog, metrics: hub.metrics, log: hub.logger)
+        let driver = LocalOrderDriver(store: store, eventLog: eventLog, metrics: hub.metrics, log: hub.logger, webhooks: hub.webhooks)
         return TableSession(core: core, hub: hub, driver: driver)
     }
 }

@@ -1,0 +1,316 @@
+"""Webhooks against the real foldtabled and a real local receiver (Python's http.server on a
+thread) that verifies every signature twice: the Standard Webhooks way written here from the
+spec (HMAC-SHA256 of "id.timestamp.body" with the base64-decoded part of whsec_..., base64,
+"v1,"), and with the convention's own Python library (`standardwebhooks`, what receivers use).
+The receiver fails, stalls and recovers; the server is killed with SIGKILL in between; every
+change must still arrive, in seq order."""
+import base64
+import hashlib
+import hmac
+import http.client
+import http.server
+import json
+import os
+import re
+import socket
+import threading
+import time
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from foldtabled import Server
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+# Short timeouts and waits, so failures and recoveries fit a test's time.
+FAST = ("--webhook-connect-ms", "500", "--webhook-timeout-ms", "1000", "--webhook-retry-max-ms", "2000")
+
+
+def verify(secret, headers, body, tolerance=300):
+    """The receiver's check, per the Standard Webhooks spec: raises on any mismatch."""
+    msg_id, timestamp, signatures = headers["webhook-id"], headers["webhook-timestamp"], headers["webhook-signature"]
+    assert msg_id and timestamp.isdigit(), headers
+    assert abs(time.time() - int(timestamp)) <= tolerance, "timestamp outside tolerance"
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    expected = base64.b64encode(hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()).decode()
+    for signature in signatures.split(" "):
+        version, _, value = signature.partition(",")
+        if version == "v1" and hmac.compare_digest(value, expected):
+            return
+    raise AssertionError(f"no valid signature in {signatures!r}")
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1: `mode` is "ok" (204), "fail" (500) or "stall" (answers
+    nothing until after the server's timeout). `accepted` lists (id, body) of what it took."""
+
+    def __init__(self, secret=SECRET):
+        self.secret = secret
+        self.mode = "ok"
+        self.accepted = []
+        self.attempts = 0
+        self.bad = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with receiver.lock:
+                    receiver.attempts += 1
+                    mode = receiver.mode
+                try:
+                    verify(receiver.secret, headers, body)
+                    Webhook(receiver.secret).verify(body, headers)
+                except (AssertionError, WebhookVerificationError) as error:
+                    with receiver.lock:
+                        receiver.bad.append(str(error))
+                if mode == "stall":
+                    time.sleep(1.6)
+                    status = 503
+                else:
+                    status = 204 if mode == "ok" else 500
+                if status == 204:
+                    with receiver.lock:
+                        receiver.accepted.append((headers["webhook-id"], json.loads(body)))
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass  # the server gave up on a stalled answer
+
+            def log_message(self, *args):
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        self.port = self.http.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def seqs(self):
+        with self.lock:
+            return [body["seq"] for _, body in self.accepted]
+
+    def close(self):
+        self.http.shutdown()
+        self.http.server_close()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def call(server, method, path, body=None):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+    response = connection.getresponse()
+    raw = response.read()
+    connection.close()
+    return response.status, (json.loads(raw) if raw else None)
+
+
+def change(server, session, title):
+    status, body = call(server, "POST", f"/api/v1/sessions/{session}/changes", {"type": "addSection", "title": title})
+    assert status == 200, body
+    return body["seq"]
+
+
+def metric(server, name):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    match = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(match.group(1)) if match else None
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def assert_in_order_without_gaps(seqs, last):
+    """Every seq from 1 to `last` arrived, first arrivals in order; a repeat only of one that
+    came before (at-least-once)."""
+    seen = []
+    for seq in seqs:
+        if seq in seen:
+            continue
+        seen.append(seq)
+    assert seen == list(range(1, last + 1)), seqs
+
+
+@pytest.mark.parametrize("storage", [(), ("--memory",)], ids=["sqlite", "memory"])
+def test_every_change_arrives_once_in_seq_order_with_a_valid_signature(receiver, storage):
+    # Both verifiers accept the convention's published vector and refuse a changed body.
+    vector = {"webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330",
+              "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}
+    verify(SECRET, vector, b'{"test": 2432232314}', tolerance=10**10)
+    with pytest.raises(AssertionError):
+        verify(SECRET, vector, b'{"test": 2432232315}', tolerance=10**10)
+    server = Server("--webhook-allow", "127.0.0.1/32", *FAST, *storage)
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=hooked")[0] == 201
+        status, body = call(server, "PUT", "/api/v1/sessions/hooked/webhook", {"url": receiver.url, "secret": SECRET})
+        assert status == 200 and body["url"] == receiver.url and "secret" not in body, body
+        for index in range(20):
+            change(server, "hooked", f"t{index}")
+        wait_for(lambda: len(receiver.accepted) >= 20, 20, "20 deliveries")
+        time.sleep(0.3)
+        assert receiver.seqs() == list(range(1, 21))
+        assert receiver.bad == []
+        ids = [msg_id for msg_id, _ in receiver.accepted]
+        assert len(set(ids)) == 20 and all(msg_id.startswith("hooked-") and msg_id.endswith(f"-{seq}") for msg_id, seq in zip(ids, range(1, 21)))
+        first = receiver.accepted[0][1]
+        assert first["session"] == "hooked" and first["change"]["type"] == "addSection" and first["change"]["title"] == "t0"
+        assert first["author"]["client"] == "api" and isinstance(first["time"], int)
+        status, shown = call(server, "GET", "/api/v1/sessions/hooked/webhook")
+        assert status == 200 and shown["state"] == "active" and shown["delivered"] == 20 and shown["backlog"] == 0
+        assert "secret" not in json.dumps(shown)
+        assert metric(server, "foldtable_webhook_deliveries_total") >= 20
+        assert metric(server, "foldtable_webhooks") == 1
+
+        # Without a secret one is made and answered once; deliveries are signed with it.
+        status, body = call(server, "PUT", "/api/v1/sessions/hooked/webhook", {"url": receiver.url})
+        assert status == 200 and body["secret"].startswith("whsec_") and body["from"] == 20
+        receiver.secret = body["secret"]
+        change(server, "hooked", "after")
+        wait_for(lambda: len(receiver.accepted) >= 21, 10, "the delivery signed with the generated secret")
+        assert receiver.seqs()[-1] == 21 and receiver.bad == []
+
+        # The export lists the URL, never the secret; importing it sets no webhook.
+        status, document = call(server, "GET", "/api/v1/sessions/hooked")
+        assert status == 200 and document["webhook"] == {"url": receiver.url}
+        assert "whsec_" not in json.dumps(document)
+        assert call(server, "POST", "/api/v1/sessions?name=copied", document)[0] == 201
+        assert call(server, "GET", "/api/v1/sessions/copied/webhook")[0] == 404
+
+        assert call(server, "DELETE", "/api/v1/sessions/hooked/webhook")[0] == 204
+        assert call(server, "GET", "/api/v1/sessions/hooked/webhook")[0] == 404
+        change(server, "hooked", "unheard")
+        time.sleep(0.5)
+        assert len(receiver.accepted) == 21
+    finally:
+        server.stop()
+
+
+def test_a_receiver_that_fails_and_stalls_for_thirty_seconds_gets_everything_after_across_a_kill_9(receiver, tmp_path):
+    data = str(tmp_path / "data")
+    server = Server("--webhook-allow", "127.0.0.1/32", "--data-dir", data, *FAST)
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=flaky")[0] == 201
+        assert call(server, "PUT", "/api/v1/sessions/flaky/webhook", {"url": receiver.url, "secret": SECRET})[0] == 200
+        for index in range(3):
+            change(server, "flaky", f"early{index}")
+        wait_for(lambda: len(receiver.accepted) >= 3, 10, "the first deliveries")
+        started = time.monotonic()
+        receiver.mode = "fail"
+        last = 3
+        for index in range(5):
+            last = change(server, "flaky", f"failing{index}")
+            time.sleep(1)
+        assert metric(server, "foldtable_webhook_failures_total") >= 1
+        receiver.mode = "stall"
+        for index in range(4):
+            last = change(server, "flaky", f"stalling{index}")
+            time.sleep(1)
+        status, shown = call(server, "GET", "/api/v1/sessions/flaky/webhook")
+        assert shown["state"] == "retrying" and shown["delivered"] == 3 and shown["backlog"] == last - 3, shown
+        server.proc.kill()
+        server.proc.wait()
+
+        server = Server("--webhook-allow", "127.0.0.1/32", "--data-dir", data, *FAST)
+        receiver.mode = "fail"
+        for index in range(5):
+            last = change(server, "flaky", f"restarted{index}")
+            time.sleep(1)
+        while time.monotonic() - started < 30:
+            time.sleep(0.5)
+        assert metric(server, "foldtable_webhook_retries_total") >= 1
+        receiver.mode = "ok"
+        wait_for(lambda: set(receiver.seqs()) >= set(range(1, last + 1)), 20, "every change after the recovery")
+        time.sleep(0.5)
+        assert_in_order_without_gaps(receiver.seqs(), last)
+        assert receiver.bad == []
+        # Each message's id is the same whenever it is sent again.
+        ids = {}
+        for msg_id, body in receiver.accepted:
+            assert ids.setdefault(body["seq"], msg_id) == msg_id
+        status, shown = call(server, "GET", "/api/v1/sessions/flaky/webhook")
+        assert shown["state"] == "active" and shown["delivered"] == last and shown["backlog"] == 0, shown
+        assert metric(server, "foldtable_webhook_backlog_events") == 0
+    finally:
+        server.stop()
+
+
+def test_a_webhook_to_loopback_is_refused_unless_allowed(receiver):
+    server = Server("--log-level", "warning", *FAST)
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=guarded")[0] == 201
+        for url in (receiver.url, f"http://localhost:{receiver.port}/hook", f"http://[::ffff:127.0.0.1]:{receiver.port}/",
+                    "http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/"):
+            status, body = call(server, "PUT", "/api/v1/sessions/guarded/webhook", {"url": url, "secret": SECRET})
+            assert status == 400 and body["error"]["code"] == "invalid_value" and body["error"]["field"] == "url", (url, body)
+            assert "--webhook-allow" in body["error"]["message"]
+        status, body = call(server, "PUT", "/api/v1/sessions/guarded/webhook", {"url": "ftp://example.com/"})
+        assert status == 400 and body["error"]["field"] == "url"
+        # A name that resolves to loopback passes the PUT and is refused at the connection.
+        name = socket.gethostname()
+        try:
+            resolved = {info[4][0] for info in socket.getaddrinfo(name, receiver.port, proto=socket.IPPROTO_TCP)}
+        except OSError:
+            resolved = set()
+        if not resolved or not all(address.startswith("127.") or address == "::1" for address in resolved):
+            pytest.skip(f"the host name {name} does not resolve to loopback only here")
+        status, body = call(server, "PUT", "/api/v1/sessions/guarded/webhook", {"url": f"http://{name}:{receiver.port}/hook", "secret": SECRET})
+        assert status == 200, body
+        change(server, "guarded", "x")
+        wait_for(lambda: (metric(server, "foldtable_webhook_refused_addresses_total") or 0) >= 1, 10, "a refused connection")
+        assert receiver.attempts == 0
+        status, shown = call(server, "GET", "/api/v1/sessions/guarded/webhook")
+        assert shown["state"] == "retrying" and shown["delivered"] == 0 and shown["failures"] >= 1, shown
+    finally:
+        server.stop()
+    log = server.proc.stderr.read()
+    assert "webhook_failed" in log and "refused_loopback" in log and "--webhook-allow" in log, log
+
+
+def test_a_receiver_down_past_the_backlog_bound_is_paused_and_an_owner_resumes_it(receiver):
+    server = Server("--webhook-allow", "127.0.0.1/32", "--webhook-backlog-events", "5", *FAST)
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=paused")[0] == 201
+        assert call(server, "PUT", "/api/v1/sessions/paused/webhook", {"url": receiver.url, "secret": SECRET})[0] == 200
+        receiver.mode = "fail"
+        for index in range(6):
+            last = change(server, "paused", f"p{index}")
+        wait_for(lambda: call(server, "GET", "/api/v1/sessions/paused/webhook")[1]["state"] == "paused_backlog", 10, "the pause")
+        assert metric(server, "foldtable_webhooks_paused") == 1
+        assert metric(server, "foldtable_webhook_pauses_total") == 1
+        # A POST already on its way when the bound was passed may still land; none after it.
+        time.sleep(1.5)
+        attempts = receiver.attempts
+        # Paused: changes still commit, nothing more is sent.
+        change(server, "paused", "while paused")
+        time.sleep(2.5)
+        assert receiver.attempts == attempts
+        receiver.mode = "ok"
+        status, shown = call(server, "POST", "/api/v1/sessions/paused/webhook/resume")
+        assert status == 200 and shown["state"] == "active" and shown["delivered"] == last + 1 and shown["backlog"] == 0, shown
+        assert metric(server, "foldtable_webhooks_paused") == 0
+        after = change(server, "paused", "after resume")
+        wait_for(lambda: after in receiver.seqs(), 10, "the first change after the resume")
+        assert receiver.seqs() == [after]
+        assert call(server, "POST", "/api/v1/sessions/nosuch/webhook/resume")[0] == 404
+    finally:
+        server.stop()
