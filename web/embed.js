@@ -12,6 +12,9 @@
 //   src    the session's address on the server, https://host/s/NAME (required)
 //   token  a token for that session, when the server uses tokens (a viewer's folds stay its own)
 //   name   the name others see for this member (default: guest-xxxx)
+// The token is in the host page for every visitor to read and reuse: give a viewer token for
+// that one session with a short expiry (the element warns in the console about any other role).
+// In open mode there is no token, and every reader of the site folds the shared view for everyone.
 // The element reflects its connection in its `state` attribute: connecting, open, down or fatal.
 import { Connection, closeSentence, socketURL } from './protocol.js';
 import { Table } from './model.js';
@@ -59,14 +62,18 @@ export class FoldTable extends HTMLElement {
     this.frame.append(this.bar, this.statusLine);
     shadow.append(this.frame, this.live);
     this.run = null;
+    this.placed = false; // in a document, between connectedCallback and disconnectedCallback
   }
 
-  connectedCallback() { this.start(); }
+  connectedCallback() { this.placed = true; this.start(); }
 
-  disconnectedCallback() { this.stop(); }
+  disconnectedCallback() { this.placed = false; this.stop(); }
 
+  // Any change while placed starts over, whether or not a run is going: a `src` that was not a
+  // session's address (no run, a fatal message) must work once it is corrected. Before
+  // connectedCallback (an upgrade reports each attribute first) there is nothing to restart.
   attributeChangedCallback(name, old, value) {
-    if (old !== value && this.run) { this.stop(); this.start(); }
+    if (old !== value && this.placed) { this.stop(); this.start(); }
   }
 
   stop() {
@@ -80,6 +87,8 @@ export class FoldTable extends HTMLElement {
     try { address = new URL(this.getAttribute('src') ?? '', document.baseURI); } catch { address = null; }
     const route = address && SESSION_PATH.exec(address.pathname);
     if (!route) {
+      this.tableEl?.remove();
+      this.tableEl = null;
       this.show('fatal', 'This table’s src must be a session’s address, like https://tables.example.com/s/demo.');
       return;
     }
@@ -209,6 +218,11 @@ class EmbeddedSession {
           case 'welcome':
             me = msg.client;
             role = msg.role ?? null;
+            if (role && role !== 'viewer' && host.getAttribute('token') && !this.warned) {
+              this.warned = true;
+              console.warn(`<fold-table>: its token gives the role “${role}”, and every visitor of this page can read it. ` +
+                'Use a viewer token for this one session with a short expiry.');
+            }
             table.load(msg.table);
             view.views.forEach((v) => { v.v = -1; });
             want.clear();

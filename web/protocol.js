@@ -97,6 +97,13 @@ const MAX_MESSAGE = 64 * 1024;
 // A per-tab random prefix makes change ids unique within a session without coordination;
 // the server treats a repeated id as "already applied", which makes resending after a drop safe.
 const tabPrefix = Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => (b % 36).toString(36)).join('');
+// The number in each change id, counted for the whole tab rather than per Connection: every
+// Connection here joins with the same idScope, so two of them (two <fold-table>s on one session,
+// an element restarted after its attributes changed, an element beside the site's own script)
+// counting from 1 each would send the same ids, and the server would take the second change for
+// a retry of the first (acknowledged, never applied) or refuse it (id_reused). A resend after a
+// reconnect stays safe: it reuses the id stored in the outbox entry, not a new number.
+let lastChangeNumber = 0;
 // This tab's idScope, sent with every join: in open mode the server keeps our change ids apart
 // from everyone else's under it, and a retry after a reconnect is still recognised as ours.
 // Random and never shown to others, so nobody can use up or be answered for our ids.
@@ -142,10 +149,10 @@ export class Connection {
     this.ready = false;        // joined (welcome/resume seen) or, in the lobby, open
     this.seq = null;           // last event seq applied, for `since`
     this.epoch = null;
-    this.counter = 0;
     this.outbox = new Map();   // id -> {msg, sent}; insertion order = send order
     this.attempt = 0;
     this.timer = null;
+    this.closed = false;       // close() was called: nothing connects or sends again
     this.info = { state: 'connecting' };
     this.online = () => this.retryNow();
     // A socket may linger half-dead after the network went away; do not wait for it to time out.
@@ -166,9 +173,11 @@ export class Connection {
 
   /**
    * Opens the socket and joins (again after a drop: resuming when it can). Reconnects by itself
-   * afterwards; call it once. `quiet` skips the 'connecting' report.
+   * afterwards; call it once. `quiet` skips the 'connecting' report. After {@link Connection#close}
+   * it does nothing: a closed connection stays closed (make a new one instead).
    */
   connect(quiet = false) {
+    if (this.closed) return;
     clearTimeout(this.timer);
     this.timer = null;
     if (!quiet) this.status('connecting');
@@ -233,10 +242,15 @@ export class Connection {
   }
 
   /**
-   * Closes for good and quietly (no report, no reconnect), forgetting the outbox: for a page
-   * part that goes away (an embedded table taken out of its page).
+   * Closes for good and quietly (no report, no reconnect): for a page part that goes away (an
+   * embedded table taken out of its page). Changes still in the outbox are dropped unsent (or
+   * unanswered: each may or may not have been applied). Final: afterwards
+   * {@link Connection#connect}, {@link Connection#retryNow} and {@link Connection#sendNow} do
+   * nothing and {@link Connection#send} throws; a new Connection starts over.
    */
   close() {
+    this.closed = true;
+    this.outbox.clear();
     clearTimeout(this.timer);
     this.timer = null;
     window.removeEventListener('online', this.online);
@@ -244,7 +258,7 @@ export class Connection {
     const ws = this.ws;
     this.ws = null;
     this.ready = false;
-    if (ws) { ws.onclose = null; ws.close(1000); }
+    if (ws) { ws.onclose = null; ws.onmessage = null; ws.close(1000); }
   }
 
   /** Reconnects now if waiting to (the backoff starts over). */
@@ -300,11 +314,13 @@ export class Connection {
   /**
    * Queues a change (any change of Protocol.md: `set`, `toggle`, `addRow`, `updateRow`, `undo`,
    * ...) and returns its id. Sent now if joined, else after the next join; an `ack` (or `error`)
-   * with that id answers it. Throws when the change is over the server's message size.
+   * with that id answers it. Throws when the change is over the server's message size, or after
+   * {@link Connection#close}.
    * @param {object} change
    * @returns {string}
    */
   send(change) {
+    if (this.closed) throw new Error('connection closed');
     // Repeated edits of one field while offline: only the latest value matters, and an entry
     // never transmitted cannot have been applied, so it may be replaced.
     if (change.type === 'updateRow' || change.type === 'updateSection') {
@@ -318,7 +334,7 @@ export class Connection {
         }
       }
     }
-    const id = `${tabPrefix}-${++this.counter}`;
+    const id = `${tabPrefix}-${++lastChangeNumber}`;
     const entry = { msg: { ...change, id }, sent: false };
     if (JSON.stringify(entry.msg).length > MAX_MESSAGE) throw new Error('change too large');
     this.outbox.set(id, entry);

@@ -310,6 +310,26 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
                 "\(bad)")
         }
     }
+
+    @Test func anOriginWithADefaultOrEmptyPortStopsStartUpSayingHowBrowsersWriteIt() {
+        for (given, written) in [
+            ("https://blog.example.com:443", "https://blog.example.com"), ("http://blog.example.com:80", "http://blog.example.com"),
+            ("https://blog.example.com:", "https://blog.example.com"), ("https://blog.example.com:0443", "https://blog.example.com"),
+            ("https://[::1]:443", "https://[::1]"),
+        ] {
+            for key in ["embed-origins", "allowed-origins"] {
+                #expect(
+                    problems(["--\(key)", given]) == [
+                        "--\(key) \(given) never matches: browsers send it as \(written) (drop a default or empty port)"
+                    ],
+                    "\(key) \(given)")
+            }
+        }
+        // Another scheme's default port, or any other port, is sent as written.
+        let kept = "https://blog.example.com:80, http://blog.example.com:443, http://127.0.0.2:8000, https://[::1]:8443"
+        #expect(problems(["--embed-origins", kept]) == [])
+        #expect(problems(["--allowed-origins", kept + ", *"]) == [])
+    }
 }
 
 @Suite struct ConfigKeyTable {

@@ -113,4 +113,16 @@ import Testing
         #expect(!policy.allowsOrigin("https://other.example.com", host: "127.0.0.1:8080"))
         #expect(!RequestPolicy(ServerConfig()).allowsOrigin("https://blog.example.com", host: "127.0.0.1:8080"))
     }
+
+    @Test func anEmbedOriginMayNotCallTheHTTPAPIWhileAllowedOriginsAndPublicURLsStillMay() {
+        var config = ServerConfig()
+        config.embedOrigins = ["https://blog.example.com"]
+        config.allowedOrigins = ["https://admin.example.com"]
+        config.publicURLs = ["https://tables.example.com"]
+        let api = RequestPolicy.api(config)
+        #expect(!api.allowsOrigin("https://blog.example.com", host: "tables.example.com"))
+        #expect(api.allowsOrigin("https://admin.example.com", host: "tables.example.com"))
+        #expect(api.allowsOrigin("https://tables.example.com", host: "tables.example.com"))
+        #expect(RequestPolicy(config).allowsOrigin("https://blog.example.com", host: "tables.example.com"))
+    }
 }

@@ -173,6 +173,7 @@ const conn = new Connection({{
   onStatus(st) {{ document.body.dataset.state = st.state; }},
 }});
 conn.connect();
+window.conn = conn;
 document.querySelector('button').addEventListener('click', () => {{
   document.body.dataset.sent = conn.send({{ type: 'set', section: 'fruit', collapsed: true }});
 }});
@@ -189,11 +190,74 @@ document.querySelector('button').addEventListener('click', () => {{
         open_as(page, s, "ana", f"/s/{session_name}")
         press(page, "veg")
         wait(blog, lambda b: ["ana", "set"] in [e[1:] for e in json.loads(b.execute_script("return document.body.dataset.seen"))])
+        # close() is final: the member leaves, the outbox is gone, and nothing sends or connects again.
+        wait(page, lambda p: "release notes" in p.find_element("id", "people").text)
+        after = blog.execute_script("""
+          const conn = window.conn;
+          conn.close();
+          let threw = false;
+          try { conn.send({ type: 'set', section: 'veg', collapsed: true }); } catch { threw = true; }
+          conn.connect();
+          conn.retryNow();
+          return { threw, queued: conn.outbox.size, socket: conn.ws !== null };
+        """)
+        assert after == {"threw": True, "queued": 0, "socket": False}
+        wait(page, lambda p: "release notes" not in p.find_element("id", "people").text, timeout=10)
     finally:
         s.stop()
 
 
-def test_a_site_not_listed_cannot_run_the_script_and_shows_its_own_fallback(browsers, site, server, session_name):
+def test_two_elements_on_one_session_and_a_restarted_element_each_fold_for_real(browsers, site, session_name):
+    # Every Connection in a page joins with the page's idScope: their change ids must not repeat,
+    # or the server takes a second element's change for a retry of the first's and drops it.
+    s = Server(extra=["--embed-origins", site.origin]).start()
+    try:
+        seed(s, session_name, [FRUIT, VEG, NUTS])
+        src = f"{s.url}/s/{session_name}"
+        blog = browsers()
+        blog.get(site.page("two.html", f'<fold-table id="one" src="{src}" name="one"></fold-table>\n'
+                           f'<fold-table id="two" src="{src}" name="two"></fold-table>', f"{s.url}/embed.js"))
+        wait(blog, lambda b: state(b, "#one") == "open" and state(b, "#two") == "open"
+             and elements(b, ".sec", "#one") and elements(b, ".sec", "#two"), timeout=10)
+        element(blog, 'section[data-sec="fruit"] .toggle', "#one").click()
+        wait(blog, lambda b: collapsed_on_server(s, session_name)["fruit"] is True)
+        element(blog, 'section[data-sec="veg"] .toggle', "#two").click()
+        wait(blog, lambda b: collapsed_on_server(s, session_name)["veg"] is True)
+        # A new name restarts the element with a new Connection; its next fold still applies.
+        blog.execute_script("document.querySelector('#one').setAttribute('name', 'one again')")
+        wait(blog, lambda b: state(b, "#one") == "open" and elements(b, ".sec", "#one"), timeout=10)
+        element(blog, 'section[data-sec="nuts"] .toggle', "#one").click()  # NUTS starts folded
+        wait(blog, lambda b: collapsed_on_server(s, session_name)["nuts"] is False)
+        assert collapsed_on_server(s, session_name) == {"fruit": True, "veg": True, "nuts": False}
+    finally:
+        s.stop()
+
+
+def test_an_element_whose_src_was_wrong_starts_once_its_src_is_corrected(browsers, site, session_name):
+    s = Server(extra=["--embed-origins", site.origin]).start()
+    try:
+        seed(s, session_name, [FRUIT])
+        blog = browsers()
+        blog.get(site.page("fix.html", f'<fold-table src="{s.url}/tables/{session_name}"></fold-table>', f"{s.url}/embed.js"))
+        wait(blog, lambda b: state(b) == "fatal", timeout=10)
+        assert "must be a session’s address" in status_text(blog)
+        blog.execute_script("document.querySelector('fold-table').setAttribute('src', arguments[0])", f"{s.url}/s/{session_name}")
+        wait(blog, lambda b: state(b) == "open" and len(elements(b, ".sec")) == 1, timeout=10)
+        assert status_text(blog) == ""
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def other_site_listed():
+    """A server that lists an origin other than the site's: refusals show the list discriminates."""
+    s = Server(extra=["--embed-origins", "http://127.0.0.3:8000"]).start()
+    yield s
+    s.stop()
+
+
+def test_a_site_not_listed_cannot_run_the_script_and_shows_its_own_fallback(browsers, site, other_site_listed, session_name):
+    server = other_site_listed
     seed(server, session_name, [FRUIT])
     url = site.page("post.html", f'<fold-table src="{server.url}/s/{session_name}">'
                     '<p id="fallback">The table could not be loaded.</p></fold-table>', f"{server.url}/embed.js")
@@ -206,7 +270,8 @@ def test_a_site_not_listed_cannot_run_the_script_and_shows_its_own_fallback(brow
     assert blog.execute_script("return document.querySelector('fold-table').shadowRoot") is None
 
 
-def test_a_site_not_listed_with_its_own_copy_of_the_script_is_refused_by_the_server(browsers, site, server, session_name):
+def test_a_site_not_listed_with_its_own_copy_of_the_script_is_refused_by_the_server(browsers, site, other_site_listed, session_name):
+    server = other_site_listed
     seed(server, session_name, [FRUIT])
     for name in ("embed.js", "protocol.js", "model.js", "table.js", "table.css", "embed.css"):
         shutil.copy(WEB / name, site.root / name)
@@ -254,7 +319,9 @@ def test_with_tokens_the_token_attribute_is_what_the_join_carries(browsers, site
         # ...while a viewer, who may not fold the shared view, folds its own.
         element(blog, 'section[data-sec="fruit"] .toggle', "#viewer").click()
         wait(blog, lambda b: embedded_expanded(b, "fruit", "#viewer"))
-        time.sleep(0.3)
+        # The server keeps that fold in the viewer's own view (a fresh join as the viewer gets it
+        # back), and only then is the shared state's fold known to have been left alone.
+        wait(blog, lambda b: (private_view(s, session_name, token("viewer", "vic")) or {}).get("fruit") is False)
         assert collapsed_on_server(s, session_name, token("viewer", "obs"))["fruit"] is True
         assert not embedded_expanded(blog, "fruit", "#editor")
         assert state(blog, "#viewer") == "open"  # not closed for refused changes
@@ -266,6 +333,29 @@ def test_with_tokens_the_token_attribute_is_what_the_join_carries(browsers, site
         violations(blog)
     finally:
         s.stop()
+
+
+def private_view(server, session, token):
+    """The `collapsed` of the private view a fresh join with `token` gets back after its welcome,
+    or None when none comes within a second."""
+    from websockets.sync.client import connect
+    with connect(server.ws_url, open_timeout=5) as ws:
+        ws.send(json.dumps({"type": "join", "session": session, "name": "observer", "token": token}))
+        # The welcome and the view may come in one message, one line each: read line by line.
+        welcomed = False
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                raw = ws.recv(timeout=max(0, deadline - time.monotonic()))
+            except TimeoutError:
+                return None
+            for line in filter(str.strip, raw.split("\n")):
+                m = json.loads(line)
+                if m["type"] == "welcome":
+                    welcomed, deadline = True, time.monotonic() + 1
+                elif welcomed and m["type"] == "view":
+                    return m.get("collapsed") if m.get("mode") == "private" else None
+        return None
 
 
 def make(server, session, token):

@@ -5,6 +5,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import http.client
 import json
 import os
 import select
@@ -759,6 +760,30 @@ def test_an_embed_origin_may_open_a_websocket_and_an_origin_not_listed_still_get
         assert upgrade_status(s.port, host, origin="https://blog.example.com.evil.example") == 403
         assert upgrade_status(s.port, host, origin="http://blog.example.com") == 403  # another scheme is another origin
         assert upgrade_status(s.port, host, origin="https://evil.example") == 403
+    finally:
+        assert s.stop() == 0
+
+
+def test_an_embed_origin_may_open_a_websocket_but_gets_403_from_the_http_api():
+    # A listed blog's page may send `POST /api/...` without a preflight (a no-cors fetch): were
+    # its origin allowed there too, any reader of the blog would fold or delete sessions.
+    s = Server("--memory", "--embed-origins", "https://blog.example.com", "--allowed-origins", "https://admin.example.com")
+    try:
+        host = f"127.0.0.1:{s.port}"
+        assert upgrade_status(s.port, host, origin="https://blog.example.com") == 101
+
+        def post(origin):
+            connection = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+            connection.request("POST", "/api/v1/sessions/demo/collapse-all", body=b"", headers={"Origin": origin})
+            response = connection.getresponse()
+            body = response.read()
+            connection.close()
+            return response.status, body
+
+        status, body = post("https://blog.example.com")
+        assert status == 403 and json.loads(body)["error"]["code"] == "forbidden", (status, body)
+        # Control: an allowed origin's call goes through, so the 403 is the embed origin's.
+        assert post("https://admin.example.com")[0] == 200
     finally:
         assert s.stop() == 0
 

@@ -27,8 +27,9 @@ public struct ServerConfig: Sendable, Equatable {
     public var allowedOrigins: [String] = []
     /// Origins (e.g. `https://blog.example.com`) whose pages may embed tables: they may load the
     /// web client's module scripts cross-origin (`/embed.js` and what it imports get
-    /// `Access-Control-Allow-Origin` for them) and, like ``allowedOrigins``, open WebSockets.
-    /// Default none: no other site can run the scripts, as before.
+    /// `Access-Control-Allow-Origin` for them) and, like ``allowedOrigins``, open WebSockets, but
+    /// not call the HTTP API (an embedded table needs only the WebSocket). Default none: no other
+    /// site can run the scripts, as before.
     public var embedOrigins: [String] = []
     /// The URLs people reach this server at (e.g. `https://tables.example.com`), comma-separated:
     /// their host names are accepted in Host headers and their origins may open WebSockets.
@@ -260,7 +261,7 @@ public struct ServerConfig: Sendable, Equatable {
             "extra browser origins allowed to connect (same-origin pages on an accepted Host, and clients without Origin, always are)"),
         .list(
             "embed-origins", .access, \.embedOrigins,
-            "origins of sites that may embed tables (<fold-table> from /embed.js): they may load the web client's scripts (CORS) and connect"),
+            "origins of sites that may embed tables (`<fold-table>` from `/embed.js`): they may load the web client's scripts (CORS) and connect"),
         .list(
             "public-url", .access, \.publicURLs,
             "URLs people reach the server at (e.g. https://tables.example.com): their host names are accepted in Host, their origins may connect"
@@ -515,10 +516,46 @@ public struct ServerConfig: Sendable, Equatable {
         for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
             found.append("--public-url \(url) must look like https://tables.example.com")
         }
-        for origin in embedOrigins where !Self.isPlainOrigin(origin) {
-            found.append("--embed-origins \(origin) must be an origin alone, like https://blog.example.com (no path, no *)")
+        for origin in embedOrigins {
+            if !Self.isPlainOrigin(origin) {
+                found.append("--embed-origins \(origin) must be an origin alone, like https://blog.example.com (no path, no *)")
+            } else if let written = Self.originAsBrowsersSendIt(origin) {
+                found.append("--embed-origins \(origin) never matches: browsers send it as \(written) (drop a default or empty port)")
+            }
+        }
+        for origin in allowedOrigins where origin != "*" {
+            if let written = Self.originAsBrowsersSendIt(origin) {
+                found.append("--allowed-origins \(origin) never matches: browsers send it as \(written) (drop a default or empty port)")
+            }
         }
         return found
+    }
+
+    /// How a browser writes `origin` in its Origin header when that differs from `origin` only by
+    /// its port, else nil: browsers leave out the scheme's default port (80 for http, 443 for
+    /// https) and never send an empty one, so `https://blog.example.com:443` or
+    /// `https://blog.example.com:` as written would match no request at all.
+    static func originAsBrowsersSendIt(_ origin: String) -> String? {
+        let defaultPort: Substring
+        if origin.hasPrefix("https://") {
+            defaultPort = "443"
+        } else if origin.hasPrefix("http://") {
+            defaultPort = "80"
+        } else {
+            return nil
+        }
+        guard let authority = RequestPolicy.authority(ofURL: origin) else { return nil }
+        // The port follows the last colon, past an IPv6 literal's closing bracket if there is one.
+        let hostEnd = authority.lastIndex(of: "]") ?? authority.startIndex
+        guard let colon = authority[hostEnd...].lastIndex(of: ":") else { return nil }
+        if authority.hasPrefix("["), !authority[..<colon].hasSuffix("]") { return nil }
+        if !authority.hasPrefix("["), authority[..<colon].contains(":") { return nil }  // a bare IPv6 literal
+        var port = authority[authority.index(after: colon)...]
+        // Browsers also write the port as a number: "0443" goes out as 443, then as nothing.
+        while port.count > 1, port.first == "0" { port = port.dropFirst() }
+        guard port.isEmpty || port == defaultPort else { return nil }
+        let scheme = origin.hasPrefix("https://") ? "https://" : "http://"
+        return scheme + authority[..<colon]
     }
 
     /// Whether `text` is `http(s)://authority` and nothing more: what a browser sends as Origin.

@@ -4,9 +4,10 @@
 /// - **Host** must name this server: an IP literal (a DNS-rebinding attack needs a name),
 ///   `localhost`, the bound host, or a host of `--public-url`. Anything else gets 421: a page
 ///   on `evil.example` whose name was rebound to 127.0.0.1 cannot reach the server.
-/// - **Origin**, when sent (browsers), must be an allowed origin (`--allowed-origins`,
-///   `--embed-origins`, the `--public-url`s) or the page's own origin, which then carries an allowed Host. Comparing
-///   Origin with Host alone is not enough: after a rebinding both come from the attacker.
+/// - **Origin**, when sent (browsers), must be an allowed origin (`--allowed-origins`, the
+///   `--public-url`s, and for WebSockets only also `--embed-origins`) or the page's own origin,
+///   which then carries an allowed Host. Comparing Origin with Host alone is not enough: after a
+///   rebinding both come from the attacker.
 /// - The client's **address** is the TCP peer's, or, when the peer is a trusted proxy, the last
 ///   address of its `X-Forwarded-For` (the one that proxy saw).
 public struct RequestPolicy: Sendable, Equatable {
@@ -23,11 +24,23 @@ public struct RequestPolicy: Sendable, Equatable {
         self.trustedProxies = trustedProxies
     }
 
-    /// The policy a configuration asks for.
+    /// The policy a configuration asks for WebSocket upgrades: a site that embeds a table must
+    /// also reach it, so an embed origin is an allowed one here.
     public init(_ config: ServerConfig) {
+        self.init(config, embedding: true)
+    }
+
+    /// The policy a configuration asks for the HTTP API: as for WebSockets, but without the embed
+    /// origins. An embedded table only needs the WebSocket; a page on a listed blog sending
+    /// `POST /api/...` (a no-cors fetch needs no preflight) must not fold or delete sessions.
+    public static func api(_ config: ServerConfig) -> RequestPolicy {
+        RequestPolicy(config, embedding: false)
+    }
+
+    private init(_ config: ServerConfig, embedding: Bool) {
         var names: Set<String> = []
-        // A site that embeds a table must also reach it: an embed origin is an allowed one.
-        var origins = Set(config.allowedOrigins).union(config.embedOrigins.map(Self.origin(ofURL:)))
+        var origins = Set(config.allowedOrigins)
+        if embedding { origins.formUnion(config.embedOrigins.map(Self.origin(ofURL:))) }
         if !Self.isIPLiteral(config.host) { names.insert(config.host) }
         for url in config.publicURLs {
             if let authority = Self.authority(ofURL: url) {

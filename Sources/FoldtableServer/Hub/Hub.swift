@@ -89,7 +89,7 @@ public final class Hub: TransportDelegate {
             return self?.ordering.notReady
         })
         registerGauges()
-        api = SessionAPI(hub: self, policy: RequestPolicy(config))
+        api = SessionAPI(hub: self, policy: RequestPolicy.api(config))
         api?.install(on: http)
         http.add("GET", "/metrics") { [metrics] _, respond in
             respond(
