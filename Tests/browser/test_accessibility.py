@@ -87,19 +87,21 @@ def test_a_private_view_with_shared_markers_the_activity_panel_and_the_undo_toas
     seed(server, session_name, [FRUIT, VEG, NUTS])
     b = browsers()
     open_as(b, server, "ana", f"/s/{session_name}")
-    b.find_element(By.ID, "my-view").click()
-    wait(b, lambda b: b.find_element(By.ID, "back-shared").is_displayed())
+    wait(b, lambda b: b.find_element(By.ID, "my-view"), timeout=10).click()
+    wait(b, lambda b: b.find_element(By.ID, "back-shared").is_displayed(), timeout=10)
     p = Peer(server, session_name, name="bo")
     try:
         p.send({"type": "set", "section": "veg", "collapsed": True})
     finally:
         p.close()
-    wait(b, lambda b: "collapsed for everyone" in b.find_element(By.CSS_SELECTOR, 'section[data-sec="veg"] .toggle').text)
-    b.find_element(By.CSS_SELECTOR, "#activity summary").click()
-    wait(b, lambda b: b.find_elements(By.CSS_SELECTOR, "#activity-list li"))
-    b.find_element(By.ID, "edit").click()
-    b.find_element(By.CSS_SELECTOR, 'section[data-sec="nuts"] [data-act="remove"]').click()
-    wait(b, lambda b: b.find_element(By.ID, "toast").is_displayed())
+    wait(b, lambda b: "collapsed for everyone" in b.find_element(By.CSS_SELECTOR, 'section[data-sec="veg"] .toggle').text, timeout=10)
+    # Each control is waited for: on a loaded machine the page may not have drawn it yet (edit
+    # mode redraws the sections with their remove buttons after the click).
+    wait(b, lambda b: b.find_element(By.CSS_SELECTOR, "#activity summary"), timeout=10).click()
+    wait(b, lambda b: b.find_elements(By.CSS_SELECTOR, "#activity-list li"), timeout=10)
+    wait(b, lambda b: b.find_element(By.ID, "edit"), timeout=10).click()
+    wait(b, lambda b: b.find_element(By.CSS_SELECTOR, 'section[data-sec="nuts"] [data-act="remove"]'), timeout=10).click()
+    wait(b, lambda b: b.find_element(By.ID, "toast").is_displayed(), timeout=10)
     violations(b)
 
 
