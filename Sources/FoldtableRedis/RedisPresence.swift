@@ -20,7 +20,9 @@ import FoldtableServer
 /// client delivers through the service queue). `@unchecked Sendable` for that reason: the
 /// client's completions carry `self` to the service thread and touch it only there.
 final class RedisPresence: @unchecked Sendable {
-    private let commands: RedisClient
+    private let commands: any RedisCommands
+    /// Under a cluster a script touches one hash slot: a beat sends one per slot of its sessions.
+    private let bySlot: Bool
     private let report: @Sendable (_ event: String, _ fields: [(String, String)]) -> Void
     /// Makes versions unique to this process: a restarted node counts from 1 again.
     private let incarnation = Hub.randomEpoch()
@@ -44,8 +46,9 @@ final class RedisPresence: @unchecked Sendable {
     /// Every shared session's members across the nodes, written with the beats (for listing).
     let counts: RedisSessionCounts
 
-    init(commands: RedisClient, report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void) {
+    init(commands: any RedisCommands, bySlot: Bool = false, report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void) {
         self.commands = commands
+        self.bySlot = bySlot
         self.report = report
         counts = RedisSessionCounts(commands: commands, report: report)
     }
@@ -133,11 +136,16 @@ final class RedisPresence: @unchecked Sendable {
         let version: String
     }
 
+    /// One script's worth of a beat.
+    private struct Batch {
+        var keys: [String] = []
+        var arguments: [any RedisArgument]
+        var sent: [Sent] = []
+    }
+
     func beat(node: String, expiryMs: UInt64, _ beats: [PresenceBeat], deliver: @escaping (_ session: String, _ others: [NodePresence]) -> Void) {
         let carried = ServiceThreadOnly(deliver)
-        var keys: [String] = []
-        var arguments: [any RedisArgument] = [node, expiryMs]
-        var sent: [Sent] = []
+        var batches: [Int: Batch] = [:]
         for beat in beats {
             var state = sessions[beat.session] ?? newState()
             if let members = beat.members, members.count != state.count || members.first != state.first {
@@ -154,21 +162,26 @@ final class RedisPresence: @unchecked Sendable {
             state.beating = true
             sessions[beat.session] = state
             let sendsList = state.count > 0 && state.published != state.version
-            keys += Self.keys(beat.session)
-            arguments += [
+            let group = bySlot ? RedisHashSlot.slot(of: beat.session) : 0
+            var batch = batches[group] ?? Batch(arguments: [node, expiryMs])
+            batch.keys += Self.keys(beat.session)
+            batch.arguments += [
                 state.version.isEmpty ? "-" : state.version, state.count, sendsList ? "1" : "0",
                 sendsList ? PresenceCoding.encode(count: state.count, members: state.first) : [], state.known.count,
             ]
             for (other, presence) in state.known.sorted(by: { $0.key < $1.key }) {
-                arguments.append(other)
-                arguments.append(presence.version)
+                batch.arguments.append(other)
+                batch.arguments.append(presence.version)
             }
-            sent.append(Sent(session: beat.session, token: state.token, version: state.version))
+            batch.sent.append(Sent(session: beat.session, token: state.token, version: state.version))
+            batches[group] = batch
         }
-        if !sent.isEmpty {
-            // One script for every session of this beat: its cost in commands and round trips
-            // does not grow with the sessions a node holds.
-            commands.evaluate(Self.beatScript, keys: keys, arguments: arguments) { [self, sent] result in
+        // One script for every session of this beat (under a cluster, of each hash slot): its
+        // cost in commands and round trips does not grow with the sessions a node holds.
+        for group in batches.keys.sorted() {
+            guard let batch = batches[group] else { continue }
+            let sent = batch.sent
+            commands.evaluate(Self.beatScript, keys: batch.keys, arguments: batch.arguments) { [self] result in
                 beaten(sent, result, deliver: carried)
             }
         }

@@ -195,3 +195,24 @@ import Testing
         #expect(down.mapIsStale)
     }
 }
+
+@Suite struct ReadingSeedNodes {
+    @Test func seedsAreHostPortPairsWithTheCredentialsOfARedisURL() throws {
+        let options = try RedisClusterClient.Options(parsing: "redis://app:s%40cret@10.0.0.1:7000, 10.0.0.2:7001,[::1]:7002")
+        #expect(
+            options.seeds == [
+                RedisNodeAddress(host: "10.0.0.1", port: 7000), RedisNodeAddress(host: "10.0.0.2", port: 7001),
+                RedisNodeAddress(host: "::1", port: 7002),
+            ])
+        #expect(options.node.url.username == "app" && options.node.url.password == "s@cret")
+        #expect(try RedisClusterClient.Options(parsing: "h").seeds == [RedisNodeAddress(host: "h", port: 6379)])
+        #expect(try RedisClusterClient.Options(parsing: "h:1").node.url.password == nil)
+    }
+
+    @Test func aDatabaseAnEmptyListOrAnotherSchemeIsRefused() {
+        #expect(throws: RedisURL.ParseError.self) { try RedisClusterClient.Options(parsing: "h:7000/1") }
+        #expect(throws: RedisURL.ParseError.self) { try RedisClusterClient.Options(parsing: "") }
+        #expect(throws: RedisURL.ParseError.self) { try RedisClusterClient.Options(parsing: "h:1,,h:2") }
+        #expect(throws: RedisURL.ParseError.self) { try RedisClusterClient.Options(parsing: "rediss://h:1") }
+    }
+}

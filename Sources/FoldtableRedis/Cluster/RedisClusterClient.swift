@@ -31,6 +31,35 @@ public final class RedisClusterClient: Sendable {
             self.seeds = seeds
             self.node = node
         }
+
+        /// Reads `[redis://[[user]:password@]]host[:port][,host[:port]...]` (`--redis-cluster`): the
+        /// seeds, and the credentials every master is asked with (as in a Redis URL, percent
+        /// encoded). Throws one line naming what is wrong.
+        public init(parsing text: String) throws(RedisURL.ParseError) {
+            var rest = Substring(text)
+            if rest.hasPrefix("redis://") { rest = rest.dropFirst("redis://".count) }
+            if text.contains("://") && !text.hasPrefix("redis://") {
+                throw RedisURL.ParseError(message: "a Redis Cluster's nodes are host:port,... or redis://[[user]:password@]host:port,...")
+            }
+            var credentials = ""
+            if let at = rest.lastIndex(of: "@") {
+                credentials = String(rest[...at])
+                rest = rest[rest.index(after: at)...]
+            }
+            var seeds: [RedisNodeAddress] = []
+            for item in rest.split(separator: ",", omittingEmptySubsequences: false) {
+                let trimmed = item.trimmingPrefixAndSuffix(" ")
+                // Each node read as a Redis URL's host and port: the same rules (IPv6 in brackets, port 6379 by default).
+                let url = try RedisURL(parsing: "redis://" + trimmed)
+                guard !trimmed.isEmpty, !trimmed.contains("/") else {
+                    throw RedisURL.ParseError(message: "\"\(trimmed)\" is not host:port (no database: a cluster has only 0)")
+                }
+                seeds.append(RedisNodeAddress(host: url.host, port: url.port))
+            }
+            guard !seeds.isEmpty else { throw RedisURL.ParseError(message: "a Redis Cluster needs at least one host:port") }
+            let first = seeds[0]
+            self.init(seeds: seeds, node: RedisClient.Options(url: try RedisURL(parsing: "redis://" + credentials + first.description)))
+        }
     }
 
     private struct State {
@@ -43,23 +72,57 @@ public final class RedisClusterClient: Sendable {
         var waiting: [@Sendable (RedisError?) -> Void] = []
         var refreshes: UInt64 = 0
         var closed = false
+        /// Each master's connection state, as its client last reported it.
+        var nodeStates: [RedisNodeAddress: RedisClient.State] = [:]
+        /// The last state ``aggregateChanged`` was told.
+        var aggregate: RedisClient.State?
     }
 
     private let options: Options
     private let deliver: RedisClient.Deliver
     private let stateChanged: @Sendable (RedisNodeAddress, RedisClient.State) -> Void
+    private let aggregateChanged: @Sendable (RedisClient.State) -> Void
     private let state = Mutex(State())
 
     /// Starts reading the slot map at once. `stateChanged` hears each master connection's
-    /// transitions (delivered like completions).
+    /// transitions; `aggregateChanged` the cluster's as one: connected while the map is known and
+    /// every master that serves slots is connected (delivered like completions).
     public init(
         _ options: Options, deliver: @escaping RedisClient.Deliver = { $0() },
-        stateChanged: @escaping @Sendable (RedisNodeAddress, RedisClient.State) -> Void = { _, _ in }
+        stateChanged: @escaping @Sendable (RedisNodeAddress, RedisClient.State) -> Void = { _, _ in },
+        aggregateChanged: @escaping @Sendable (RedisClient.State) -> Void = { _ in }
     ) {
         self.options = options
         self.deliver = deliver
+        self.aggregateChanged = aggregateChanged
         self.stateChanged = stateChanged
         refresh()
+    }
+
+    /// Tells ``aggregateChanged`` when the cluster's state as one changed: a master that serves
+    /// slots and is not connected makes it disconnected, naming that master.
+    private func reportAggregate() {
+        let changed = state.withLock { state -> RedisClient.State? in
+            var now = RedisClient.State.connected
+            if !state.known {
+                now = .disconnected(reason: "no slot map yet")
+            } else {
+                for master in state.map.servingMasters.sorted(by: { $0.description < $1.description }) {
+                    if case .disconnected(let why)? = state.nodeStates[master] {
+                        now = .disconnected(reason: "\(master): \(why)")
+                        break
+                    }
+                    if state.nodeStates[master] == nil {
+                        now = .disconnected(reason: "\(master): not connected yet")
+                        break
+                    }
+                }
+            }
+            guard now != state.aggregate else { return nil }
+            state.aggregate = now
+            return now
+        }
+        if let changed { aggregateChanged(changed) }
     }
 
     deinit {
@@ -74,7 +137,13 @@ public final class RedisClusterClient: Sendable {
 
     /// The client of `node` (made, and connecting, on first use).
     public func client(for node: RedisNodeAddress) -> RedisClient {
-        state.withLock { state in Self.client(for: node, in: &state, options: options, deliver: deliver, stateChanged: stateChanged) }
+        let report: @Sendable (RedisNodeAddress, RedisClient.State) -> Void = { [weak self] node, nodeState in
+            guard let self else { return }
+            state.withLock { $0.nodeStates[node] = nodeState }
+            stateChanged(node, nodeState)
+            reportAggregate()
+        }
+        return state.withLock { state in Self.client(for: node, in: &state, options: options, deliver: deliver, stateChanged: report) }
     }
 
     private static func client(
@@ -233,6 +302,11 @@ public final class RedisClusterClient: Sendable {
         }
         let error: RedisError? = map == nil ? .notConnected("no node of the Redis Cluster answered CLUSTER SLOTS") : nil
         for start in waiting { start(error) }
+        if let map {
+            // Every master gets its connection now, so the aggregate state covers them all.
+            for master in map.servingMasters { _ = client(for: master) }
+        }
+        reportAggregate()
     }
 
     /// Closes every master's client (what is queued fails with ``RedisError/closed``).
@@ -247,6 +321,16 @@ public final class RedisClusterClient: Sendable {
         }
         for client in clients { client.close() }
         for start in waiting { start(.closed) }
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing `character`s.
+    fileprivate func trimmingPrefixAndSuffix(_ character: Character) -> Substring {
+        var trimmed = self
+        while trimmed.first == character { trimmed = trimmed.dropFirst() }
+        while trimmed.last == character { trimmed = trimmed.dropLast() }
+        return trimmed
     }
 }
 

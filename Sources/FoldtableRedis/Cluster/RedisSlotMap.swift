@@ -48,6 +48,19 @@ public struct RedisSlotMap: Equatable, Sendable {
         owner(of: RedisHashSlot.slot(of: key))
     }
 
+    /// The masters that serve at least one slot.
+    public var servingMasters: Set<RedisNodeAddress> {
+        var serving = Set<Int16>()
+        for owner in owners where owner >= 0 { serving.insert(owner) }
+        return Set(serving.map { masters[Int($0)] })
+    }
+
+    /// The lowest slot `node` serves, `nil` when it serves none.
+    public func firstSlot(of node: RedisNodeAddress) -> Int? {
+        guard let index = masters.firstIndex(of: node) else { return nil }
+        return owners.firstIndex(of: Int16(truncatingIfNeeded: index))
+    }
+
     /// Whether every slot has a master (a cluster that reports `cluster_state:ok` has).
     public var coversEverySlot: Bool { !owners.contains(-1) }
 
