@@ -6,7 +6,7 @@ import Synchronization
 /// master of its slot, follows `MOVED`, `ASK` and `TRYAGAIN` (``RedisClusterRoute``), and
 /// refreshes the map when a redirection or an unreachable master shows it is out of date.
 ///
-/// Callers name the slot of each command (``RedisHashSlot/slot(of:)`` of its key): every key of a
+/// Callers name the slot of each command (`RedisHashSlot.slot(of:)` of its key): every key of a
 /// session shares its hash tag, so a session's commands, pipelines and transactions have one.
 /// The guarantees of ``RedisClient`` hold per master: pipelining (commands queued together go in
 /// one round trip), and never sending a command twice. A redirected command did not run, so it
@@ -74,8 +74,6 @@ public final class RedisClusterClient: Sendable {
         var closed = false
         /// Each master's connection state, as its client last reported it.
         var nodeStates: [RedisNodeAddress: RedisClient.State] = [:]
-        /// The last state ``aggregateChanged`` was told.
-        var aggregate: RedisClient.State?
     }
 
     private let options: Options
@@ -83,6 +81,8 @@ public final class RedisClusterClient: Sendable {
     private let stateChanged: @Sendable (RedisNodeAddress, RedisClient.State) -> Void
     private let aggregateChanged: @Sendable (RedisClient.State) -> Void
     private let state = Mutex(State())
+    /// The last state ``aggregateChanged`` was told (taken before `state`, never after).
+    private let reported = Mutex<RedisClient.State?>(nil)
 
     /// Starts reading the slot map at once. `stateChanged` hears each master connection's
     /// transitions; `aggregateChanged` the cluster's as one: connected while the map is known and
@@ -100,29 +100,32 @@ public final class RedisClusterClient: Sendable {
     }
 
     /// Tells ``aggregateChanged`` when the cluster's state as one changed: a master that serves
-    /// slots and is not connected makes it disconnected, naming that master.
+    /// slots and is not connected makes it disconnected, naming that master. Only transitions,
+    /// like ``RedisClient``'s reports. Worked out and told under `reported`: masters report from
+    /// their own threads, and two reports told outside a lock could arrive in the wrong order
+    /// (a stale "disconnected" after "connected" would leave the cluster unavailable).
     private func reportAggregate() {
-        let changed = state.withLock { state -> RedisClient.State? in
-            var now = RedisClient.State.connected
-            if !state.known {
-                now = .disconnected(reason: "no slot map yet")
-            } else {
+        reported.withLock { last in
+            let now = state.withLock { state -> RedisClient.State in
+                guard state.known else { return .disconnected(reason: "no slot map yet") }
                 for master in state.map.servingMasters.sorted(by: { $0.description < $1.description }) {
-                    if case .disconnected(let why)? = state.nodeStates[master] {
-                        now = .disconnected(reason: "\(master): \(why)")
-                        break
-                    }
-                    if state.nodeStates[master] == nil {
-                        now = .disconnected(reason: "\(master): not connected yet")
-                        break
+                    switch state.nodeStates[master] {
+                    case .connected?: continue
+                    case .disconnected(let why)?: return .disconnected(reason: "\(master): \(why)")
+                    case nil: return .disconnected(reason: "\(master): not connected yet")
                     }
                 }
+                return .connected
             }
-            guard now != state.aggregate else { return nil }
-            state.aggregate = now
-            return now
+            let changed: Bool
+            switch (last, now) {
+            case (.connected?, .connected), (.disconnected?, .disconnected): changed = false
+            default: changed = true
+            }
+            guard changed else { return }
+            last = now
+            aggregateChanged(now)
         }
-        if let changed { aggregateChanged(changed) }
     }
 
     deinit {

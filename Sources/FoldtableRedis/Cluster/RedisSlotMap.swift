@@ -5,7 +5,7 @@
 /// not kept: every command of a session goes to the master (its stream's order is decided there,
 /// and a replica may lag behind what was acknowledged).
 public struct RedisSlotMap: Equatable, Sendable {
-    /// The masters named so far, in the order first named (the index is what ``owners`` holds);
+    /// The masters named so far, in the order first named (the index is what `owners` holds);
     /// one a `MOVED` took every slot from stays listed, serving none.
     public private(set) var masters: [RedisNodeAddress] = []
     /// Per slot, the index of its master in ``masters``, or -1 while no node serves it.

@@ -81,7 +81,7 @@ public struct ServerConfig: Sendable, Equatable {
     public var nodeID = ""
     /// With ``redis``: milliseconds between two heartbeats of this node's presence (its members'
     /// count and first names per shared session). Default 1,000: members of other nodes appear
-    /// and leave within about two of these, for one small script per session per beat.
+    /// and leave within about two of these, for one script per beat for all its sessions.
     public var presenceHeartbeatMs = 1_000
     /// With ``redis``: milliseconds a node's members stay in other nodes' presence after its last
     /// heartbeat. Default 5,000: five beats, so a slow beat or two never blinks anyone out, while
