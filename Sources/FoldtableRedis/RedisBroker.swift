@@ -61,6 +61,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     }
     /// Under a cluster, the commands' client (for the bells rung after appends).
     private let clusterCommands: RedisClusterClient?
+    /// Under a cluster: each master's two connections, up or not, for ``isAvailable(session:)``.
+    /// Written by the clients' reports (any thread), so behind a lock of its own.
+    private let masters = Mutex<[RedisNodeAddress: (commands: Bool, reader: Bool)]>([:])
     private let post: Post
     private let limits: TableLimits
     private let reading: Reading
@@ -150,10 +153,15 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             commandOptions.node.clientName = cluster.node.clientName.map { $0 + "-commands" }
             var readerOptions = cluster
             readerOptions.node.clientName = cluster.node.clientName.map { $0 + "-reader" }
-            let clusterCommands = RedisClusterClient(commandOptions, deliver: post, aggregateChanged: { state in link.commandsChanged(state) })
+            let clusterCommands = RedisClusterClient(
+                commandOptions, deliver: post, stateChanged: { node, state in link.masterChanged(node, commands: state == .connected) },
+                aggregateChanged: { state in link.commandsChanged(state) })
             commands = clusterCommands
             self.clusterCommands = clusterCommands
-            reader = .cluster(RedisClusterClient(readerOptions, aggregateChanged: { state in link.readerChanged(state) }))
+            reader = .cluster(
+                RedisClusterClient(
+                    readerOptions, stateChanged: { node, state in link.masterChanged(node, reader: state == .connected) },
+                    aggregateChanged: { state in link.readerChanged(state) }))
         } else {
             let options = single ?? RedisClient.Options(url: RedisURL(host: "127.0.0.1"))
             var commandOptions = options
@@ -194,6 +202,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             var readerBeforeSet: RedisClient.State?
             /// The commands client's early report, until the service thread takes it.
             var commandsBeforeSet: RedisClient.State?
+            /// Under a cluster: each master's connections as reported, kept from the first
+            /// report on (also those made before the broker is whole).
+            var masters: [RedisNodeAddress: (commands: Bool, reader: Bool)] = [:]
         }
         private var held = Held()
         private let lock: UnsafeMutablePointer<pthread_mutex_t> = {
@@ -217,12 +228,29 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             let replayCommands = withLock { state -> Bool in
                 state.broker = broker
                 state.set = true
+                broker.masters.withLock { $0 = state.masters }
                 if let early = state.readerBeforeSet { broker.readerChanged(early) }
                 state.readerBeforeSet = nil
                 return state.commandsBeforeSet != nil
             }
             // The commands client's reports run on the service thread (through `post`).
             if replayCommands { broker.post { [self] in replayCommandsReport() } }
+        }
+
+        /// Any client's thread (or the service thread): one master's connection of a cluster
+        /// went up or down. The broker forgets the streams of a master whose reader went down
+        /// (its thread, at once) and re-reads its sessions' availability (service thread).
+        func masterChanged(_ node: RedisNodeAddress, commands: Bool? = nil, reader: Bool? = nil) {
+            withLock { held in
+                var entry = held.masters[node] ?? (false, false)
+                if let commands { entry.commands = commands }
+                if let reader { entry.reader = reader }
+                held.masters[node] = entry
+                guard let broker = held.broker else { return }
+                broker.masters.withLock { $0 = held.masters }
+                if reader == false { broker.forgetStreams(of: node) }
+                broker.post { [weak broker] in broker?.mastersChanged() }
+            }
         }
 
         /// Reader's thread.
@@ -264,12 +292,39 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     /// Reader's thread: a lost connection forgets every followed stream at once, before any
     /// read on a new connection (the hub checks each stream still continues, then follows again).
     private func readerChanged(_ state: RedisClient.State) {
-        if case .disconnected = state { positions.withLock { $0.streams.removeAll() } }
+        // Under a cluster each master's streams are forgotten with its own connection (`forgetStreams(of:)`).
+        if case .disconnected = state, case .single = reader { positions.withLock { $0.streams.removeAll() } }
         post { [weak self] in
             guard let self else { return }
             readerState = state
             availabilityMayHaveChanged()
         }
+    }
+
+    /// Under a cluster, `node`'s reader connection went down: its streams are forgotten at once,
+    /// before any read on a new connection, as one Redis' are (see ``readerChanged(_:)``).
+    private func forgetStreams(of node: RedisNodeAddress) {
+        guard case .cluster(let cluster) = reader else { return }
+        let map = cluster.slotMap
+        positions.withLock { state in
+            state.streams = state.streams.filter { map.owner(ofKey: Self.streamKey($0.key)) != node }
+        }
+    }
+
+    /// Service thread: a master's connection changed; sessions whose availability changed with
+    /// it are told (the hub asks ``isAvailable(session:)`` of each).
+    private func mastersChanged() {
+        guard clusterCommands != nil, isAvailable || everAvailable else { return }
+        availabilityChanged?(isAvailable)
+    }
+
+    /// Whether `session` can be appended to and read now: under a cluster, whether both
+    /// connections to the master of its slot are up (a shard that is down makes only its own
+    /// sessions read-only); on one Redis, ``isAvailable``.
+    public func isAvailable(session: String) -> Bool {
+        guard let clusterCommands else { return isAvailable }
+        guard let owner = clusterCommands.slotMap.owner(ofKey: Self.streamKey(session)) else { return false }
+        return masters.withLock { $0[owner].map { $0.commands && $0.reader } ?? false }
     }
 
     private func availabilityMayHaveChanged() {

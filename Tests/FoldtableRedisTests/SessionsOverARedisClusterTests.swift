@@ -87,4 +87,37 @@ struct SessionsOverARedisCluster {
         #expect(length == 61)
     }
 
+    @Test func aShardThatIsDownMakesOnlyItsOwnSessionsReadOnly() throws {
+        let cluster = try RedisClusterServers()
+        let a = RedisNode("a", cluster: [cluster.addresses[0]])
+        let b = RedisNode("b", cluster: [cluster.addresses[1]])
+        defer {
+            a.close()
+            b.close()
+        }
+        let up = Self.session(on: 0, cluster, "up")
+        let down = Self.session(on: 2, cluster, "down")
+        for (id, name) in [(UInt64(1), up), (2, down)] {
+            a.join(id, session: name, name: "ana")
+            settle([a, b]) { a.messages(id, type: "welcome").count == 1 }
+            b.join(id, session: name, name: "bo")
+            settle([a, b]) { b.messages(id, type: "welcome").count == 1 }
+            a.say(id, #"{"type":"addSection","key":"x","title":"X","id":"s"}"#)
+            settle([a, b]) { b.events(id).count == 1 }
+        }
+        cluster.servers[2].kill()
+        settle([a, b]) { !a.broker.isAvailable(session: down) && !b.broker.isAvailable(session: down) }
+        #expect(a.broker.isAvailable(session: up) && b.broker.isAvailable(session: up))
+        // The session on a live shard goes on, on both hubs.
+        a.say(1, #"{"type":"toggle","section":"x","id":"t1"}"#)
+        b.say(1, #"{"type":"toggle","section":"x","id":"t2"}"#)
+        settle([a, b]) { a.events(1).count == 3 && b.events(1).count == 3 }
+        #expect(a.events(1) == b.events(1))
+        #expect(a.messages(1, type: "error").isEmpty && b.messages(1, type: "error").isEmpty)
+        // The session on the shard that is down refuses changes.
+        a.say(2, #"{"type":"toggle","section":"x","id":"d1"}"#)
+        settle([a, b]) { !a.messages(2, type: "error").isEmpty }
+        #expect(a.messages(2, type: "error").first?["code"] == .string("storage_unavailable"))
+        #expect(a.events(2).count == 1)
+    }
 }

@@ -1,7 +1,8 @@
 """Two foldtabled nodes sharing sessions through a real three-shard Redis Cluster
 (--redis-cluster; Debian's redis-server in cluster mode, made with `redis-cli --cluster create`):
 sessions land on different shards, clients on both nodes see the same events in the same order on
-every session, and a `redis-cli --cluster reshard` while clients write loses nothing acknowledged."""
+every session, a `redis-cli --cluster reshard` while clients write loses nothing acknowledged, and
+a shard that is down makes only its own sessions read-only."""
 import asyncio
 import os
 import random
@@ -107,6 +108,12 @@ class RedisCluster:
                 if int(low) <= wanted <= int(high or low):
                     return int(parts[1].split("@")[0].rsplit(":", 1)[1])
         raise AssertionError(f"no master serves slot {wanted}")
+
+    def kill(self, port):
+        """SIGKILL of one master: its slots have no master until it is back (no replicas here)."""
+        proc = self.procs[self.ports.index(port)]
+        proc.kill()
+        proc.wait(10)
 
     def node_id(self, port):
         return cli(port, "CLUSTER", "MYID")
@@ -252,3 +259,56 @@ def test_a_reshard_while_clients_write_loses_nothing_acknowledged(cluster, nodes
         # Every acknowledged change is in the stream on its new shard (one whose outcome its
         # author never learnt may be there too).
         assert int(cli(target, "XLEN", f"foldtable:{{{name}}}:stream")) >= 1 + len(acked[name])
+
+
+def test_a_shard_that_is_down_makes_only_its_sessions_read_only(cluster, nodes):
+    """Runs last in this module: it kills a master for good."""
+    a, b = nodes
+    # After the reshard above, the first master serves no slot: the other two hold them all.
+    serving = sorted({cluster.owner(f"probe-{n}") for n in range(64)})
+    assert len(serving) == 2, serving
+    live, dead = serving
+    found = {}
+    n = 0
+    while len(found) < 2:
+        name = f"down-{time.monotonic_ns()}-{n}"
+        found.setdefault(cluster.owner(name), name)
+        n += 1
+    up, down = found[live], found[dead]
+
+    async def scenario():
+        clients = {}
+        for name in (up, down):
+            ana = await Client.join(a.ws, session=name, name="ana")
+            await ana.send({"type": "addSection", "key": "x", "title": "X", "id": "x"})
+            await ana.next(lambda m: m["type"] == "ack" and m["id"] == "x", timeout=10)
+            bo = await Client.join(b.ws, session=name, name="bo")
+            clients[name] = (ana, bo)
+        cluster.kill(dead)
+        # Changes to the session on the dead shard are refused on both nodes once they notice...
+        for who, client in zip("ab", clients[down]):
+            deadline = time.monotonic() + 20
+            for attempt in range(1000):
+                wanted = f"d{who}{attempt}"
+                await client.send({"type": "toggle", "section": "x", "id": wanted})
+                reply = await client.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == wanted, timeout=20)
+                if reply["type"] == "error":
+                    assert reply["code"] == "storage_unavailable", reply
+                    break
+                assert time.monotonic() < deadline, "changes to a session on a dead shard were still acknowledged"
+                await asyncio.sleep(0.2)
+        # ... while the session on the live shard takes them on both, in one order.
+        ana, bo = clients[up]
+        for k in range(5):
+            await ana.send({"type": "toggle", "section": "x", "id": f"a{k}"})
+            await bo.send({"type": "toggle", "section": "x", "id": f"b{k}"})
+        for client, prefix in ((ana, "a"), (bo, "b")):
+            for k in range(5):
+                reply = await client.next(lambda m: m["type"] in ("ack", "error") and m.get("id") == f"{prefix}{k}", timeout=20)
+                assert reply["type"] == "ack", reply
+        await wait_for_seq([ana, bo], 11)
+        assert [e for e in line(ana) if e[0] > 1] == line(bo)
+        for pair in clients.values():
+            for client in pair:
+                await client.close()
+    run(scenario())
