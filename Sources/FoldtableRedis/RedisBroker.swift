@@ -318,6 +318,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         availabilityChanged?(isAvailable)
     }
 
+    /// Under a cluster, its slot map as the commands' client holds it; `nil` on one Redis.
+    public var clusterSlotMap: RedisSlotMap? { clusterCommands?.slotMap }
+
     /// Whether `session` can be appended to and read now: under a cluster, whether both
     /// connections to the master of its slot are up (a shard that is down makes only its own
     /// sessions read-only); on one Redis, ``isAvailable``.

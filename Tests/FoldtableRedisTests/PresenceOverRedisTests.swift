@@ -142,18 +142,18 @@ struct PresenceOverRedis {
         // one for the session counts, where it was one per session plus one.
         let redis = RedisClient(RedisClient.Options(url: server.url))
         defer { redis.close() }
-        let before = try scriptCalls(redis)
+        let before = try Self.scriptCalls(redis)
         a.beat()
         try waitUntil("a's beat reached Redis") {
             a.serviceQueue.drain()
-            return try scriptCalls(redis) - before >= 2
+            return try Self.scriptCalls(redis) - before >= 2
         }
         beat([], draining: [a]) { true }
-        #expect(try scriptCalls(redis) - before == 2)
+        #expect(try Self.scriptCalls(redis) - before == 2)
     }
 
     /// EVAL and EVALSHA calls Redis has counted (`INFO commandstats`).
-    func scriptCalls(_ redis: RedisClient) throws -> Int {
+    static func scriptCalls(_ redis: RedisClient) throws -> Int {
         let info = try wait { redis.send(RedisCommand("INFO", "commandstats"), completion: $0) }.get().string ?? ""
         var calls = 0
         for line in info.split(whereSeparator: \.isNewline) where line.hasPrefix("cmdstat_evalsha:") || line.hasPrefix("cmdstat_eval:") {

@@ -120,4 +120,30 @@ struct SessionsOverARedisCluster {
         #expect(a.messages(2, type: "error").first?["code"] == .string("storage_unavailable"))
         #expect(a.events(2).count == 1)
     }
+    @Test func aQuietBeatUnderAClusterIsOneScriptPerHashSlotOfTheNodesSessions() throws {
+        let cluster = try RedisClusterServers()
+        let a = RedisNode("a", cluster: [cluster.addresses[0]]) { $0.presenceHeartbeatMs = 100 }
+        defer { a.close() }
+        // Two sessions on each shard, each in a slot of its own: six slots.
+        let names = (0..<3).flatMap { shard in [Self.session(on: shard, cluster, "p"), Self.session(on: shard, cluster, "q")] }
+        #expect(Set(names.map { RedisHashSlot.slot(of: $0) }).count == 6)
+        for (index, name) in names.enumerated() {
+            a.join(UInt64(index + 1), session: name, name: "ana\(index)")
+            settle([a]) { a.messages(UInt64(index + 1), type: "welcome").count == 1 }
+        }
+        beat([a], draining: [a]) { true }
+        let scripts = { try (0..<3).map { try PresenceOverRedis.scriptCalls(cluster.direct[$0]) } }
+        let before = try scripts()
+        a.beat()
+        try waitUntil("a's beat reached every shard") {
+            a.serviceQueue.drain()
+            return try zip(scripts(), before).map { $0 - $1 }.reduce(0, +) >= 7
+        }
+        beat([], draining: [a]) { true }
+        // Per shard: one script per slot of its sessions, plus the counts' on the shard of {sessions}.
+        let counted = try zip(scripts(), before).map { $0 - $1 }
+        let countsMaster = try #require(a.broker.clusterSlotMap?.owner(ofKey: RedisSessionCounts.membersKey))
+        let countsShard = try #require(cluster.index(of: countsMaster))
+        #expect(counted == (0..<3).map { $0 == countsShard ? 3 : 2 })
+    }
 }
