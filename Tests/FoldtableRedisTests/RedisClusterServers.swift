@@ -34,10 +34,14 @@ final class RedisClusterServers: @unchecked Sendable {
             try expectOK(client, RedisCommand("CLUSTER", "ADDSLOTSRANGE", index * share, last))
         }
         for server in servers.dropFirst() { try expectOK(direct[0], RedisCommand("CLUSTER", "MEET", "127.0.0.1", server.port)) }
-        try waitUntil("every node says cluster_state:ok") {
+        try waitUntil("every node says cluster_state:ok and knows every other node") {
             try direct.allSatisfy { client in
                 let info = try wait { client.send(RedisCommand("CLUSTER", "INFO"), completion: $0) }.get().string ?? ""
-                return info.contains("cluster_state:ok")
+                // Gossip may make the state ok before each node has met every other: SETSLOT
+                // naming a node not met yet fails with "Unknown node".
+                let nodes = try wait { client.send(RedisCommand("CLUSTER", "NODES"), completion: $0) }.get().string ?? ""
+                let known = nodes.split(separator: "\n").filter { !$0.contains("handshake") && !$0.contains("noaddr") }
+                return info.contains("cluster_state:ok") && known.count == count
             }
         }
     }

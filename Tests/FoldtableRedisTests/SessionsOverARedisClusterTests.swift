@@ -103,7 +103,7 @@ struct SessionsOverARedisCluster {
             b.join(id, session: name, name: "bo")
             settle([a, b]) { b.messages(id, type: "welcome").count == 1 }
             a.say(id, #"{"type":"addSection","key":"x","title":"X","id":"s"}"#)
-            settle([a, b]) { b.events(id).count == 1 }
+            settle([a, b]) { a.events(id).count == 1 && b.events(id).count == 1 }
         }
         cluster.servers[2].kill()
         settle([a, b]) { !a.broker.isAvailable(session: down) && !b.broker.isAvailable(session: down) }
