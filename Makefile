@@ -7,10 +7,11 @@ PY := $(VENV)/bin/python
 
 # System packages: to build and run, and what the test suites use as real peers.
 # libhiredis-dev: FoldtableRedis (the Redis adapter) builds with the package; redis-server is the
-# real Redis its tests start on a loopback port. python3-yaml: the deploy tests read compose files.
+# real Redis its tests start on a loopback port (redis-tools: redis-cli makes and reshards the
+# Redis Cluster tests' cluster). python3-yaml: the deploy tests read compose files.
 # libcurl4-openssl-dev: FoldtableWebhook POSTs webhooks with libcurl.
 RUN_PACKAGES := pkg-config libwebsockets-dev libssl-dev libsqlite3-dev libhiredis-dev libcurl4-openssl-dev
-TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip python3-yaml openssl chromium chromium-driver procps tmux nginx systemd redis-server libcap2-bin
+TEST_PACKAGES := $(RUN_PACKAGES) python3-venv python3-pip python3-yaml openssl chromium chromium-driver procps tmux nginx systemd redis-server redis-tools libcap2-bin
 # The Autobahn TestSuite runs on pyenv's Python 2.7.18 (from the machine image, not apt); pip
 # compiles a few C extensions of its dependencies (wsaccel, ujson) on first install.
 AUTOBAHN_PACKAGES := $(RUN_PACKAGES) python3 gcc libc6-dev

@@ -1,3 +1,4 @@
+import Dispatch
 import FoldtableCore
 import FoldtableServer
 import Glibc
@@ -50,8 +51,19 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     public typealias Post = @Sendable (@escaping @Sendable () -> Void) -> Void
 
-    private let commands: RedisClient
-    private let reader: RedisClient
+    private let commands: any RedisCommands
+    /// Reads the streams: one client whose `XREAD BLOCK` holds its connection, or under a
+    /// cluster a client per master (see ``readCluster(_:master:)``).
+    private let reader: Reader
+    private enum Reader {
+        case single(RedisClient)
+        case cluster(RedisClusterClient)
+    }
+    /// Under a cluster, the commands' client (for the bells rung after appends).
+    private let clusterCommands: RedisClusterClient?
+    /// Under a cluster: each master's two connections, up or not, for ``isAvailable(session:)``.
+    /// Written by the clients' reports (any thread), so behind a lock of its own.
+    private let masters = Mutex<[RedisNodeAddress: (commands: Bool, reader: Bool)]>([:])
     private let post: Post
     private let limits: TableLimits
     private let reading: Reading
@@ -104,30 +116,71 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         var streams: [String: (after: StreamID, token: UInt64, number: UInt64?)] = [:]
         var running = false
         var closed = false
+        /// Under a cluster: the masters whose read loop runs, and the last bell entry each read.
+        var masters: Set<RedisNodeAddress> = []
+        var bells: [RedisNodeAddress: StreamID] = [:]
     }
 
-    public init(
+    /// A broker on one Redis.
+    public convenience init(
         _ options: RedisClient.Options, limits: TableLimits, reading: Reading = Reading(), post: @escaping Post,
         report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void = { _, _ in },
         stateChanged: @escaping @Sendable (RedisClient.State) -> Void = { _ in }
     ) {
-        var commandOptions = options
-        commandOptions.clientName = options.clientName.map { $0 + "-commands" }
-        var readerOptions = options
-        readerOptions.clientName = options.clientName.map { $0 + "-reader" }
+        self.init(single: options, cluster: nil, limits: limits, reading: reading, post: post, report: report, stateChanged: stateChanged)
+    }
+
+    /// A broker on a Redis Cluster: each session's commands go to the master of its hash slot,
+    /// and each master's streams are read on a connection of their own. Available while every
+    /// master that serves slots is connected.
+    public convenience init(
+        cluster options: RedisClusterClient.Options, limits: TableLimits, reading: Reading = Reading(), post: @escaping Post,
+        report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void = { _, _ in },
+        stateChanged: @escaping @Sendable (RedisClient.State) -> Void = { _ in }
+    ) {
+        self.init(single: nil, cluster: options, limits: limits, reading: reading, post: post, report: report, stateChanged: stateChanged)
+    }
+
+    private init(
+        single: RedisClient.Options?, cluster: RedisClusterClient.Options?, limits: TableLimits, reading: Reading, post: @escaping Post,
+        report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void,
+        stateChanged: @escaping @Sendable (RedisClient.State) -> Void
+    ) {
         // The clients are made before `self` is whole: their state reports find it through `link`.
         let link = Link()
-        commands = RedisClient(commandOptions, deliver: post, stateChanged: { state in link.commandsChanged(state) })
-        // The reader's completions (and state reports) run on its own thread: the loop issues
-        // the next read there.
-        reader = RedisClient(readerOptions, stateChanged: { state in link.readerChanged(state) })
+        if let cluster {
+            var commandOptions = cluster
+            commandOptions.node.clientName = cluster.node.clientName.map { $0 + "-commands" }
+            var readerOptions = cluster
+            readerOptions.node.clientName = cluster.node.clientName.map { $0 + "-reader" }
+            let clusterCommands = RedisClusterClient(
+                commandOptions, deliver: post, stateChanged: { node, state in link.masterChanged(node, commands: state == .connected) },
+                aggregateChanged: { state in link.commandsChanged(state) })
+            commands = clusterCommands
+            self.clusterCommands = clusterCommands
+            reader = .cluster(
+                RedisClusterClient(
+                    readerOptions, stateChanged: { node, state in link.masterChanged(node, reader: state == .connected) },
+                    aggregateChanged: { state in link.readerChanged(state) }))
+        } else {
+            let options = single ?? RedisClient.Options(url: RedisURL(host: "127.0.0.1"))
+            var commandOptions = options
+            commandOptions.clientName = options.clientName.map { $0 + "-commands" }
+            var readerOptions = options
+            readerOptions.clientName = options.clientName.map { $0 + "-reader" }
+            commands = RedisClient(commandOptions, deliver: post, stateChanged: { state in link.commandsChanged(state) })
+            clusterCommands = nil
+            // The reader's completions (and state reports) run on its own thread: the loop issues
+            // the next read there.
+            reader = .single(RedisClient(readerOptions, stateChanged: { state in link.readerChanged(state) }))
+        }
         self.stateChanged = stateChanged
         self.post = post
         self.limits = limits
         self.reading = reading
         self.report = report
         positions = Mutex(ReadState())
-        presence = RedisPresence(commands: commands, report: report)
+        presence = RedisPresence(commands: commands, bySlot: cluster != nil, report: report)
         link.set(self)
     }
 
@@ -149,6 +202,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             var readerBeforeSet: RedisClient.State?
             /// The commands client's early report, until the service thread takes it.
             var commandsBeforeSet: RedisClient.State?
+            /// Under a cluster: each master's connections as reported, kept from the first
+            /// report on (also those made before the broker is whole).
+            var masters: [RedisNodeAddress: (commands: Bool, reader: Bool)] = [:]
         }
         private var held = Held()
         private let lock: UnsafeMutablePointer<pthread_mutex_t> = {
@@ -172,12 +228,29 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             let replayCommands = withLock { state -> Bool in
                 state.broker = broker
                 state.set = true
+                broker.masters.withLock { $0 = state.masters }
                 if let early = state.readerBeforeSet { broker.readerChanged(early) }
                 state.readerBeforeSet = nil
                 return state.commandsBeforeSet != nil
             }
             // The commands client's reports run on the service thread (through `post`).
             if replayCommands { broker.post { [self] in replayCommandsReport() } }
+        }
+
+        /// Any client's thread (or the service thread): one master's connection of a cluster
+        /// went up or down. The broker forgets the streams of a master whose reader went down
+        /// (its thread, at once) and re-reads its sessions' availability (service thread).
+        func masterChanged(_ node: RedisNodeAddress, commands: Bool? = nil, reader: Bool? = nil) {
+            withLock { held in
+                var entry = held.masters[node] ?? (false, false)
+                if let commands { entry.commands = commands }
+                if let reader { entry.reader = reader }
+                held.masters[node] = entry
+                guard let broker = held.broker else { return }
+                broker.masters.withLock { $0 = held.masters }
+                if reader == false { broker.forgetStreams(of: node) }
+                broker.post { [weak broker] in broker?.mastersChanged() }
+            }
         }
 
         /// Reader's thread.
@@ -219,12 +292,42 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     /// Reader's thread: a lost connection forgets every followed stream at once, before any
     /// read on a new connection (the hub checks each stream still continues, then follows again).
     private func readerChanged(_ state: RedisClient.State) {
-        if case .disconnected = state { positions.withLock { $0.streams.removeAll() } }
+        // Under a cluster each master's streams are forgotten with its own connection (`forgetStreams(of:)`).
+        if case .disconnected = state, case .single = reader { positions.withLock { $0.streams.removeAll() } }
         post { [weak self] in
             guard let self else { return }
             readerState = state
             availabilityMayHaveChanged()
         }
+    }
+
+    /// Under a cluster, `node`'s reader connection went down: its streams are forgotten at once,
+    /// before any read on a new connection, as one Redis' are (see ``readerChanged(_:)``).
+    private func forgetStreams(of node: RedisNodeAddress) {
+        guard case .cluster(let cluster) = reader else { return }
+        let map = cluster.slotMap
+        positions.withLock { state in
+            state.streams = state.streams.filter { map.owner(ofKey: Self.streamKey($0.key)) != node }
+        }
+    }
+
+    /// Service thread: a master's connection changed; sessions whose availability changed with
+    /// it are told (the hub asks ``isAvailable(session:)`` of each).
+    private func mastersChanged() {
+        guard clusterCommands != nil, isAvailable || everAvailable else { return }
+        availabilityChanged?(isAvailable)
+    }
+
+    /// Under a cluster, its slot map as the commands' client holds it; `nil` on one Redis.
+    public var clusterSlotMap: RedisSlotMap? { clusterCommands?.slotMap }
+
+    /// Whether `session` can be appended to and read now: under a cluster, whether both
+    /// connections to the master of its slot are up (a shard that is down makes only its own
+    /// sessions read-only); on one Redis, ``isAvailable``.
+    public func isAvailable(session: String) -> Bool {
+        guard let clusterCommands else { return isAvailable }
+        guard let owner = clusterCommands.slotMap.owner(ofKey: Self.streamKey(session)) else { return false }
+        return masters.withLock { $0[owner].map { $0.commands && $0.reader } ?? false }
     }
 
     private func availabilityMayHaveChanged() {
@@ -250,13 +353,16 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     /// The commands connection and the service thread's queue, for what shares them
     /// (``RedisInvites``).
-    var commandsClient: RedisClient { commands }
+    var commandsClient: any RedisCommands { commands }
     var postToService: Post { post }
 
     /// Stops the reader and both clients (shutdown).
     public func close() {
         positions.withLock { $0.closed = true }
-        reader.close()
+        switch reader {
+        case .single(let client): client.close()
+        case .cluster(let client): client.close()
+        }
         commands.close()
     }
 
@@ -334,6 +440,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
         } else {
             commands.transaction(batch.map(\.command), completion: finish)
         }
+        if let clusterCommands { ringBells(clusterCommands, slots: Set(batch.map(\.command.slot))) }
     }
 
     // MARK: - Opening
@@ -559,6 +666,25 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     // MARK: - Reading
 
+    /// Under a cluster: one entry on the bell of each master that got appends, after them on the
+    /// same connection. A master's reader blocks on its bell (an `XREAD` takes keys of one slot
+    /// only, so it cannot block on all its sessions' streams at once) and reads the streams when
+    /// it rings. A bell lost (a node that died between the append and the bell) costs a delay of
+    /// at most ``Reading/blockMs``: every read that times out reads all the streams anyway.
+    private func ringBells(_ cluster: RedisClusterClient, slots: Set<Int>) {
+        let map = cluster.slotMap
+        var rung = Set<String>()
+        for slot in slots {
+            guard let master = map.owner(of: slot), let bell = Self.bellKey(of: master, in: map), rung.insert(bell).inserted else { continue }
+            cluster.send(RedisCommand("XADD", bell, "MAXLEN", "~", 1_000, "*", "s", slot)) { _ in }
+        }
+    }
+
+    /// The bell of `master`: a key whose hash tag falls in the lowest slot it serves.
+    static func bellKey(of master: RedisNodeAddress, in map: RedisSlotMap) -> String? {
+        map.firstSlot(of: master).map { "foldtable:{\(RedisClusterTags.tag(for: $0))}:bell" }
+    }
+
     public func follow(
         session: String, after position: String, number: UInt64?, deliver: @escaping ([SequencedRequest]) -> Void,
         caughtUp: @escaping (String) -> Void, fellBehind: @escaping () -> Void
@@ -573,7 +699,10 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             state.running = true
             return true
         }
-        if start { read() }
+        switch reader {
+        case .single: if start { read() }
+        case .cluster(let cluster): startClusterLoops(cluster)
+        }
     }
 
     public func unfollow(session: String) {
@@ -590,7 +719,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             }
             return state.streams.map { ($0.key, $0.value.after, $0.value.token) }.sorted { $0.session < $1.session }
         }
-        guard let snapshot else { return }
+        guard let snapshot, case .single(let reader) = reader else { return }
         let keys = snapshot.map { (Self.streamKey($0.session), $0.after) }
         reader.xread(keys, count: reading.count, blockMs: reading.blockMs) { [weak self] result in
             self?.readDone(result, snapshot)
@@ -606,61 +735,181 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             report("read_failed", [("reason", error.description)])
             usleep(UInt32(min(reading.retryMs, 10_000) * 1_000))
         case .success(let batches):
-            let byKey = Dictionary(batches.map { ($0.key, $0.entries) }, uniquingKeysWith: { $1 })
-            var reads: [Read] = []
-            reads.reserveCapacity(streams.count)
-            for stream in streams {
-                let entries = byKey[Self.streamKey(stream.session)] ?? []
-                // Only for streams still followed as read: a lost connection forgot them all
-                // (see `readerChanged`), and what a read on a new connection found waits for
-                // the hub's check that the stream continues. An entry not numbered on from the
-                // one before ends the follow: the entries between were trimmed before this read.
-                let kept = positions.withLock { state -> (count: Int, number: UInt64?)? in
-                    guard let followed = state.streams[stream.session], followed.token == stream.token else { return nil }
-                    var number = followed.number
-                    for (index, entry) in entries.enumerated() {
-                        let next = Self.number(entry)
-                        if let number, let next, next != number &+ 1 {
-                            state.streams[stream.session] = nil
-                            return (index, number)
-                        }
-                        number = next
-                    }
-                    if let last = entries.last?.id { state.streams[stream.session] = (last, followed.token, number) }
-                    return (entries.count, number)
-                }
-                guard let kept else { continue }
-                let gap = kept.count < entries.count
-                if gap {
-                    report(
-                        "stream_gap",
-                        [
-                            ("session", stream.session), ("after", (kept.count == 0 ? stream.after : entries[kept.count - 1].id).description),
-                            ("expected", String((kept.number ?? 0) &+ 1)), ("found", Self.number(entries[kept.count]).map(String.init) ?? ""),
-                        ])
-                }
-                var requests: [SequencedRequest] = []
-                requests.reserveCapacity(kept.count)
-                for entry in entries[..<kept.count] {
-                    do {
-                        requests.append(try Self.decode(entry, limits: limits))
-                    } catch {
-                        counts.withLock { $0.droppedEntries += 1 }
-                        report("entry_dropped", [("session", stream.session), ("id", entry.id.description), ("reason", error.message)])
-                    }
-                }
-                let through = (entries.last?.id ?? stream.after).description
-                reads.append(
-                    Read(
-                        session: stream.session, token: stream.token, requests: requests, atEnd: !gap && entries.count < reading.count,
-                        through: through, fellBehind: gap))
-            }
-            if !reads.isEmpty {
-                let done = reads
-                post { [weak self] in self?.delivered(done) }
-            }
+            decodeAndPost(batches, streams)
         }
         read()
+    }
+
+    /// Reader's thread: decodes what a read found in `streams` and posts it (one post for the
+    /// whole read).
+    private func decodeAndPost(_ batches: [StreamBatch], _ streams: [(session: String, after: StreamID, token: UInt64)]) {
+        let byKey = Dictionary(batches.map { ($0.key, $0.entries) }, uniquingKeysWith: { $1 })
+        var reads: [Read] = []
+        reads.reserveCapacity(streams.count)
+        for stream in streams {
+            let entries = byKey[Self.streamKey(stream.session)] ?? []
+            // Only for streams still followed as read: a lost connection forgot them all
+            // (see `readerChanged`), and what a read on a new connection found waits for
+            // the hub's check that the stream continues. An entry not numbered on from the
+            // one before ends the follow: the entries between were trimmed before this read.
+            let kept = positions.withLock { state -> (count: Int, number: UInt64?)? in
+                // From where this read started only: under a cluster, two masters' loops
+                // may both read a stream whose slot just moved, and one of them is too late.
+                guard let followed = state.streams[stream.session], followed.token == stream.token, followed.after == stream.after
+                else { return nil }
+                var number = followed.number
+                for (index, entry) in entries.enumerated() {
+                    let next = Self.number(entry)
+                    if let number, let next, next != number &+ 1 {
+                        state.streams[stream.session] = nil
+                        return (index, number)
+                    }
+                    number = next
+                }
+                if let last = entries.last?.id { state.streams[stream.session] = (last, followed.token, number) }
+                return (entries.count, number)
+            }
+            guard let kept else { continue }
+            let gap = kept.count < entries.count
+            if gap {
+                report(
+                    "stream_gap",
+                    [
+                        ("session", stream.session), ("after", (kept.count == 0 ? stream.after : entries[kept.count - 1].id).description),
+                        ("expected", String((kept.number ?? 0) &+ 1)), ("found", Self.number(entries[kept.count]).map(String.init) ?? ""),
+                    ])
+            }
+            var requests: [SequencedRequest] = []
+            requests.reserveCapacity(kept.count)
+            for entry in entries[..<kept.count] {
+                do {
+                    requests.append(try Self.decode(entry, limits: limits))
+                } catch {
+                    counts.withLock { $0.droppedEntries += 1 }
+                    report("entry_dropped", [("session", stream.session), ("id", entry.id.description), ("reason", error.message)])
+                }
+            }
+            let through = (entries.last?.id ?? stream.after).description
+            reads.append(
+                Read(
+                    session: stream.session, token: stream.token, requests: requests, atEnd: !gap && entries.count < reading.count,
+                    through: through, fellBehind: gap))
+        }
+        if !reads.isEmpty {
+            let done = reads
+            post { [weak self] in self?.delivered(done) }
+        }
+    }
+
+    // MARK: - Reading a cluster
+
+    /// Starts the read loop of every master that serves a followed stream and has none running;
+    /// again after ``Reading/retryMs`` while some stream's slot has no known master.
+    private func startClusterLoops(_ cluster: RedisClusterClient) {
+        let map = cluster.slotMap
+        let (start, homeless) = positions.withLock { state -> ([RedisNodeAddress], Bool) in
+            guard !state.closed else { return ([], false) }
+            var wanted = Set<RedisNodeAddress>()
+            var homeless = false
+            for session in state.streams.keys {
+                if let owner = map.owner(ofKey: Self.streamKey(session)) { wanted.insert(owner) } else { homeless = true }
+            }
+            let new = wanted.subtracting(state.masters)
+            state.masters.formUnion(new)
+            return (Array(new), homeless)
+        }
+        for master in start { readCluster(cluster, master: master) }
+        if homeless {
+            cluster.refresh()
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(min(reading.retryMs, 10_000)))) { [weak self] in
+                self?.startClusterLoops(cluster)
+            }
+        }
+    }
+
+    /// One turn of `master`'s read loop (on that master's reader thread after the first): one
+    /// pipeline of an `XREAD` per hash slot of the streams it serves (no block), then an
+    /// `XREAD BLOCK` of its bell from the last entry read, which answers at once when an append
+    /// rang it since. The loop ends when the master serves no followed stream.
+    private func readCluster(_ cluster: RedisClusterClient, master: RedisNodeAddress) {
+        let map = cluster.slotMap
+        let snapshot = positions.withLock { state -> (streams: [(session: String, after: StreamID, token: UInt64)], bell: StreamID)? in
+            let mine = state.streams.filter { map.owner(ofKey: Self.streamKey($0.key)) == master }
+            guard !state.closed, !mine.isEmpty else {
+                state.masters.remove(master)
+                return nil
+            }
+            return (mine.map { ($0.key, $0.value.after, $0.value.token) }.sorted { $0.session < $1.session }, state.bells[master] ?? .zero)
+        }
+        guard let snapshot else { return }
+        var groups: [Int: [(session: String, after: StreamID, token: UInt64)]] = [:]
+        for stream in snapshot.streams { groups[RedisHashSlot.slot(of: stream.session), default: []].append(stream) }
+        let ordered = groups.keys.sorted().compactMap { groups[$0] }
+        var pipeline: [RedisCommand] = ordered.map { group in
+            var arguments: [[UInt8]] = ["XREAD".redisBytes, "COUNT".redisBytes, reading.count.redisBytes, "STREAMS".redisBytes]
+            arguments += group.map { Self.streamKey($0.session).redisBytes }
+            arguments += group.map(\.after.redisBytes)
+            return RedisCommand(arguments: arguments)
+        }
+        let bell = Self.bellKey(of: master, in: map)
+        if let bell {
+            pipeline.append(
+                RedisCommand(
+                    arguments: ["XREAD", "COUNT", "100", "BLOCK", String(reading.blockMs), "STREAMS", bell].map(\.redisBytes) + [
+                        snapshot.bell.redisBytes
+                    ],
+                    blockMs: reading.blockMs))
+        }
+        cluster.client(for: master).send(pipeline) { [weak self] results in
+            self?.readClusterDone(cluster, master: master, groups: ordered, bellRead: bell != nil, results)
+        }
+    }
+
+    /// Reader's thread (of `master`): delivers what each slot's read found, notes the bell, and
+    /// reads again. A slot answered with a redirection moved: the map is read again, and its
+    /// streams join the loop of their new master.
+    private func readClusterDone(
+        _ cluster: RedisClusterClient, master: RedisNodeAddress, groups: [[(session: String, after: StreamID, token: UInt64)]], bellRead: Bool,
+        _ results: [Result<RedisReply, RedisError>]
+    ) {
+        var batches: [StreamBatch] = []
+        var read: [(session: String, after: StreamID, token: UInt64)] = []
+        var failure: RedisError?
+        var moved = false
+        for (group, result) in zip(groups, results) {
+            switch result {
+            case .success(.error(let message)):
+                if RedisRedirection(message) != nil || message.hasPrefix("CLUSTERDOWN") || message.hasPrefix("TRYAGAIN") {
+                    moved = true
+                } else {
+                    failure = .server(message)
+                }
+            case .success(let reply):
+                guard let found = RedisClient.streamBatches(reply) else {
+                    failure = .unexpectedReply("XREAD answered \(reply.summary)")
+                    continue
+                }
+                batches += found
+                read += group
+            case .failure(let error):
+                failure = error
+            }
+        }
+        if bellRead, results.count == groups.count + 1, case .success(let reply) = results[groups.count],
+            let last = RedisClient.streamBatches(reply)?.first?.entries.last?.id
+        {
+            positions.withLock { $0.bells[master] = last }
+        }
+        if let failure {
+            if case .closed = failure { return }
+            counts.withLock { $0.failedReads += 1 }
+            report("read_failed", [("redis", master.description), ("reason", failure.description)])
+        }
+        if !read.isEmpty { decodeAndPost(batches, read) }
+        if moved { cluster.refresh() }
+        if failure != nil || moved || !bellRead { usleep(UInt32(min(reading.retryMs, 10_000) * 1_000)) }
+        readCluster(cluster, master: master)
+        startClusterLoops(cluster)
     }
 
     /// What one read found in one stream.

@@ -145,7 +145,7 @@ public final class RedisClient: Sendable {
 /// Gathers the results of one pipeline and hands them over when the last arrives. The worker
 /// delivers a batch's results in one go, so the lock is never contended; it is there because
 /// `deliver` may run them on any thread.
-private final class PipelineResults: Sendable {
+final class PipelineResults: Sendable {
     private let state: Mutex<(results: [Result<RedisReply, RedisError>], missing: Int)>
     private let completion: @Sendable ([Result<RedisReply, RedisError>]) -> Void
 

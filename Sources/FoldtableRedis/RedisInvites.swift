@@ -27,7 +27,7 @@ public final class RedisInvites: InviteLedger, @unchecked Sendable {
     /// How long start-up waits for the withdrawn list before serving without it.
     public static let startReadMs = 3_000
 
-    private let commands: RedisClient
+    private let commands: any RedisCommands
     private let options: RedisClient.Options
     private let post: RedisBroker.Post
     private let clock: () -> UInt64

@@ -7,10 +7,12 @@ import FoldtableServer
 /// each node's `<version> <count>`, and a hash `…:presence:list` of what it lists (its count and
 /// first `presenceListMax` members, ``PresenceCoding``).
 ///
-/// One script per session per beat refreshes this node's entry, drops expired nodes, and
-/// returns only the entries whose version differs from what this node holds, and the nodes
-/// gone. A beat whose members did not change sends no list and reads none: its bytes do not
-/// grow with the members, however many. A node's list is written only when it changed, and
+/// One script per beat, for every session the node holds, refreshes this node's entry of
+/// each, drops expired nodes, and returns only the entries whose version differs from what this
+/// node holds, and the nodes gone: a beat costs Redis one command (two with
+/// ``RedisSessionCounts``' write, in the same round trip) however many sessions the node holds,
+/// where it was one per session. A beat whose members did not change sends no list and reads
+/// none: its bytes do not grow with the members, however many. A node's list is written only when it changed, and
 /// other nodes read it only then. The keys expire with the last heartbeat, so nothing is
 /// left behind when every node is gone.
 ///
@@ -18,7 +20,9 @@ import FoldtableServer
 /// client delivers through the service queue). `@unchecked Sendable` for that reason: the
 /// client's completions carry `self` to the service thread and touch it only there.
 final class RedisPresence: @unchecked Sendable {
-    private let commands: RedisClient
+    private let commands: any RedisCommands
+    /// Under a cluster a script touches one hash slot: a beat sends one per slot of its sessions.
+    private let bySlot: Bool
     private let report: @Sendable (_ event: String, _ fields: [(String, String)]) -> Void
     /// Makes versions unique to this process: a restarted node counts from 1 again.
     private let incarnation = Hub.randomEpoch()
@@ -42,8 +46,9 @@ final class RedisPresence: @unchecked Sendable {
     /// Every shared session's members across the nodes, written with the beats (for listing).
     let counts: RedisSessionCounts
 
-    init(commands: RedisClient, report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void) {
+    init(commands: any RedisCommands, bySlot: Bool = false, report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void) {
         self.commands = commands
+        self.bySlot = bySlot
         self.report = report
         counts = RedisSessionCounts(commands: commands, report: report)
     }
@@ -52,8 +57,11 @@ final class RedisPresence: @unchecked Sendable {
         ["foldtable:{\(session)}:presence", "foldtable:{\(session)}:presence:meta", "foldtable:{\(session)}:presence:list"]
     }
 
-    /// ARGV: node, expiry ms, version, count, '1' when the list follows, the list, then pairs of
-    /// (node, version) this node holds. Returns {resend, {node, meta, list, ...}, {gone node, ...}}:
+    /// One heartbeat of this node for a batch of sessions (every session it holds on one
+    /// Redis; under a cluster, those of one hash slot). KEYS: each session's three keys (see
+    /// ``keys(_:)``), in order. ARGV: node, expiry ms, then per session: version, count, '1'
+    /// when the list follows, the list, how many (node, version) pairs this node holds, the
+    /// pairs. Returns, per session in order, {resend, {node, meta, list, ...}, {gone node, ...}}:
     /// `resend` when this node's entry is not what it last wrote (it expired while this node
     /// was cut off): its next beat writes the list again.
     static let beatScript = RedisScript(
@@ -62,57 +70,82 @@ final class RedisPresence: @unchecked Sendable {
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         local node = ARGV[1]
         local expiry = tonumber(ARGV[2])
-        local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-        if #dead > 0 then
-          redis.call('ZREM', KEYS[1], unpack(dead))
-          redis.call('HDEL', KEYS[2], unpack(dead))
-          redis.call('HDEL', KEYS[3], unpack(dead))
-        end
-        local resend = 0
-        local meta = ARGV[3] .. ' ' .. ARGV[4]
-        if tonumber(ARGV[4]) > 0 then
-          if ARGV[5] == '1' then
-            redis.call('HSET', KEYS[2], node, meta)
-            redis.call('HSET', KEYS[3], node, ARGV[6])
-          elseif redis.call('HGET', KEYS[2], node) ~= meta then
-            resend = 1
+        local function beat(zset, metas, lists, version, count, sends, list, known)
+          local dead = redis.call('ZRANGEBYSCORE', zset, '-inf', now)
+          if #dead > 0 then
+            redis.call('ZREM', zset, unpack(dead))
+            redis.call('HDEL', metas, unpack(dead))
+            redis.call('HDEL', lists, unpack(dead))
           end
-          if resend == 0 then
-            redis.call('ZADD', KEYS[1], now + expiry, node)
-            for i = 1, 3 do
-              if redis.call('PTTL', KEYS[i]) < expiry then redis.call('PEXPIRE', KEYS[i], expiry) end
+          local resend = 0
+          local meta = version .. ' ' .. count
+          if tonumber(count) > 0 then
+            if sends == '1' then
+              redis.call('HSET', metas, node, meta)
+              redis.call('HSET', lists, node, list)
+            elseif redis.call('HGET', metas, node) ~= meta then
+              resend = 1
+            end
+            if resend == 0 then
+              redis.call('ZADD', zset, now + expiry, node)
+              for _, key in ipairs({zset, metas, lists}) do
+                if redis.call('PTTL', key) < expiry then redis.call('PEXPIRE', key, expiry) end
+              end
+            end
+          else
+            redis.call('ZREM', zset, node)
+            redis.call('HDEL', metas, node)
+            redis.call('HDEL', lists, node)
+          end
+          local all = redis.call('HGETALL', metas)
+          local changed = {}
+          local live = {}
+          for i = 1, #all, 2 do
+            local other = all[i]
+            if other ~= node then
+              live[other] = true
+              if known[other] ~= string.match(all[i + 1], '^(%S+)') then
+                changed[#changed + 1] = other
+                changed[#changed + 1] = all[i + 1]
+                changed[#changed + 1] = redis.call('HGET', lists, other) or ''
+              end
             end
           end
-        else
-          redis.call('ZREM', KEYS[1], node)
-          redis.call('HDEL', KEYS[2], node)
-          redis.call('HDEL', KEYS[3], node)
-        end
-        local known = {}
-        for i = 7, #ARGV, 2 do known[ARGV[i]] = ARGV[i + 1] end
-        local all = redis.call('HGETALL', KEYS[2])
-        local changed = {}
-        local live = {}
-        for i = 1, #all, 2 do
-          local other = all[i]
-          if other ~= node then
-            live[other] = true
-            if known[other] ~= string.match(all[i + 1], '^(%S+)') then
-              changed[#changed + 1] = other
-              changed[#changed + 1] = all[i + 1]
-              changed[#changed + 1] = redis.call('HGET', KEYS[3], other) or ''
-            end
+          local gone = {}
+          for other in pairs(known) do
+            if not live[other] then gone[#gone + 1] = other end
           end
+          return {resend, changed, gone}
         end
-        local gone = {}
-        for other in pairs(known) do
-          if not live[other] then gone[#gone + 1] = other end
+        local replies = {}
+        local a = 3
+        for k = 1, #KEYS, 3 do
+          local held = tonumber(ARGV[a + 4])
+          local known = {}
+          for i = a + 5, a + 4 + 2 * held, 2 do known[ARGV[i]] = ARGV[i + 1] end
+          replies[#replies + 1] = beat(KEYS[k], KEYS[k + 1], KEYS[k + 2], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], known)
+          a = a + 5 + 2 * held
         end
-        return {resend, changed, gone}
+        return replies
         """)
+
+    /// One session's part of a beat, as sent.
+    private struct Sent: Sendable {
+        let session: String
+        let token: UInt64
+        let version: String
+    }
+
+    /// One script's worth of a beat.
+    private struct Batch {
+        var keys: [String] = []
+        var arguments: [any RedisArgument]
+        var sent: [Sent] = []
+    }
 
     func beat(node: String, expiryMs: UInt64, _ beats: [PresenceBeat], deliver: @escaping (_ session: String, _ others: [NodePresence]) -> Void) {
         let carried = ServiceThreadOnly(deliver)
+        var batches: [Int: Batch] = [:]
         for beat in beats {
             var state = sessions[beat.session] ?? newState()
             if let members = beat.members, members.count != state.count || members.first != state.first {
@@ -129,19 +162,27 @@ final class RedisPresence: @unchecked Sendable {
             state.beating = true
             sessions[beat.session] = state
             let sendsList = state.count > 0 && state.published != state.version
-            var arguments: [any RedisArgument] = [
-                node, expiryMs, state.version.isEmpty ? "-" : state.version, state.count, sendsList ? "1" : "0",
-                sendsList ? PresenceCoding.encode(count: state.count, members: state.first) : [],
+            let group = bySlot ? RedisHashSlot.slot(of: beat.session) : 0
+            var batch = batches[group] ?? Batch(arguments: [node, expiryMs])
+            batch.keys += Self.keys(beat.session)
+            batch.arguments += [
+                state.version.isEmpty ? "-" : state.version, state.count, sendsList ? "1" : "0",
+                sendsList ? PresenceCoding.encode(count: state.count, members: state.first) : [], state.known.count,
             ]
             for (other, presence) in state.known.sorted(by: { $0.key < $1.key }) {
-                arguments.append(other)
-                arguments.append(presence.version)
+                batch.arguments.append(other)
+                batch.arguments.append(presence.version)
             }
-            let session = beat.session
-            let token = state.token
-            let version = state.version
-            commands.evaluate(Self.beatScript, keys: Self.keys(session), arguments: arguments) { [self] result in
-                beaten(session, token: token, version: version, result, deliver: carried)
+            batch.sent.append(Sent(session: beat.session, token: state.token, version: state.version))
+            batches[group] = batch
+        }
+        // One script for every session of this beat (under a cluster, of each hash slot): its
+        // cost in commands and round trips does not grow with the sessions a node holds.
+        for group in batches.keys.sorted() {
+            guard let batch = batches[group] else { continue }
+            let sent = batch.sent
+            commands.evaluate(Self.beatScript, keys: batch.keys, arguments: batch.arguments) { [self] result in
+                beaten(sent, result, deliver: carried)
             }
         }
         counts.beat(node: node, expiryMs: expiryMs)
@@ -152,31 +193,41 @@ final class RedisPresence: @unchecked Sendable {
         return Shared(token: tokens)
     }
 
-    /// Service thread: a beat's reply.
-    private func beaten(
-        _ session: String, token: UInt64, version: String, _ result: Result<RedisReply, RedisError>,
-        deliver: ServiceThreadOnly<(String, [NodePresence]) -> Void>
-    ) {
-        guard var state = sessions[session], state.token == token else { return }
-        state.beating = false
-        defer { sessions[session] = state }
-        let reply: RedisReply
+    /// Service thread: a beat's reply, one part per session sent. A failure is reported once
+    /// for the beat, not once per session.
+    private func beaten(_ sent: [Sent], _ result: Result<RedisReply, RedisError>, deliver: ServiceThreadOnly<(String, [NodePresence]) -> Void>) {
+        var parts: [RedisReply] = []
         switch result {
         case .failure(let error):
             // Not connected: the client reports the outage once; anything else is news.
-            if case .notConnected = error { return }
-            report("presence_failed", [("session", session), ("reason", error.description)])
-            return
-        case .success(let value):
-            reply = value
+            if case .notConnected = error {} else { report("presence_failed", [("sessions", String(sent.count)), ("reason", error.description)]) }
+        case .success(let reply):
+            if let elements = reply.elements, elements.count == sent.count {
+                parts = elements
+            } else {
+                report("presence_failed", [("sessions", String(sent.count)), ("reason", "the heartbeat's reply is not in the expected form")])
+            }
         }
+        for (index, one) in sent.enumerated() {
+            guard var state = sessions[one.session], state.token == one.token else { continue }
+            state.beating = false
+            sessions[one.session] = state
+            if index < parts.count { beaten(one, parts[index], deliver: deliver) }
+        }
+    }
+
+    /// Service thread: one session's part of a beat's reply.
+    private func beaten(_ sent: Sent, _ reply: RedisReply, deliver: ServiceThreadOnly<(String, [NodePresence]) -> Void>) {
+        let session = sent.session
+        guard var state = sessions[session] else { return }
+        defer { sessions[session] = state }
         guard let parts = reply.elements, parts.count == 3, let resend = parts[0].integer, let changed = parts[1].elements,
             let gone = parts[2].elements, changed.count % 3 == 0
         else {
             report("presence_failed", [("session", session), ("reason", "the heartbeat's reply is not in the expected form")])
             return
         }
-        state.published = resend == 1 ? "" : version
+        state.published = resend == 1 ? "" : sent.version
         var news = !gone.isEmpty
         for other in gone.compactMap(\.string) { state.known[other] = nil }
         for index in stride(from: 0, to: changed.count, by: 3) {

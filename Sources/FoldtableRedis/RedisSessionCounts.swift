@@ -27,7 +27,7 @@ import FoldtableServer
 /// Service thread only, like ``RedisPresence`` (which drives it): `@unchecked Sendable` because
 /// the commands client's completions carry `self` to the service thread and touch it only there.
 final class RedisSessionCounts: @unchecked Sendable {
-    private let commands: RedisClient
+    private let commands: any RedisCommands
     private let report: @Sendable (_ event: String, _ fields: [(String, String)]) -> Void
     /// This node's members per session, as its hub last said (0: none now, to be written).
     private var current: [String: Int] = [:]
@@ -42,7 +42,7 @@ final class RedisSessionCounts: @unchecked Sendable {
     static let membersKey = "foldtable:{sessions}:members"
     static let nodeKeyPrefix = "foldtable:{sessions}:node:"
 
-    init(commands: RedisClient, report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void) {
+    init(commands: any RedisCommands, report: @escaping @Sendable (_ event: String, _ fields: [(String, String)]) -> Void) {
         self.commands = commands
         self.report = report
     }

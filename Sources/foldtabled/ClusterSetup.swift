@@ -2,27 +2,34 @@ import FoldtableRedis
 import FoldtableServer
 import Glibc
 
-/// `--redis` and `--node-id`: the broker through which this node shares its sessions.
+/// `--redis` (or `--redis-cluster`) and `--node-id`: the broker through which this node shares its sessions.
 enum ClusterSetup {
-    /// The cluster of `config`, or `nil` without `--redis` (sessions are this node's own). The
-    /// URL was read by the config check already.
+    /// The cluster of `config`, or `nil` without `--redis` or `--redis-cluster` (sessions are
+    /// this node's own). The URL or nodes were read by the config check already.
     static func cluster(_ config: ServerConfig, transport: Transport) -> Cluster? {
-        guard !config.redis.isEmpty, let url = try? RedisURL(parsing: config.redis) else { return nil }
         let node = config.nodeID.isEmpty ? hostNode() : config.nodeID
-        var options = RedisClient.Options(url: url)
-        options.clientName = "foldtabled-\(node)"
         let log = Log(level: config.logLevel)
         let queue = transport.serviceQueue
+        let report: @Sendable (String, [(String, String)]) -> Void = { event, fields in log(.warning, event, pairs: { fields }) }
+        // One line per transition of the broker (its connections up, or not), never per attempt.
+        let changed: @Sendable (String, RedisClient.State) -> Void = { redis, state in
+            switch state {
+            case .connected: log(.info, "redis_connected", ["redis": redis])
+            case .disconnected(let reason): log(.warning, "redis_disconnected", ["redis": redis, "reason": reason])
+            }
+        }
+        if !config.redisCluster.isEmpty, var options = try? RedisClusterClient.Options(parsing: config.redisCluster) {
+            options.node.clientName = "foldtabled-\(node)"
+            let seeds = "cluster " + options.seeds.map(\.description).joined(separator: ",")
+            let broker = RedisBroker(
+                cluster: options, limits: config.tableLimits, post: { queue.post($0) }, report: report, stateChanged: { changed(seeds, $0) })
+            return Cluster(node: node, broker: broker)
+        }
+        guard !config.redis.isEmpty, let url = try? RedisURL(parsing: config.redis) else { return nil }
+        var options = RedisClient.Options(url: url)
+        options.clientName = "foldtabled-\(node)"
         let broker = RedisBroker(
-            options, limits: config.tableLimits, post: { queue.post($0) },
-            report: { event, fields in log(.warning, event, pairs: { fields }) },
-            // One line per transition of the broker (both its connections up, or not), never per attempt.
-            stateChanged: { state in
-                switch state {
-                case .connected: log(.info, "redis_connected", ["redis": "\(url)"])
-                case .disconnected(let reason): log(.warning, "redis_disconnected", ["redis": "\(url)", "reason": reason])
-                }
-            })
+            options, limits: config.tableLimits, post: { queue.post($0) }, report: report, stateChanged: { changed("\(url)", $0) })
         return Cluster(node: node, broker: broker)
     }
 

@@ -37,7 +37,18 @@ enum ConfigCheck {
                 found.append("--redis: \(error.message)")
             }
         }
-        if storage && !config.memoryOnly && config.redis.isEmpty, let problem = dataDirectoryProblem(config.dataDirectory) { found.append(problem) }
+        if !config.redisCluster.isEmpty {
+            do {
+                _ = try RedisClusterClient.Options(parsing: config.redisCluster)
+            } catch {
+                found.append("--redis-cluster: \(error.message)")
+            }
+        }
+        if storage && !config.memoryOnly && config.redis.isEmpty && config.redisCluster.isEmpty,
+            let problem = dataDirectoryProblem(config.dataDirectory)
+        {
+            found.append(problem)
+        }
         return found
     }
 

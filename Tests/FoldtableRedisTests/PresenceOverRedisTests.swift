@@ -120,4 +120,46 @@ struct PresenceOverRedis {
         let exists = try wait { redis.send(command, completion: $0) }.get()
         #expect(exists == .integer(0))
     }
+    @Test func aBeatOfFortySessionsIsOneScriptAndEverySessionStillConverges() throws {
+        let server = try RedisServer()
+        let a = node("a", server, expiryMs: 60_000)
+        let b = node("b", server, expiryMs: 60_000)
+        defer {
+            a.close()
+            b.close()
+        }
+        let names = (0..<40).map { "s\($0)" }
+        for (index, name) in names.enumerated() {
+            a.hub.createSessionIfAbsent(name, table: table)
+            a.join(UInt64(index + 1), session: name, name: "ana\(index)")
+            b.join(UInt64(index + 1), session: name, name: "bo\(index)")
+        }
+        beat([a, b], draining: [a, b]) {
+            (1...40).allSatisfy { a.presence(UInt64($0)).last?.count == 2 && b.presence(UInt64($0)).last?.count == 2 }
+        }
+        #expect(a.presence(40).flatMap(\.joined).map(\.client).contains("b.c40"))
+        // A quiet beat of a's 40 sessions, measured by Redis itself: one script for presence and
+        // one for the session counts, where it was one per session plus one.
+        let redis = RedisClient(RedisClient.Options(url: server.url))
+        defer { redis.close() }
+        let before = try Self.scriptCalls(redis)
+        a.beat()
+        try waitUntil("a's beat reached Redis") {
+            a.serviceQueue.drain()
+            return try Self.scriptCalls(redis) - before >= 2
+        }
+        beat([], draining: [a]) { true }
+        #expect(try Self.scriptCalls(redis) - before == 2)
+    }
+
+    /// EVAL and EVALSHA calls Redis has counted (`INFO commandstats`).
+    static func scriptCalls(_ redis: RedisClient) throws -> Int {
+        let info = try wait { redis.send(RedisCommand("INFO", "commandstats"), completion: $0) }.get().string ?? ""
+        var calls = 0
+        for line in info.split(whereSeparator: \.isNewline) where line.hasPrefix("cmdstat_evalsha:") || line.hasPrefix("cmdstat_eval:") {
+            guard let field = line.split(separator: ",").first, let value = field.split(separator: "=").last else { continue }
+            calls += Int(value) ?? 0
+        }
+        return calls
+    }
 }

@@ -22,6 +22,23 @@ final class RedisNode: Transport {
         reading.blockMs = 100
         let queue = serviceQueue
         broker = RedisBroker(options, limits: TableLimits(), reading: reading, post: { queue.post($0) })
+        makeHub(node, configure: configure)
+    }
+
+    /// A node sharing sessions through a Redis Cluster reached at `seeds`.
+    init(_ node: String, cluster seeds: [RedisNodeAddress], configure: (inout ServerConfig) -> Void = { _ in }) {
+        var options = RedisClient.Options(url: RedisURL(host: "127.0.0.1"))
+        options.connectTimeoutMs = 1_000
+        options.commandTimeoutMs = 2_000
+        var reading = RedisBroker.Reading()
+        reading.blockMs = 100
+        let queue = serviceQueue
+        broker = RedisBroker(
+            cluster: RedisClusterClient.Options(seeds: seeds, node: options), limits: TableLimits(), reading: reading, post: { queue.post($0) })
+        makeHub(node, configure: configure)
+    }
+
+    private func makeHub(_ node: String, configure: (inout ServerConfig) -> Void) {
         var config = ServerConfig()
         config.changeRatePerSec = 1_000_000
         config.changeBurst = 1_000_000

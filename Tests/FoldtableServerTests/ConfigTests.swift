@@ -422,3 +422,15 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
         #expect(tables == ServerConfig.markdownTable, "README's settings differ from ServerConfig.keys: run `make readme-config`")
     }
 }
+
+@Suite struct RedisClusterSetting {
+    @Test func oneRedisOrOneClusterNeverBoth() {
+        #expect(problems(["--redis-cluster", "127.0.0.1:7000,127.0.0.1:7001"]).isEmpty)
+        #expect(
+            problems(["--redis", "redis://127.0.0.1:6379", "--redis-cluster", "127.0.0.1:7000"]) == [
+                "--redis and --redis-cluster exclude each other: give one Redis, or the seed nodes of one cluster"
+            ])
+        #expect(problems(["--redis-cluster", "127.0.0.1:7000", "--memory"]).contains { $0.contains("--redis-cluster and --memory") })
+        #expect(problems(["--redis-cluster", "rediss://127.0.0.1:7000"]).contains { $0.contains("hiredis 0.14 has no TLS") })
+    }
+}

@@ -201,6 +201,25 @@ extension ConfigKey {
             })
     }
 
+    /// A Redis Cluster's seed nodes, with the credentials of a Redis URL, or none. Only the
+    /// scheme is checked here (foldtabled reads the whole value at start). Shown without the
+    /// user and password, like ``redisURL(_:_:_:_:)``.
+    static func redisNodes(_ name: String, _ group: Group, _ keyPath: WritableKeyPath<ServerConfig, String> & Sendable, _ help: String) -> ConfigKey {
+        ConfigKey(
+            name, group, placeholder: "NODES", accepts: "[redis://[user:password@]]host:port,...", help: help,
+            apply: { config, text throws(BadValue) in
+                guard !text.contains("://") || text.hasPrefix("redis://") else {
+                    throw BadValue("must be host:port,... or a redis:// URL with them (rediss:// is not supported: hiredis 0.14 has no TLS)")
+                }
+                config[keyPath: keyPath] = text
+            },
+            read: { config in
+                let nodes = config[keyPath: keyPath]
+                guard let at = nodes.lastIndex(of: "@") else { return nodes }
+                return "redis://***" + nodes[at...]
+            })
+    }
+
     /// A secret, taken only from `sources` (never echoed back, not even in an error).
     static func secret(
         _ name: String, _ group: Group, _ keyPath: WritableKeyPath<ServerConfig, String?> & Sendable, sources: Sources, refusal: String,

@@ -78,12 +78,16 @@ public struct ServerConfig: Sendable, Equatable {
     /// requests and a snapshot there, and SQLite is not used for sessions. Default empty: every
     /// session is this node's own, in SQLite (or memory).
     public var redis = ""
+    /// Instead of ``redis``: a Redis Cluster's seed nodes
+    /// (`[redis://[[user]:password@]]host:port[,host:port...]`): each session's keys share one hash
+    /// slot, so it lives on one shard, and sessions spread over the shards. Default empty: none.
+    public var redisCluster = ""
     /// This node's id among the nodes sharing ``redis``: it qualifies authors
     /// (`<node>.c<connection>`) and says which node answers a request. Default empty: the host name.
     public var nodeID = ""
     /// With ``redis``: milliseconds between two heartbeats of this node's presence (its members'
     /// count and first names per shared session). Default 1,000: members of other nodes appear
-    /// and leave within about two of these, for one small script per session per beat.
+    /// and leave within about two of these, for one script per beat for all its sessions.
     public var presenceHeartbeatMs = 1_000
     /// With ``redis``: milliseconds a node's members stay in other nodes' presence after its last
     /// heartbeat. Default 5,000: five beats, so a slow beat or two never blinks anyone out, while
@@ -341,6 +345,10 @@ public struct ServerConfig: Sendable, Equatable {
             "redis", .storage, \.redis,
             "share sessions with other foldtabled nodes through this Redis: one stream of changes and one snapshot per session, every node applies them in the same order (see README, More than one machine); empty = sessions are this node's own"
         ),
+        .redisNodes(
+            "redis-cluster", .storage, \.redisCluster,
+            "instead of --redis: share sessions through a Redis Cluster reached at these seed nodes; each session lives on the shard of its hash slot (see README, More than one machine); empty = none"
+        ),
         .text(
             "node-id", .storage, "ID", \.nodeID, accepts: "1 to 64 letters, digits, _ or -", mayBeEmpty: true,
             "this node's id among the nodes sharing --redis, unique among them (clients see authors as ID.cN); empty = the host name"),
@@ -512,6 +520,12 @@ public struct ServerConfig: Sendable, Equatable {
             _ = try WebhookAddressPolicy(allowing: webhookAllow)
         } catch {
             found.append(error.message)
+        }
+        if !redisCluster.isEmpty && !redis.isEmpty {
+            found.append("--redis and --redis-cluster exclude each other: give one Redis, or the seed nodes of one cluster")
+        }
+        if !redisCluster.isEmpty && memoryOnly {
+            found.append("--redis-cluster and --memory exclude each other: with --redis-cluster, sessions live in Redis")
         }
         for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
             found.append("--public-url \(url) must look like https://tables.example.com")

@@ -23,6 +23,8 @@ final class StreamOrderDriver: OrderDriver {
     /// Counts resumes of this session: only the answer to the latest counts (the broker may
     /// flap, and an earlier answer was computed from an older position).
     private var resumes: UInt64 = 0
+    /// What ``availabilityChanged(_:)`` was last told (`nil`: nothing yet).
+    private var lastAvailable: Bool?
     /// When each of this order's appends was made (for the commit latency: append to own
     /// apply), by origin number.
     private var appendsMade: [UInt64: MonotonicTime] = [:]
@@ -126,7 +128,9 @@ final class StreamOrderDriver: OrderDriver {
     /// The broker became available or not: the session turns writable or read-only, and once
     /// it is back, is brought back in step with its stream.
     func availabilityChanged(_ available: Bool) {
-        guard let session else { return }
+        // Told again with what it was last told (another shard of a cluster changed): nothing new.
+        guard let session, available != lastAvailable else { return }
+        lastAvailable = available
         session.handle(.brokerAvailable(available))
         if available { resume() }
     }
@@ -163,7 +167,7 @@ final class StreamOrderDriver: OrderDriver {
             case .failure(let error):
                 self.ordering?.log(.warning, "session_resume_failed", ["session": session.name, "reason": error.description])
                 // Tried again at the next reconnect, or in a second while the broker is up.
-                if broker.isAvailable { self.ordering?.resumeLater(session.name) }
+                if broker.isAvailable(session: session.name) { self.ordering?.resumeLater(session.name) }
             }
         }
     }

@@ -143,7 +143,7 @@ final class StreamOrdering: SessionOrdering {
     /// Tries to bring `name` back in step with its stream again in a second (the last try failed).
     func resumeLater(_ name: String) {
         hub?.afterMilliseconds(1_000) { [weak self] in
-            guard let self, broker.isAvailable, let driver = drivers[name] else { return }
+            guard let self, broker.isAvailable(session: name), let driver = drivers[name] else { return }
             driver.resume()
         }
     }
@@ -153,7 +153,7 @@ final class StreamOrdering: SessionOrdering {
     private func availabilityChanged(_ available: Bool) {
         log(available ? .info : .warning, available ? "shared_writable" : "shared_read_only", ["sessions": String(drivers.count)])
         for name in drivers.keys.sorted() {
-            drivers[name]?.availabilityChanged(available)
+            drivers[name]?.availabilityChanged(broker.isAvailable(session: name))
         }
     }
 

@@ -151,8 +151,13 @@ public protocol Broker: PresenceBroker {
     /// Whether the broker can append and deliver now (all its connections are up). While it
     /// cannot, shared sessions are read-only.
     var isAvailable: Bool { get }
-    /// Runs on the service thread at each change of ``isAvailable`` (set once, by the hub).
+    /// Runs on the service thread at each change of ``isAvailable`` (set once, by the hub), and
+    /// of any session's ``isAvailable(session:)``.
     var availabilityChanged: ((Bool) -> Void)? { get set }
+    /// Whether the broker can append to and deliver `session` now. ``isAvailable`` by default; a
+    /// broker whose sessions live on several servers (a Redis Cluster's shards) says per session,
+    /// so a server that is down makes only its own sessions read-only.
+    func isAvailable(session: String) -> Bool
     /// After an outage: whether the stream of `session` still continues from `position` (the
     /// last one delivered) in `epoch`. `nil` when it does (follow on from `position`); else the
     /// session as the broker holds it now, to reload: the stream was trimmed past `position`,
@@ -162,6 +167,10 @@ public protocol Broker: PresenceBroker {
     func resume(
         session: String, after position: String, epoch: String, create: BrokeredSession,
         completion: @escaping (Result<BrokeredSession?, BrokerError>) -> Void)
+}
+
+extension Broker {
+    public func isAvailable(session: String) -> Bool { isAvailable }
 }
 
 /// Orders stream positions ("<ms>-<seq>" for Redis, a number for ``LocalBroker``); "" is before
