@@ -433,4 +433,12 @@ private func problems(_ arguments: [String], environment: [String: String] = [:]
         #expect(problems(["--redis-cluster", "127.0.0.1:7000", "--memory"]).contains { $0.contains("--redis-cluster and --memory") })
         #expect(problems(["--redis-cluster", "rediss://127.0.0.1:7000"]).contains { $0.contains("hiredis 0.14 has no TLS") })
     }
+
+    @Test func aClusterTakesNoTokensYetBecauseWithdrawalsWouldNotReachEveryNode() {
+        #expect(
+            problems(["--redis-cluster", "127.0.0.1:7000", "--token-secret-file", "/etc/foldtable/secret"]).contains {
+                $0.contains("--redis-cluster does not take tokens yet")
+            })
+        #expect(problems(["--redis", "redis://127.0.0.1:6379", "--token-secret-file", "/etc/foldtable/secret"]).isEmpty)
+    }
 }

@@ -527,6 +527,13 @@ public struct ServerConfig: Sendable, Equatable {
         if !redisCluster.isEmpty && memoryOnly {
             found.append("--redis-cluster and --memory exclude each other: with --redis-cluster, sessions live in Redis")
         }
+        // Withdrawn tokens are shared through one Redis only so far: on a cluster a token
+        // withdrawn on one node would still open sessions on the others.
+        if !redisCluster.isEmpty && (tokenSecretFile != nil || tokenSecret != nil) {
+            found.append(
+                "--redis-cluster does not take tokens yet: withdrawn tokens are not shared across a cluster's nodes (use --redis for a server with tokens)"
+            )
+        }
         for url in publicURLs where !(url.hasPrefix("http://") || url.hasPrefix("https://")) || RequestPolicy.authority(ofURL: url) == nil {
             found.append("--public-url \(url) must look like https://tables.example.com")
         }
