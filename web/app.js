@@ -51,7 +51,13 @@ function showStatus(st, everOpen) {
     4501: 'This session was deleted.',
     4502: 'This server needs a valid token for this session: open the link you were given (…?token=…).',
     session_not_found: 'No session has this name (or you may not create one). Go back to the list of sessions to open or create one.',
+    4503: 'An owner withdrew the link you joined with: ask them for a new one.',
+    4504: 'An owner disconnected you from this session. Reload the page to join again.',
   };
+  // A withdrawn token is refused from now on: a reload must not offer it again.
+  if (st.state === 'fatal' && st.code === 4503) {
+    try { sessionStorage.removeItem('foldtable-token'); } catch { /* storage disabled */ }
+  }
   const text = st.state === 'fatal'
     ? (fatal[st.code] ?? `Disconnected by the server: ${closeSentence(st.code)} (code ${st.code}). Reload the page to try again.`)
     : `Connection lost. Reconnecting…${queued}`;

@@ -127,15 +127,16 @@ public final class RedisInvites: InviteLedger, @unchecked Sendable {
     /// Stops polling (shutdown, tests).
     public func close() {
         closed = true
+        deliver = nil
     }
 
     /// Reads the counter; when it moved (or on the first read), the ids in force; then again
     /// in ``pollMs``, whatever happened (Redis down: the next poll tries again).
     private func poll() {
         guard !closed else { return }
-        let carried = ServiceThreadOnly(self)
+        let carried = ServiceThreadOnly(WeakLedger(self))
         commands.send(RedisCommand("GET", Self.versionKey)) { result in
-            let ledger = carried.value
+            guard let ledger = carried.value.ledger, !ledger.closed else { return }
             let current: String? = if case .success(let reply) = result { reply.string ?? "" } else { nil }
             guard let current, current != ledger.version else { return ledger.pollLater() }
             ledger.readWithdrawn(version: current)
@@ -143,9 +144,9 @@ public final class RedisInvites: InviteLedger, @unchecked Sendable {
     }
 
     private func readWithdrawn(version current: String) {
-        let carried = ServiceThreadOnly(self)
+        let carried = ServiceThreadOnly(WeakLedger(self))
         commands.send(RedisCommand("ZRANGEBYSCORE", Self.withdrawnKey, "(\(clock())", "+inf", "WITHSCORES")) { result in
-            let ledger = carried.value
+            guard let ledger = carried.value.ledger, !ledger.closed else { return }
             if case .success(.array(let pairs)) = result {
                 let found = Self.scores(pairs)
                 ledger.version = current
@@ -156,9 +157,18 @@ public final class RedisInvites: InviteLedger, @unchecked Sendable {
     }
 
     private func pollLater() {
-        let carried = ServiceThreadOnly(self)
+        guard !closed else { return }
+        // Weakly: a poll waiting on the timer or in the service queue must not keep a closed
+        // ledger (and the broker and queue it holds) alive.
+        let carried = ServiceThreadOnly(WeakLedger(self))
         let post = self.post
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Self.pollMs)) { post { carried.value.poll() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Self.pollMs)) { post { carried.value.ledger?.poll() } }
+    }
+
+    /// A ledger held weakly, for the poll timer.
+    private final class WeakLedger {
+        weak var ledger: RedisInvites?
+        init(_ ledger: RedisInvites) { self.ledger = ledger }
     }
 
     /// `{"role":..,"label":..,"created":N,"expires":N,"createdBy":..}`.

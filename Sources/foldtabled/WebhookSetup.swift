@@ -19,7 +19,7 @@ enum WebhookSetup {
         }
         let sender = try CurlSender(policy: policy, connectTimeoutMs: config.webhookConnectMs, timeoutMs: config.webhookTimeoutMs, post: post)
         let limits = WebhookState.Limits(
-            maxBacklogEvents: UInt64(config.webhookBacklogEvents), pauseAfterMs: UInt64(config.webhookPauseSecs) * 1_000,
+            maxBacklogEvents: UInt64(config.webhookBacklogBound), pauseAfterMs: UInt64(config.webhookPauseSecs) * 1_000,
             backoff: WebhookBackoff(baseMs: 1_000, maxMs: UInt64(config.webhookRetryMaxMs)))
         let webhooks = Webhooks(
             hub: hub, store: store, eventLog: eventLog, sender: sender, settings: Webhooks.Settings(limits: limits, policy: policy))

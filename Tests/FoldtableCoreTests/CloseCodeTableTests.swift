@@ -154,7 +154,10 @@ import Testing
         }
         // The code each banner is for, and a word its text must hold: a code renumbered or two
         // codes swapped in the core fail here.
-        let expected = [CloseCode.sessionDeleted: "deleted", CloseCode.unauthorized: "token"]
+        let expected = [
+            CloseCode.sessionDeleted: "deleted", CloseCode.unauthorized: "token", CloseCode.tokenWithdrawn: "withdrew",
+            CloseCode.removed: "disconnected",
+        ]
         #expect(Set(banners.keys) == Set(expected.keys), "web/app.js's fatal banners are for other codes than CloseCode's")
         for (code, word) in expected {
             #expect(banners[code]?.contains(word) == true, "web/app.js's banner for \(code) does not say \"\(word)\"")

@@ -117,10 +117,48 @@ import Testing
             let answer = call(h, "POST", "/api/v1/sessions/demo/invites", body: body, as: token(.owner), id: UInt64(index + 1))
             #expect(answer?.status == 400, "\(body)")
         }
-        // No body at all: a viewer for seven days.
-        let answer = try #require(json(call(h, "POST", "/api/v1/sessions/demo/invites", as: token(.owner), id: 9)))
+        // No body at all: a viewer for seven days...
+        let longLived = tokens.sign(user: "u", name: "olga", sessions: ["demo"], role: .owner, expires: now + 30 * 86_400)
+        let answer = try #require(json(call(h, "POST", "/api/v1/sessions/demo/invites", as: longLived, id: 9)))
         #expect(answer["role"] == .string("viewer"))
         #expect(answer["expires"] == .integer(Int64(now + 604_800)))
+        // ...but never beyond the minting token's own end: a leaked owner link withdrawn later
+        // must not have minted itself a longer life.
+        let shortLived = try #require(json(call(h, "POST", "/api/v1/sessions/demo/invites", as: token(.owner), id: 10)))
+        #expect(shortLived["expires"] == .integer(Int64(now + 3_600)))
+    }
+
+    @Test func mintingAndWithdrawingInALoopFillsOnlyTheSessionsShareAndWithdrawalsAreNeverRefused() throws {
+        let h = try harness()
+        let owner = token(.owner, sessions: ["demo"])
+        var id: UInt64 = 100
+        func mint(_ session: String, as bearer: String) -> HTTPResponse? {
+            id += 1
+            return call(h, "POST", "/api/v1/sessions/\(session)/invites", as: bearer, id: id)
+        }
+        // Each withdrawn invite stays listed until it would have expired: it counts against the
+        // session's room like a live one.
+        for _ in 0..<InviteDesk.maxLivePerSession {
+            let minted = try #require(json(mint("demo", as: owner)))
+            guard case .string(let invite)? = minted["id"] else {
+                Issue.record("no id in \(minted)")
+                return
+            }
+            id += 1
+            #expect(call(h, "DELETE", "/api/v1/sessions/demo/invites/\(invite)", as: owner, id: id)?.status == 204)
+        }
+        #expect(mint("demo", as: owner)?.status == 409)
+        // Another session still mints, and an owner of every session still withdraws any id.
+        let otherOwner = token(.owner, sessions: ["other"])
+        h.hub.httpRequest(
+            HTTPRequest(
+                id: 99, method: "POST", path: "/api/v1/sessions", query: ["name": "other"],
+                headers: ["Host": "127.0.0.1:8080", "Authorization": "Bearer \(otherOwner)"], body: [], peer: "10.0.0.2"))
+        h.transport.settle()
+        #expect(h.transport.responses[99]?.status == 201)
+        #expect(mint("other", as: otherOwner)?.status == 201)
+        id += 1
+        #expect(call(h, "DELETE", "/api/v1/sessions/demo/invites/leaked-1", as: token(.owner, sessions: ["*"]), id: id)?.status == 204)
     }
 
     @Test func membersAreListedForAnyMemberAndOnlyAnOwnerDisconnectsOneWith4504() throws {

@@ -54,7 +54,9 @@ def test_the_share_dialog_mints_a_link_that_opens_the_session_with_the_role_and_
         owner.find_element(By.CSS_SELECTOR, "#share-invites button").click()
         wait(owner, lambda o: "Withdrew for Bo" in o.find_element(By.ID, "share-status").text)
         wait(owner, lambda o: o.find_elements(By.CSS_SELECTOR, "#share-invites li") == [])
-        wait(guest, lambda g: "withdrew the token" in g.find_element(By.ID, "banner").text, timeout=10)
+        wait(guest, lambda g: "withdrew the link" in g.find_element(By.ID, "banner").text, timeout=10)
+        # A reload would not offer the withdrawn token again: the tab forgot it.
+        assert guest.execute_script("return sessionStorage.getItem('foldtable-token')") is None
         owner.find_element(By.ID, "share-close").click()
         wait(owner, lambda o: dialog.get_attribute("open") is None)
     finally:

@@ -47,7 +47,8 @@ def server(secret_file):
 
 
 def owner_of(session):
-    return token([session], role="owner", sub="owner-1", name="Olga")
+    # Thirty days: an invite never outlives the token that minted it, and the tests ask for seven.
+    return token([session], role="owner", sub="owner-1", name="Olga", ttl=30 * 86400)
 
 
 async def made(server, session):
@@ -277,8 +278,13 @@ def test_members_are_listed_with_role_and_token_and_an_owner_can_disconnect_one(
         assert status == 200, listed
         members = {m["name"]: m for m in listed["members"]}
         assert set(members) == {"Olga", "Guest"}
-        assert members["Guest"]["role"] == "viewer" and members["Guest"]["token"] == invite["id"]
-        assert members["Guest"]["label"] == "guest" and members["Olga"]["label"] is None
+        # A viewer sees names and roles, not token ids or labels (what owners withdraw by).
+        assert members["Guest"]["role"] == "viewer" and members["Guest"]["token"] is None and members["Guest"]["label"] is None
+        status, _, as_owner = call(server, "GET", f"/api/v1/sessions/{session}/members", headers=bearer(owner_of(session)))
+        assert status == 200, as_owner
+        owned = {m["name"]: m for m in as_owner["members"]}
+        assert owned["Guest"]["token"] == invite["id"]
+        assert owned["Guest"]["label"] == "guest" and owned["Olga"]["label"] is None
         assert members["Olga"]["role"] == "owner" and members["Guest"]["client"] == guest.welcome["client"]
         # A viewer cannot disconnect anyone; an owner can, with 4504.
         path = f"/api/v1/sessions/{session}/members/{members['Olga']['client']}"
@@ -386,4 +392,16 @@ def test_two_people_on_one_invite_link_are_two_authors_for_undo(server):
         assert (await change(ana, {"type": "undo"}, "u1"))["type"] == "ack"
         await ana.close()
         await ben.close()
+    run(scenario())
+
+
+def test_an_invite_never_outlives_the_token_that_minted_it(server):
+    session = unique("inv")
+
+    async def scenario():
+        await made(server, session)
+        short = token([session], role="owner", sub="owner-2", name="Oz", ttl=600)
+        status, _, answer = mint(server, session, {"role": "owner", "expiresIn": 30 * 86400}, as_token=short)
+        assert status == 201, answer
+        assert answer["expires"] == claims(short)["exp"], answer
     run(scenario())

@@ -3,9 +3,11 @@
 /// `exp`, and the id need not be remembered. A pure value: the hub holds one, the
 /// ``InviteLedger`` keeps it across restarts (and shares it between nodes under Redis).
 ///
-/// Bounded: at most ``maxCount`` ids. When it is full (after dropping the ids that lapsed), a
-/// further withdrawal is refused, and so is minting, which must never make a token that could
-/// not be withdrawn.
+/// A withdrawal is never refused here: an id the ledger took is refused from then on, whatever
+/// the count (a full list must not let a leaked token back in). What bounds the list is minting:
+/// no invite is minted while ``hasRoom(now:)`` says no, and each session may hold only so many
+/// ids (``InviteDesk``), so the list holds at most about ``maxCount`` ids minted here plus
+/// those owners of every session withdraw by hand.
 public struct WithdrawnTokens: Equatable, Sendable {
     /// Ten thousand ids of up to 64 bytes: well under a few MiB in memory, SQLite or Redis.
     public static let maxCount = 10_000
@@ -28,9 +30,9 @@ public struct WithdrawnTokens: Equatable, Sendable {
         until.count < Self.maxCount || until.values.contains { $0 <= now }
     }
 
-    /// Adds `id` until `end`; a known id keeps the later end. False (nothing added) when the
-    /// list is full of ids still in force, or `end` has passed already (then the token is refused
-    /// for its expiry and there is nothing to keep).
+    /// Adds `id` until `end`; a known id keeps the later end. False (nothing added) only when
+    /// `end` has passed already (then the token is refused for its expiry and there is nothing
+    /// to keep). Lapsed ids are dropped as the list passes ``maxCount``.
     @discardableResult
     public mutating func add(_ id: String, until end: UInt64, now: UInt64) -> Bool {
         guard end > now else { return false }
@@ -38,8 +40,7 @@ public struct WithdrawnTokens: Equatable, Sendable {
             until[id] = max(known, end)
             return true
         }
-        if until.count >= Self.maxCount { prune(now: now) }
-        guard until.count < Self.maxCount else { return false }
+        if until.count >= Self.maxCount && (until.count - Self.maxCount) % 256 == 0 { prune(now: now) }
         until[id] = end
         return true
     }

@@ -181,8 +181,14 @@ public struct ServerConfig: Sendable, Equatable {
     public var webhookRetryMaxMs = 300_000
     /// Undelivered changes past which a session's webhook is paused. Default 1,000: what the
     /// stored log keeps before a checkpoint (--history-keep-events), so every one is still there
-    /// to deliver; at most the larger of --history-events and --history-keep-events.
+    /// to deliver. Bounded by what the log keeps: see ``webhookBacklogBound``.
     public var webhookBacklogEvents = 1_000
+
+    /// The backlog a webhook may really have: ``webhookBacklogEvents``, but never more than the
+    /// larger of --history-events and --history-keep-events (the log must still hold every
+    /// undelivered change). A bound, not a refusal: a server that keeps a short history starts
+    /// without anyone having to think of webhooks.
+    public var webhookBacklogBound: Int { min(webhookBacklogEvents, max(historyEvents, historyKeepEvents)) }
     /// Seconds a webhook may fail every try before it is paused. Default 86,400 (a day).
     public var webhookPauseSecs = 86_400
     /// Rows per `rows` chunk. Default 500 (about 25 KiB): big sections never become one frame.
@@ -388,7 +394,7 @@ public struct ServerConfig: Sendable, Equatable {
             "longest wait between tries of a failing webhook delivery (waits double from 1 s, with jitter)"),
         .number(
             "webhook-backlog-events", .storage, \.webhookBacklogEvents, 1...1_000_000,
-            "undelivered changes past which a session's webhook is paused (at most the larger of --history-events and --history-keep-events, so the log still holds each)"
+            "undelivered changes past which a session's webhook is paused (bounded by the larger of --history-events and --history-keep-events, so the log still holds each)"
         ),
         .number(
             "webhook-pause-secs", .timing, \.webhookPauseSecs, 1...2_592_000, unit: "seconds",
@@ -510,11 +516,6 @@ public struct ServerConfig: Sendable, Equatable {
         }
         if !redis.isEmpty && memoryOnly {
             found.append("--redis and --memory exclude each other: with --redis, sessions live in Redis")
-        }
-        if webhookBacklogEvents > max(historyEvents, historyKeepEvents) {
-            found.append(
-                "--webhook-backlog-events (\(webhookBacklogEvents)) must be at most the larger of --history-events and --history-keep-events (\(max(historyEvents, historyKeepEvents))): the log must still hold every undelivered change"
-            )
         }
         do {
             _ = try WebhookAddressPolicy(allowing: webhookAllow)

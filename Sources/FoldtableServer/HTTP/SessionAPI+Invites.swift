@@ -35,7 +35,7 @@ extension SessionAPI {
         let creator = call.grant?.user ?? "api"
         let base = publicBase(call.request)
         withSession(call, respond) { [hub] _ in
-            hub.mintInvite(session: name, role: role, expiresIn: expiresIn, label: label, by: creator) { result in
+            hub.mintInvite(session: name, role: role, expiresIn: expiresIn, label: label, by: creator, callerExpires: call.grant?.expires) { result in
                 switch result {
                 case .failure(let error): respond(Self.error(error))
                 case .success(let (invite, token)):
@@ -101,10 +101,12 @@ extension SessionAPI {
     }
 
     /// `GET .../members`: `{"members":[{"client","name","role","node","token","label"}]}`: this
-    /// node's members with their roles, token ids and labels, then those other nodes list in presence (names
-    /// only: `role` null). Any member may read it: members see each other's names anyway.
+    /// node's members with their roles (token ids and labels for owners only), then those other
+    /// nodes list in presence (names only: `role` null). Any member may read it: members see each
+    /// other's names anyway.
     func listMembers(_ call: Call, _ respond: @escaping Respond) {
         let members = hub.members(of: call.parameters["name"] ?? "")
+        let owner = call.grant?.role == .owner
         var out = JSONWriter(capacity: 32 + 96 * members.count)
         out.raw("{\"members\":[")
         for (index, member) in members.enumerated() {
@@ -117,10 +119,12 @@ extension SessionAPI {
             if let role = member.role { out.string(role.rawValue) } else { out.raw("null") }
             out.nextKey("node")
             out.string(member.node)
+            // Token ids and labels are the owners' business (what they withdraw by, what they
+            // wrote for whom): others see null.
             out.nextKey("token")
-            if let token = member.token { out.string(token) } else { out.raw("null") }
+            if owner, let token = member.token { out.string(token) } else { out.raw("null") }
             out.nextKey("label")
-            if let label = member.label { out.string(label) } else { out.raw("null") }
+            if owner, let label = member.label { out.string(label) } else { out.raw("null") }
             out.byte(UInt8(ascii: "}"))
         }
         out.raw("]}")

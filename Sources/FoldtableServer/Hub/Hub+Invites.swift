@@ -56,7 +56,7 @@ extension Hub {
     /// Mints a token for `session` with `role` that ends `expiresIn` seconds from now, keeps its
     /// invite (never the token), and answers both.
     func mintInvite(
-        session: String, role: Role, expiresIn: Int64, label: String, by creator: String,
+        session: String, role: Role, expiresIn: Int64, label: String, by creator: String, callerExpires: UInt64? = nil,
         completion: @escaping (Result<(Invite, String), ProtocolError>) -> Void
     ) {
         guard let desk = invites else { return completion(.failure(Self.noInvites)) }
@@ -68,14 +68,19 @@ extension Hub {
         desk.ledger.invites(session: session, now: now) { [self] listed in
             switch listed {
             case .failure(let error): return completion(.failure(storageFailure(error)))
-            case .success(let live) where live.count >= InviteDesk.maxLivePerSession:
+            case .success(let live) where live.count + desk.withdrawnCount(of: session, now: now) >= InviteDesk.maxLivePerSession:
                 return completion(
                     .failure(
-                        ProtocolError(.limitReached, "session \(session) has \(InviteDesk.maxLivePerSession) live invites; withdraw some first")))
+                        ProtocolError(
+                            .limitReached,
+                            "session \(session) has \(InviteDesk.maxLivePerSession) invites live or withdrawn and not yet expired; wait for some to expire"
+                        )))
             case .success: break
             }
             let id = InviteDesk.newId()
-            let expires = now + UInt64(clamping: expiresIn)
+            // Never beyond the minting token's own end: a leaked owner link withdrawn later must
+            // not have minted itself a longer life.
+            let expires = min(now + UInt64(clamping: expiresIn), callerExpires ?? UInt64.max)
             let invite = Invite(id: id, session: session, role: role, label: label, created: now, expires: expires, createdBy: creator)
             let grant = AccessGrant(
                 user: "invite-\(id)", name: nil, sessions: [session], role: role, expires: expires, id: id, label: label.isEmpty ? nil : label,
@@ -112,15 +117,16 @@ extension Hub {
             // session may withdraw that, or an owner of one session could shut out another's.
             guard invite != nil || (caller.map { $0.sessions == nil && $0.role == .owner } ?? false) else { return completion(.success(false)) }
             let until = (invite.map { $0.expires } ?? now + InviteDesk.unknownKeepSeconds) + Self.tokenLeewaySeconds
-            guard desk.withdrawn.hasRoom(now: now) || desk.withdrawn.contains(id, now: now) else {
-                return completion(.failure(ProtocolError(.limitReached, "the list of withdrawn tokens is full")))
-            }
+            // Refused here at once, before the ledger answers, and never for want of room: a
+            // withdrawal that waited or failed would leave a leaked token working. If the write
+            // fails the id stays refused on this node and the owner is told to retry.
+            if invite != nil { desk.noteWithdrawn(id, of: session, until: until) }
+            tokensWithdrawn([id: until])
             desk.ledger.withdraw(id: id, session: session, until: until) { [self] result in
                 switch result {
                 case .failure(let error): completion(.failure(storageFailure(error)))
                 case .success:
                     log(.info, "withdraw", ["session": session, "id": id])
-                    tokensWithdrawn([id: until])
                     completion(.success(true))
                 }
             }
