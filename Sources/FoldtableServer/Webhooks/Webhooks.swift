@@ -40,7 +40,7 @@ public final class Webhooks {
     /// costs one write a second rather than one per change.
     public static let cursorSaveDelayMs: UInt64 = 1_000
 
-    /// What ``resume(_:head:)`` found.
+    /// What a resume found (the API answers 200, 404 or 409).
     public enum Resumed: Sendable, Equatable {
         case resumed
         case notFound
