@@ -163,6 +163,20 @@ import Testing
         #expect(state.committed(through: 12, events: events(12...12), now: 0) == [.send(event(12))])
     }
 
+    @Test func theLagCountsFromTheFirstChangeLeftUndeliveredUntilTheReceiverCatchesUp() {
+        var state = WebhookState(delivered: 0, paused: nil, limits: limits)
+        _ = state.start()
+        _ = state.read([], now: 0)
+        #expect(state.lagMs(now: 50) == 0)
+        _ = state.committed(through: 1, events: events(1...1), now: 100)
+        _ = state.committed(through: 2, events: events(2...2), now: 150)
+        #expect(state.lagMs(now: 400) == 300)
+        _ = state.finished(seq: 1, .delivered, now: 400, jitter: 0)
+        #expect(state.lagMs(now: 500) == 400)
+        _ = state.finished(seq: 2, .delivered, now: 500, jitter: 0)
+        #expect(state.lagMs(now: 600) == 0)
+    }
+
     @Test func aFullPageIsFollowedByAnotherReadEvenWithoutACommit() {
         var state = WebhookState(delivered: 0, paused: nil, limits: limits)
         _ = state.start()

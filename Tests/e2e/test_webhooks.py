@@ -176,7 +176,7 @@ def test_every_change_arrives_once_in_seq_order_with_a_valid_signature(receiver,
         assert first["session"] == "hooked" and first["change"]["type"] == "addSection" and first["change"]["title"] == "t0"
         assert first["author"]["client"] == "api" and isinstance(first["time"], int)
         status, shown = call(server, "GET", "/api/v1/sessions/hooked/webhook")
-        assert status == 200 and shown["state"] == "active" and shown["delivered"] == 20 and shown["backlog"] == 0
+        assert status == 200 and shown["state"] == "active" and shown["delivered"] == 20 and shown["backlog"] == 0 and shown["lagMs"] == 0
         assert "secret" not in json.dumps(shown)
         assert metric(server, "foldtable_webhook_deliveries_total") >= 20
         assert metric(server, "foldtable_webhooks") == 1
@@ -227,6 +227,7 @@ def test_a_receiver_that_fails_and_stalls_for_thirty_seconds_gets_everything_aft
             time.sleep(1)
         status, shown = call(server, "GET", "/api/v1/sessions/flaky/webhook")
         assert shown["state"] == "retrying" and shown["delivered"] == 3 and shown["backlog"] == last - 3, shown
+        assert shown["lagMs"] >= 3000, shown
         server.proc.kill()
         server.proc.wait()
 

@@ -439,7 +439,7 @@ enum OpenAPIDocument {
             "Webhook",
             Schema.object([
                 ("url", Schema.string), ("state", Schema.string), ("delivered", Schema.integer), ("backlog", Schema.integer),
-                ("failures", Schema.integer),
+                ("failures", Schema.integer), ("lagMs", Schema.integer),
             ])
         ),
         (

@@ -59,7 +59,7 @@ extension SessionAPI {
         }
     }
 
-    /// `GET .../webhook`: `{"url","state","delivered","backlog","failures"}` (never the secret).
+    /// `GET .../webhook`: `{"url","state","delivered","backlog","failures","lagMs"}` (never the secret).
     func getWebhook(_ call: Call, _ respond: @escaping Respond) {
         guard let webhooks = hub.webhooks else { return respond(Self.webhooksUnavailable) }
         let name = call.parameters["name"] ?? ""
@@ -75,6 +75,8 @@ extension SessionAPI {
         out.integer(summary.backlog)
         out.nextKey("failures")
         out.integer(UInt64(summary.failures))
+        out.nextKey("lagMs")
+        out.integer(summary.lagMs)
         out.byte(UInt8(ascii: "}"))
         respond(.json(200, out.bytes))
     }

@@ -67,6 +67,9 @@ public struct WebhookState: Sendable, Equatable {
     public private(set) var inFlight: UInt64?
     /// Whether a retry timer is armed.
     private var waiting = false
+    /// Since when (milliseconds) the receiver has been behind without a break: set when a
+    /// change finds it caught up, cleared when it catches up. What GET shows as `lagMs`.
+    public private(set) var behindSince: UInt64?
     /// Consecutive failures of the delivery at the head of `pending`, and since when.
     public private(set) var failures = 0
     private var failingSince: UInt64?
@@ -90,6 +93,12 @@ public struct WebhookState: Sendable, Equatable {
     /// Undelivered changes known.
     public var backlog: UInt64 { head - delivered }
 
+    /// How long (milliseconds) the receiver has been behind at `now`; 0 when caught up.
+    public func lagMs(now: UInt64) -> UInt64 {
+        guard backlog > 0, let behindSince, now >= behindSince else { return 0 }
+        return now - behindSince
+    }
+
     /// Whether a delivery or read is under way or a retry is due: a timer or a reply will come.
     public var isBusy: Bool { reading || inFlight != nil || waiting }
 
@@ -102,6 +111,7 @@ public struct WebhookState: Sendable, Equatable {
     /// in a page; otherwise they are read back from the log later.
     public mutating func committed(through seq: UInt64, events: [TableEvent] = [], now: UInt64) -> [Action] {
         guard seq > head else { return [] }
+        if backlog == 0 { behindSince = now }
         if paused == nil, !reading, !mayHaveMore, head == delivered + UInt64(pending.count), let first = events.first, first.seq == head + 1,
             events.last?.seq == seq, pending.count + events.count <= limits.readBatch
         {
@@ -129,7 +139,10 @@ public struct WebhookState: Sendable, Equatable {
         }
         guard first.seq == expected else { return pause(.trimmed) }
         pending += fresh
-        if let last = pending.last?.seq, last > head { head = last }
+        if let last = pending.last?.seq, last > head {
+            if backlog == 0 { behindSince = now }
+            head = last
+        }
         // A page that came back short of what was asked ends the log: only commits add more.
         mayHaveMore = mayHaveMore && (pending.last?.seq ?? 0) >= askedThrough
         if backlog > limits.maxBacklogEvents { return pause(.backlog) }
@@ -154,6 +167,7 @@ public struct WebhookState: Sendable, Equatable {
             if pending.first?.seq == seq { pending.removeFirst() }
             // Never backwards, whatever reply arrives late.
             delivered = max(delivered, seq)
+            if backlog == 0 { behindSince = nil }
             failures = 0
             failingSince = nil
             return [.saveCursor(seq)] + next(now: now)
@@ -186,6 +200,7 @@ public struct WebhookState: Sendable, Equatable {
         inFlight = nil
         reading = false
         waiting = false
+        behindSince = nil
         failures = 0
         failingSince = nil
         mayHaveMore = false

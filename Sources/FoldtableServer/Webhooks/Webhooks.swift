@@ -34,6 +34,8 @@ public final class Webhooks {
         public var delivered: UInt64
         public var backlog: UInt64
         public var failures: Int
+        /// How long the receiver has been behind, in milliseconds (0: caught up).
+        public var lagMs: UInt64
     }
 
     /// How long an acknowledged delivery's cursor may wait to be saved, so that a busy webhook
@@ -176,7 +178,8 @@ public final class Webhooks {
         guard let entry = entries[session] else { return nil }
         return Summary(
             url: entry.webhook.url, state: entry.state.paused.map { "paused_\($0.rawValue)" } ?? (entry.state.failures > 0 ? "retrying" : "active"),
-            delivered: entry.state.delivered, backlog: entry.state.backlog, failures: entry.state.failures)
+            delivered: entry.state.delivered, backlog: entry.state.backlog, failures: entry.state.failures,
+            lagMs: entry.state.lagMs(now: hub.transport.nowMilliseconds()))
     }
 
     /// The URL of every session's webhook (for the export).
