@@ -25,6 +25,11 @@ static inline CURLcode ftcurl_setopt_write(CURL *handle, curl_write_callback cal
     return curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, callback);
 }
 
+// curl_multi_setopt is variadic too.
+static inline CURLMcode ftcurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}
+
 static inline CURLcode ftcurl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }

@@ -62,7 +62,8 @@ enum Migrations {
     /// Version 7: `webhooks` keeps each session's webhook (URL, `whsec_` secret, the epoch it
     /// was set in) and its receiver's cursor (`delivered`: the last seq acknowledged; `paused`:
     /// why deliveries stopped, or NULL). The events to deliver are the log's own: no outbox, so
-    /// a change costs no extra write; only an acknowledged delivery moves the cursor.
+    /// a change writes nothing more; the cursor is saved at most once a second per webhook (a
+    /// write of its own, so a sync when no append shares its commit).
     static let steps: [String] = [
         """
         CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) STRICT;

@@ -4,14 +4,20 @@ import Synchronization
 
 /// Webhooks in the `webhooks` table (schema version 7), written by the store's writer thread in
 /// queue order with every other operation, inside the same group commit as the appends of that
-/// turn: a cursor moved by a delivery costs no sync of its own while changes are being stored,
-/// and a change's commit carries nothing for webhooks.
+/// turn. A change's commit carries nothing for webhooks; a cursor save is a write of its own,
+/// which ``Webhooks`` makes at most once a second per busy webhook (it splits no group commit
+/// while changes are stored, but may cost a sync when none are).
 extension SQLiteStore: WebhookStore {
     public func webhooks() throws(StoreError) -> [StoredWebhook] {
         let slot = WebhookSlot()
         submit(
             .barrier { tables in
                 do throws(SQLiteError) {
+                    // A row whose session is gone or was made again (another epoch) belongs to
+                    // nothing: a PUT that raced a delete before the store refused such writes.
+                    try tables.database.exec(
+                        "DELETE FROM webhooks WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.name = webhooks.session AND sessions.epoch = webhooks.epoch)"
+                    )
                     let select = try tables.database.prepareUncached(
                         "SELECT session, url, secret, epoch, delivered, paused FROM webhooks ORDER BY session")
                     defer { select.finalize() }
@@ -35,7 +41,9 @@ extension SQLiteStore: WebhookStore {
     public func saveWebhook(_ webhook: StoredWebhook, completion: @escaping (Result<Void, StoreError>) -> Void) {
         write(completion) { database throws(SQLiteError) in
             let insert = try database.statement(
-                "INSERT OR REPLACE INTO webhooks(session, url, secret, epoch, delivered, paused) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+                // Only for the session as it is stored now: a delete queued before this wins.
+                "INSERT OR REPLACE INTO webhooks(session, url, secret, epoch, delivered, paused) SELECT ?1, ?2, ?3, ?4, ?5, ?6"
+                    + " WHERE EXISTS (SELECT 1 FROM sessions WHERE name = ?1 AND epoch = ?4)")
             defer { insert.reset() }
             try insert.bind(1, webhook.session)
             try insert.bind(2, webhook.url)
@@ -47,13 +55,16 @@ extension SQLiteStore: WebhookStore {
         }
     }
 
-    public func saveWebhookCursor(session: String, delivered: UInt64, paused: String?, completion: @escaping (Result<Void, StoreError>) -> Void) {
+    public func saveWebhookCursor(
+        session: String, epoch: String, delivered: UInt64, paused: String?, completion: @escaping (Result<Void, StoreError>) -> Void
+    ) {
         write(completion) { database throws(SQLiteError) in
-            let update = try database.statement("UPDATE webhooks SET delivered = ?2, paused = ?3 WHERE session = ?1")
+            let update = try database.statement("UPDATE webhooks SET delivered = ?2, paused = ?3 WHERE session = ?1 AND epoch = ?4")
             defer { update.reset() }
             try update.bind(1, session)
             try update.bind(2, delivered)
             if let paused { try update.bind(3, paused) }
+            try update.bind(4, epoch)
             try update.step()
         }
     }

@@ -59,13 +59,20 @@ public final class CurlSender: WebhookSender, @unchecked Sendable {
         }
     }
 
-    /// Starts the curl thread. `post` hands a closure to the service thread (the transport's).
+    /// Starts the curl thread. `post` hands a closure to the service thread (the transport's);
+    /// at most `maxConnections` are open at once (more transfers wait in curl's queue).
     public init(
-        policy: WebhookAddressPolicy, connectTimeoutMs: Int, timeoutMs: Int, post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+        policy: WebhookAddressPolicy, connectTimeoutMs: Int, timeoutMs: Int, maxConnections: Int = 64,
+        post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
     ) throws(StoreError) {
         // Process-wide, once, before any other thread uses curl (it is not thread-safe before 7.84).
         guard curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, let multi = curl_multi_init() else {
             throw StoreError.unavailable("libcurl could not be initialised")
+        }
+        // Without a cap every slow receiver would hold a socket of its own, unbounded.
+        guard ftcurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxConnections) == CURLM_OK else {
+            curl_multi_cleanup(multi)
+            throw StoreError.unavailable("libcurl refused --webhook-max-connections \(maxConnections)")
         }
         self.multi = multi
         self.policy = policy
@@ -177,20 +184,22 @@ private let openSocket: curl_opensocket_callback = { context, purpose, address i
     guard let context, let address else { return CURL_SOCKET_BAD }
     let transfer = Unmanaged<CurlSender.Transfer>.fromOpaque(context).takeUnretainedValue()
     let family = address.pointee.family
-    let bytes: [UInt8]? = withUnsafePointer(to: &address.pointee.addr) { pointer in
-        let raw = UnsafeRawPointer(pointer)
-        switch family {
-        case AF_INET:
-            var ip = raw.load(as: sockaddr_in.self).sin_addr
-            return withUnsafeBytes(of: &ip) { Array($0) }
-        case AF_INET6:
-            // curl's buffer behind `addr` holds the whole sockaddr_in6 (`addrlen` says so).
-            guard address.pointee.addrlen >= MemoryLayout<sockaddr_in6>.size else { return nil }
-            var ip = raw.loadUnaligned(as: sockaddr_in6.self).sin6_addr
-            return withUnsafeBytes(of: &ip) { Array($0) }
-        default:
-            return nil
-        }
+    // `addr` is declared as a 16-byte `struct sockaddr`, but curl's buffer behind it holds the
+    // whole address (`addrlen` bytes, 28 for IPv6): read it from curl's own memory at the
+    // field's offset, never through a Swift copy of the declared field.
+    let offset = MemoryLayout<curl_sockaddr>.offset(of: \.addr) ?? 0
+    let raw = UnsafeRawPointer(address) + offset
+    let length = Int(address.pointee.addrlen)
+    let bytes: [UInt8]?
+    switch family {
+    case AF_INET where length >= MemoryLayout<sockaddr_in>.size:
+        var ip = raw.loadUnaligned(as: sockaddr_in.self).sin_addr
+        bytes = withUnsafeBytes(of: &ip) { Array($0) }
+    case AF_INET6 where length >= MemoryLayout<sockaddr_in6>.size:
+        var ip = raw.loadUnaligned(as: sockaddr_in6.self).sin6_addr
+        bytes = withUnsafeBytes(of: &ip) { Array($0) }
+    default:
+        bytes = nil
     }
     guard let bytes else {
         transfer.refusal = ("family \(family)", .reserved)
@@ -200,7 +209,9 @@ private let openSocket: curl_opensocket_callback = { context, purpose, address i
         transfer.refusal = (CurlSender.describe(bytes), category)
         return CURL_SOCKET_BAD
     }
-    return socket(family, address.pointee.socktype, address.pointee.protocol)
+    // Close-on-exec, as curl's own sockets are: a child process must not inherit a receiver's
+    // connection.
+    return socket(family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
 }
 
 extension CurlSender {

@@ -17,12 +17,16 @@ enum WebhookSetup {
             // Checked with the other settings before start; kept so a refusal can never pass silently.
             throw StoreError.unavailable(error.message)
         }
-        let sender = try CurlSender(policy: policy, connectTimeoutMs: config.webhookConnectMs, timeoutMs: config.webhookTimeoutMs, post: post)
+        let sender = try CurlSender(
+            policy: policy, connectTimeoutMs: config.webhookConnectMs, timeoutMs: config.webhookTimeoutMs,
+            maxConnections: config.webhookMaxConnections,
+            post: post)
         let limits = WebhookState.Limits(
             maxBacklogEvents: UInt64(config.webhookBacklogBound), pauseAfterMs: UInt64(config.webhookPauseSecs) * 1_000,
             backoff: WebhookBackoff(baseMs: 1_000, maxMs: UInt64(config.webhookRetryMaxMs)))
         let webhooks = Webhooks(
-            hub: hub, store: store, eventLog: eventLog, sender: sender, settings: Webhooks.Settings(limits: limits, policy: policy))
+            hub: hub, store: store, eventLog: eventLog, sender: sender,
+            settings: Webhooks.Settings(limits: limits, policy: policy, maxSessions: config.webhookMaxSessions))
         hub.webhooks = webhooks
         try webhooks.start()
     }

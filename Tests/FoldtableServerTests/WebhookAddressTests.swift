@@ -47,7 +47,51 @@ import Testing
         #expect(category("ff02::1") == .multicast)
         #expect(category("::7f00:1") == .reserved)
         #expect(category("2001:4860:4860::8888") == nil)
-        #expect(category("fec0::1") == nil)
+        #expect(category("fec0::1") == .private)
+        #expect(category("feff::1") == .private)
+    }
+
+    @Test func everyRFC6890SpecialPurposeBlockIsRefusedAndItsNeighboursAreNot() {
+        for text in [
+            "192.0.0.8", "192.0.2.1", "198.18.0.1", "198.19.255.255", "198.51.100.7", "203.0.113.9", "192.88.99.1", "2001::1",
+            "2001:0:4136:e378::1", "2001:db8::1", "100::1", "64:ff9b:1::1",
+        ] {
+            #expect(category(text) == .reserved, "\(text)")
+        }
+        for text in [
+            "192.0.1.1", "192.0.3.1", "198.17.255.255", "198.20.0.1", "198.51.101.1", "203.0.114.1", "192.88.98.1", "2001:1::1", "100:0:0:1::1",
+        ] {
+            #expect(category(text) == nil, "\(text)")
+        }
+    }
+
+    @Test func sixToFourAndNAT64AddressesAreJudgedByTheIPv4AddressTheyCarry() {
+        // 2002:7f00:0001:: carries 127.0.0.1; 2002:0808:0808:: carries 8.8.8.8.
+        #expect(category("2002:7f00:1::1") == .loopback)
+        #expect(category("2002:a00:1::") == .private)
+        #expect(category("2002:808:808::1") == nil)
+        #expect(category("64:ff9b::127.0.0.1") == .loopback)
+        #expect(category("64:ff9b::a9fe:a9fe") == .linkLocal)
+        #expect(category("64:ff9b::8.8.8.8") == nil)
+    }
+
+    @Test func theHostsOwnAddressesAreRefusedAsLocalUnlessARangeListsThem() throws {
+        let own = HostAddresses { [[8, 8, 4, 4], WebhookAddressPolicy.parseAddress("2001:4860::1") ?? []] }
+        let policy = WebhookAddressPolicy(ownAddresses: own)
+        #expect(policy.refusal(of: [8, 8, 4, 4]) == .local)
+        #expect(policy.refusal(of: WebhookAddressPolicy.parseAddress("::ffff:8.8.4.4") ?? []) == .local)
+        #expect(policy.refusal(of: WebhookAddressPolicy.parseAddress("2002:808:404::") ?? []) == .local)
+        #expect(policy.refusal(of: WebhookAddressPolicy.parseAddress("2001:4860::1") ?? []) == .local)
+        #expect(policy.refusal(of: [8, 8, 8, 8]) == nil)
+        #expect(try WebhookURL("http://8.8.4.4/hook").literalRefusal(policy) == .local)
+        let allowing = try WebhookAddressPolicy(allowing: ["8.8.4.4/32"], ownAddresses: own)
+        #expect(allowing.refusal(of: [8, 8, 4, 4]) == nil)
+    }
+
+    @Test func theInterfacesAreReadFromTheSystemAndIncludeLoopback() {
+        // Every Linux host has lo with 127.0.0.1: a reading that misses it read nothing.
+        #expect(HostAddresses.interfaceAddresses().contains([127, 0, 0, 1]))
+        #expect(HostAddresses().contains([127, 0, 0, 1]))
     }
 
     @Test func anIPv4MappedIPv6AddressIsJudgedAsTheIPv4AddressItCarries() {
@@ -105,6 +149,25 @@ import Testing
         #expect(try WebhookURL("https://8.8.8.8/").literalRefusal(policy) == nil)
         let allowing = try WebhookAddressPolicy(allowing: ["127.0.0.1/32"])
         #expect(try WebhookURL("http://127.0.0.1:8080/hook").literalRefusal(allowing) == nil)
+    }
+
+    @Test func aNumericHostInAnyFormAResolverTakesIsJudgedAsTheAddressItIsAtThePUT() throws {
+        let policy = WebhookAddressPolicy(ownAddresses: HostAddresses { [] })
+        for url in ["http://127.1/", "http://2130706433/", "http://0x7f.1/", "http://0177.0.0.1/", "http://0x7f000001/", "http://127.0.1/"] {
+            let parsed = try WebhookURL(url)
+            #expect(parsed.host == "127.0.0.1", "\(url)")
+            #expect(parsed.literalRefusal(policy) == .loopback, "\(url)")
+        }
+        #expect(try WebhookURL("http://169.254.43518/").literalRefusal(policy) == .linkLocal)
+        #expect(try WebhookURL("http://134744072/").host == "8.8.8.8")
+        #expect(try WebhookURL("http://134744072/").literalRefusal(policy) == nil)
+        for bad in ["http://1.2.3.4.5/", "http://256.1.1.1/", "http://1.2.3.0x100/", "http://4294967296/", "http://08.1.1.1/", "http://example.123/"]
+        {
+            #expect(throws: ProtocolError.self, "\(bad)") { try WebhookURL(bad) }
+        }
+        // Names with digits elsewhere stay names.
+        #expect(try WebhookURL("https://123.example.com/").host == "123.example.com")
+        #expect(try WebhookURL("https://0xdead.beef.io/").host == "0xdead.beef.io")
     }
 
     @Test func onlyHTTPAndHTTPSURLsWithoutCredentialsOrFragmentsAreTaken() {

@@ -22,7 +22,7 @@ import Testing
         #expect(state.committed(through: 9, now: 0) == [])
         #expect(state.finished(seq: 6, .delivered, now: 0, jitter: 0) == [.saveCursor(6), .send(event(7))])
         #expect(state.finished(seq: 7, .delivered, now: 0, jitter: 0) == [.saveCursor(7), .send(event(8))])
-        #expect(state.finished(seq: 8, .delivered, now: 0, jitter: 0) == [.saveCursor(8), .read(after: 8, limit: 4)])
+        #expect(state.finished(seq: 8, .delivered, now: 0, jitter: 0) == [.saveCursor(8), .read(after: 8, limit: 1)])
         #expect(state.read(events(9...9), now: 0) == [.send(event(9))])
         #expect(state.finished(seq: 9, .delivered, now: 0, jitter: 0) == [.saveCursor(9)])
         #expect(state.delivered == 9)
@@ -92,7 +92,7 @@ import Testing
         var told = WebhookState(delivered: 2, paused: nil, limits: limits)
         _ = told.start()
         _ = told.read([], now: 0)
-        #expect(told.committed(through: 4, now: 0) == [.read(after: 2, limit: 4)])
+        #expect(told.committed(through: 4, now: 0) == [.read(after: 2, limit: 2)])
         #expect(told.read([], now: 0) == [.paused(.trimmed)])
     }
 
@@ -112,8 +112,69 @@ import Testing
         #expect(state.resume(head: 40) == [.saveCursor(40)])
         #expect(state.paused == nil)
         #expect(state.delivered == 40)
-        #expect(state.committed(through: 41, now: 0) == [.read(after: 40, limit: 4)])
+        #expect(state.committed(through: 41, now: 0) == [.read(after: 40, limit: 1)])
         #expect(state.read(events(41...41), now: 0) == [.send(event(41))])
+    }
+
+    @Test func committedEventsAreTakenWithoutAReadWhenCaughtUpAndReadOnlyToCatchUp() {
+        var state = WebhookState(delivered: 0, paused: nil, limits: limits)
+        _ = state.start()
+        #expect(state.read([], now: 0) == [])
+        // Caught up: the commit's events are sent as they are, no read.
+        #expect(state.committed(through: 2, events: events(1...2), now: 0) == [.send(event(1))])
+        #expect(state.committed(through: 3, events: events(3...3), now: 0) == [])
+        #expect(state.finished(seq: 1, .delivered, now: 0, jitter: 0) == [.saveCursor(1), .send(event(2))])
+        #expect(state.finished(seq: 2, .delivered, now: 0, jitter: 0) == [.saveCursor(2), .send(event(3))])
+        #expect(state.finished(seq: 3, .delivered, now: 0, jitter: 0) == [.saveCursor(3)])
+        // More than a page behind: the events are not kept, the log is read, exactly to the head.
+        _ = state.committed(through: 4, events: events(4...4), now: 0)
+        #expect(state.committed(through: 9, events: events(5...9), now: 0) == [])
+        #expect(state.finished(seq: 4, .delivered, now: 0, jitter: 0) == [.saveCursor(4), .read(after: 4, limit: 4)])
+        #expect(state.read(events(5...8), now: 0) == [.send(event(5))])
+        // A commit while behind (pending does not reach the head) is not taken either.
+        #expect(state.committed(through: 10, events: events(10...10), now: 0) == [])
+        for seq in UInt64(5)...7 { _ = state.finished(seq: seq, .delivered, now: 0, jitter: 0) }
+        #expect(state.finished(seq: 8, .delivered, now: 0, jitter: 0) == [.saveCursor(8), .read(after: 8, limit: 2)])
+        #expect(state.read(events(9...10), now: 0) == [.send(event(9))])
+        _ = state.finished(seq: 9, .delivered, now: 0, jitter: 0)
+        #expect(state.finished(seq: 10, .delivered, now: 0, jitter: 0) == [.saveCursor(10)])
+        #expect(!state.isBusy)
+    }
+
+    @Test func aPageShortOfWhatWasAskedEndsTheStartsReadingWithoutAnEmptyReadAfter() {
+        var state = WebhookState(delivered: 0, paused: nil, limits: limits)
+        #expect(state.start() == [.read(after: 0, limit: 4)])
+        #expect(state.read(events(1...2), now: 0) == [.send(event(1))])
+        _ = state.finished(seq: 1, .delivered, now: 0, jitter: 0)
+        #expect(state.finished(seq: 2, .delivered, now: 0, jitter: 0) == [.saveCursor(2)])
+        #expect(!state.isBusy)
+    }
+
+    @Test func aResumeDuringADeliveryForgetsItAndItsLateReplyMovesNothing() {
+        var state = WebhookState(delivered: 0, paused: nil, limits: limits)
+        _ = state.start()
+        #expect(state.read(events(1...1), now: 0) == [.send(event(1))])
+        #expect(state.committed(through: 11, now: 0) == [.paused(.backlog)])
+        #expect(state.resume(head: 11) == [.saveCursor(11)])
+        #expect(!state.isBusy)
+        // The reply of the delivery of 1 comes after the resume: the cursor stays at 11.
+        #expect(state.finished(seq: 1, .delivered, now: 0, jitter: 0) == [])
+        #expect(state.delivered == 11)
+        #expect(state.committed(through: 12, events: events(12...12), now: 0) == [.send(event(12))])
+    }
+
+    @Test func theLagCountsFromTheFirstChangeLeftUndeliveredUntilTheReceiverCatchesUp() {
+        var state = WebhookState(delivered: 0, paused: nil, limits: limits)
+        _ = state.start()
+        _ = state.read([], now: 0)
+        #expect(state.lagMs(now: 50) == 0)
+        _ = state.committed(through: 1, events: events(1...1), now: 100)
+        _ = state.committed(through: 2, events: events(2...2), now: 150)
+        #expect(state.lagMs(now: 400) == 300)
+        _ = state.finished(seq: 1, .delivered, now: 400, jitter: 0)
+        #expect(state.lagMs(now: 500) == 400)
+        _ = state.finished(seq: 2, .delivered, now: 500, jitter: 0)
+        #expect(state.lagMs(now: 600) == 0)
     }
 
     @Test func aFullPageIsFollowedByAnotherReadEvenWithoutACommit() {

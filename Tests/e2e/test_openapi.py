@@ -106,7 +106,11 @@ def test_every_documented_operation_answers_as_documented(server, document):
         status, content_type, raw = call(server, method, url, body, kind or "application/json")
         responses = operation["responses"]
         assert str(status) in responses, (method, url, status, raw[:300])
-        assert 200 <= status < 300, (method, url, status, raw[:300])
+        # The webhook set here delivers (it is not paused): resuming it is the documented 409.
+        if operation["operationId"] == "resumeWebhook" and status == 409:
+            assert json.loads(raw)["error"]["code"] == "webhook_not_paused", raw
+        else:
+            assert 200 <= status < 300, (method, url, status, raw[:300])
         documented = responses[str(status)].get("content", {})
         media = content_type.split(";")[0].strip()
         if documented:

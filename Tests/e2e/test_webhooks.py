@@ -176,7 +176,7 @@ def test_every_change_arrives_once_in_seq_order_with_a_valid_signature(receiver,
         assert first["session"] == "hooked" and first["change"]["type"] == "addSection" and first["change"]["title"] == "t0"
         assert first["author"]["client"] == "api" and isinstance(first["time"], int)
         status, shown = call(server, "GET", "/api/v1/sessions/hooked/webhook")
-        assert status == 200 and shown["state"] == "active" and shown["delivered"] == 20 and shown["backlog"] == 0
+        assert status == 200 and shown["state"] == "active" and shown["delivered"] == 20 and shown["backlog"] == 0 and shown["lagMs"] == 0
         assert "secret" not in json.dumps(shown)
         assert metric(server, "foldtable_webhook_deliveries_total") >= 20
         assert metric(server, "foldtable_webhooks") == 1
@@ -227,6 +227,7 @@ def test_a_receiver_that_fails_and_stalls_for_thirty_seconds_gets_everything_aft
             time.sleep(1)
         status, shown = call(server, "GET", "/api/v1/sessions/flaky/webhook")
         assert shown["state"] == "retrying" and shown["delivered"] == 3 and shown["backlog"] == last - 3, shown
+        assert shown["lagMs"] >= 3000, shown
         server.proc.kill()
         server.proc.wait()
 
@@ -312,5 +313,209 @@ def test_a_receiver_down_past_the_backlog_bound_is_paused_and_an_owner_resumes_i
         wait_for(lambda: after in receiver.seqs(), 10, "the first change after the resume")
         assert receiver.seqs() == [after]
         assert call(server, "POST", "/api/v1/sessions/nosuch/webhook/resume")[0] == 404
+    finally:
+        server.stop()
+
+
+def own_address():
+    """This host's address on its default route (no packet is sent), or None."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("8.8.8.8", 53))
+        address = probe.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") else address
+
+
+def test_the_hosts_own_address_is_refused_unless_allowed():
+    address = own_address()
+    if address is None:
+        pytest.skip("no interface address besides loopback here")
+    # A receiver on every interface: reachable at the host's own address when the operator lists it.
+    outside = Receiver()
+    outside.http.server_close()
+    outside.http = http.server.ThreadingHTTPServer(("0.0.0.0", 0), outside.http.RequestHandlerClass)
+    outside.port = outside.http.server_address[1]
+    threading.Thread(target=outside.http.serve_forever, daemon=True).start()
+    url = f"http://{address}:{outside.port}/hook"
+    server = Server("--webhook-allow", "127.0.0.1/32", *FAST)
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=own")[0] == 201
+        status, body = call(server, "PUT", "/api/v1/sessions/own/webhook", {"url": url, "secret": SECRET})
+        assert status == 400 and body["error"]["field"] == "url" and "--webhook-allow" in body["error"]["message"], body
+    finally:
+        server.stop()
+    server = Server("--webhook-allow", f"{address}/32", *FAST)
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=own")[0] == 201
+        assert call(server, "PUT", "/api/v1/sessions/own/webhook", {"url": url, "secret": SECRET})[0] == 200
+        change(server, "own", "listed")
+        wait_for(lambda: outside.seqs() == [1], 10, "the delivery to the listed own address")
+    finally:
+        server.stop()
+        outside.close()
+
+
+def test_a_put_racing_the_sessions_delete_leaves_no_webhook_for_the_next_session_of_that_name(tmp_path):
+    server = Server("--data-dir", str(tmp_path / "data"), "--api-rate", "10000", "--api-burst", "10000", *FAST)
+
+    def send(method, path, body=b""):
+        connection = socket.create_connection(("127.0.0.1", server.port))
+        connection.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                           f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        return connection
+
+    try:
+        hook = json.dumps({"url": "https://hooks.example.com/old-owner", "secret": SECRET}).encode()
+        for _ in range(20):
+            assert call(server, "POST", "/api/v1/sessions?name=raced")[0] == 201
+            deleting = send("DELETE", "/api/v1/sessions/raced")
+            putting = send("PUT", "/api/v1/sessions/raced/webhook", hook)
+            for connection in (deleting, putting):
+                connection.recv(4096)
+                connection.close()
+            time.sleep(0.05)
+            if call(server, "GET", "/api/v1/sessions/raced")[0] == 200:
+                call(server, "DELETE", "/api/v1/sessions/raced")
+            assert call(server, "POST", "/api/v1/sessions?name=raced")[0] == 201
+            status, body = call(server, "GET", "/api/v1/sessions/raced/webhook")
+            assert status == 404, body
+            assert call(server, "DELETE", "/api/v1/sessions/raced")[0] == 204
+        server.stop()
+        # Nor is one left in the store for a restart to find.
+        server = Server("--data-dir", str(tmp_path / "data"), *FAST)
+        assert call(server, "POST", "/api/v1/sessions?name=raced")[0] == 201
+        assert call(server, "GET", "/api/v1/sessions/raced/webhook")[0] == 404
+    finally:
+        server.stop()
+
+
+def slow_receiver(delay):
+    """A receiver that answers 204 after `delay` seconds; returns (url, seqs taken, server)."""
+    taken = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+            time.sleep(delay)
+            taken.append(body["seq"])
+            self.send_response(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}/hook", taken, httpd
+
+
+def test_a_resume_during_a_delivery_keeps_its_cursor_and_resuming_an_active_webhook_is_409():
+    url, taken, httpd = slow_receiver(1.0)
+    server = Server("--memory", "--webhook-allow", "127.0.0.1/32", "--webhook-backlog-events", "5", "--webhook-timeout-ms", "3000")
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=s")[0] == 201
+        assert call(server, "PUT", "/api/v1/sessions/s/webhook", {"url": url, "secret": SECRET})[0] == 200
+        for index in range(8):
+            last = change(server, "s", f"t{index}")
+        wait_for(lambda: call(server, "GET", "/api/v1/sessions/s/webhook")[1]["state"] == "paused_backlog", 5, "the pause")
+        status, shown = call(server, "POST", "/api/v1/sessions/s/webhook/resume")
+        assert status == 200 and shown["delivered"] == last, shown
+        # The POST of seq 1 was in flight: its late 204 must not move the cursor back.
+        wait_for(lambda: taken, 5, "the in-flight delivery's answer")
+        time.sleep(0.5)
+        status, shown = call(server, "GET", "/api/v1/sessions/s/webhook")
+        assert shown["delivered"] == last and shown["backlog"] == 0, shown
+        status, body = call(server, "POST", "/api/v1/sessions/s/webhook/resume")
+        assert status == 409 and body["error"]["code"] == "webhook_not_paused", body
+    finally:
+        server.stop()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_second_put_starts_the_new_webhook_after_its_answers_from_even_across_a_kill_9(tmp_path):
+    old_url, _, old_httpd = slow_receiver(0.02)
+    new_url, new_taken, new_httpd = slow_receiver(0)
+    data = str(tmp_path / "data")
+    server = Server("--data-dir", data, "--webhook-allow", "127.0.0.1/32", "--api-rate", "10000", "--api-burst", "10000", *FAST)
+    try:
+        for round in range(4):
+            name = f"r{round}"
+            new_taken.clear()
+            assert call(server, "POST", f"/api/v1/sessions?name={name}")[0] == 201
+            assert call(server, "PUT", f"/api/v1/sessions/{name}/webhook", {"url": old_url, "secret": SECRET})[0] == 200
+            for index in range(30):
+                change(server, name, f"t{index}")
+            time.sleep(0.1 + 0.05 * round)
+            status, body = call(server, "PUT", f"/api/v1/sessions/{name}/webhook", {"url": new_url, "secret": SECRET})
+            assert status == 200, body
+            start = body["from"]
+            time.sleep(0.3)
+            server.proc.kill()
+            server.proc.wait()
+            server = Server("--data-dir", data, "--webhook-allow", "127.0.0.1/32", "--api-rate", "10000", "--api-burst", "10000", *FAST)
+            time.sleep(1.0)
+            assert [seq for seq in new_taken if seq <= start] == [], (round, start, new_taken)
+            status, shown = call(server, "GET", f"/api/v1/sessions/{name}/webhook")
+            assert shown["url"] == new_url and shown["delivered"] >= start, shown
+    finally:
+        server.stop()
+        for httpd in (old_httpd, new_httpd):
+            httpd.shutdown()
+            httpd.server_close()
+
+
+def test_the_put_answer_that_carries_a_generated_secret_is_not_cached_and_from_is_the_stored_cursor(receiver):
+    server = Server("--memory", "--webhook-allow", "127.0.0.1/32", *FAST)
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=s")[0] == 201
+        for index in range(3):
+            change(server, "s", f"t{index}")
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        connection.request("PUT", "/api/v1/sessions/s/webhook", body=json.dumps({"url": receiver.url}),
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        body = json.loads(response.read())
+        connection.close()
+        assert response.status == 200 and body["secret"].startswith("whsec_"), body
+        assert response.getheader("Cache-Control") == "no-store"
+        status, shown = call(server, "GET", "/api/v1/sessions/s/webhook")
+        assert body["from"] == shown["delivered"] == 3, (body, shown)
+    finally:
+        server.stop()
+
+
+def test_numeric_host_forms_of_loopback_are_refused_at_the_put():
+    server = Server("--memory", *FAST)
+    try:
+        assert call(server, "POST", "/api/v1/sessions?name=s")[0] == 201
+        for url in ("http://127.1/", "http://2130706433/", "http://0x7f.1/", "http://0177.0.0.1/", "http://169.254.43518/"):
+            status, body = call(server, "PUT", "/api/v1/sessions/s/webhook", {"url": url, "secret": SECRET})
+            assert status == 400 and body["error"]["field"] == "url" and "--webhook-allow" in body["error"]["message"], (url, body)
+        status, body = call(server, "PUT", "/api/v1/sessions/s/webhook", {"url": "http://1.2.3.4.5/", "secret": SECRET})
+        assert status == 400 and body["error"]["field"] == "url", body
+    finally:
+        server.stop()
+
+
+def test_a_put_past_the_nodes_webhook_cap_is_refused_and_replacing_one_is_not(receiver):
+    server = Server("--memory", "--webhook-allow", "127.0.0.1/32", "--webhook-max-sessions", "1", "--webhook-max-connections", "2", *FAST)
+    try:
+        for name in ("a", "b"):
+            assert call(server, "POST", f"/api/v1/sessions?name={name}")[0] == 201
+        assert call(server, "PUT", "/api/v1/sessions/a/webhook", {"url": receiver.url, "secret": SECRET})[0] == 200
+        status, body = call(server, "PUT", "/api/v1/sessions/b/webhook", {"url": receiver.url, "secret": SECRET})
+        assert status == 409 and body["error"]["code"] == "limit_reached", body
+        assert call(server, "PUT", "/api/v1/sessions/a/webhook", {"url": receiver.url + "2", "secret": SECRET})[0] == 200
+        assert call(server, "DELETE", "/api/v1/sessions/a/webhook")[0] == 204
+        assert call(server, "PUT", "/api/v1/sessions/b/webhook", {"url": receiver.url, "secret": SECRET})[0] == 200
+        change(server, "b", "x")
+        wait_for(lambda: receiver.seqs() == [1], 10, "the delivery under the cap")
     finally:
         server.stop()

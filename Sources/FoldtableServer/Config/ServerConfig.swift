@@ -191,6 +191,12 @@ public struct ServerConfig: Sendable, Equatable {
     public var webhookBacklogBound: Int { min(webhookBacklogEvents, max(historyEvents, historyKeepEvents)) }
     /// Seconds a webhook may fail every try before it is paused. Default 86,400 (a day).
     public var webhookPauseSecs = 86_400
+    /// Connections webhook POSTs may hold open at once, all receivers together. Default 64:
+    /// each is a socket (and TLS state) of this process; more transfers wait their turn.
+    public var webhookMaxConnections = 64
+    /// Sessions on this node that may have a webhook. Default 1,000: each one holds a page of
+    /// events and may hold a connection; a PUT beyond is refused (`limit_reached`).
+    public var webhookMaxSessions = 1_000
     /// Rows per `rows` chunk. Default 500 (about 25 KiB): big sections never become one frame.
     public var rowChunkRows = 500
     /// A row stream refills a client's queue while it holds at most this many bytes: a quarter of
@@ -399,6 +405,12 @@ public struct ServerConfig: Sendable, Equatable {
         .number(
             "webhook-pause-secs", .timing, \.webhookPauseSecs, 1...2_592_000, unit: "seconds",
             "a webhook whose receiver failed every try for this long is paused until an owner resumes it"),
+        .number(
+            "webhook-max-connections", .limits, \.webhookMaxConnections, 1...10_000,
+            "connections webhook POSTs hold open at once, all receivers together (more wait their turn)"),
+        .number(
+            "webhook-max-sessions", .limits, \.webhookMaxSessions, 1...1_000_000,
+            "sessions on this node that may have a webhook (a PUT beyond is refused with limit_reached)"),
 
         .switch(
             "huge-pages", .limits, \.hugePages,

@@ -357,7 +357,10 @@ enum OpenAPIDocument {
                     )
                 ]
             ),
-            responses: [Response(200, "Set.", [(json, Schema.ref("WebhookSet"))]), notFound, webhooksUnavailable]),
+            responses: [
+                Response(200, "Set.", [(json, Schema.ref("WebhookSet"))]), notFound,
+                Response(409, "`limit_reached`: this node has `--webhook-max-sessions` webhooks already.", error), webhooksUnavailable,
+            ]),
         Operation(
             method: "GET", path: "/api/v1/sessions/{name}/webhook", id: "getWebhook", tag: "webhooks", summary: "The webhook's state",
             description: "Its URL (never the secret), whether it delivers or is paused, the last seq delivered, the backlog and failures.",
@@ -370,7 +373,8 @@ enum OpenAPIDocument {
             description: "Deliveries go on from the session's next change; what the receiver missed stays readable with `events`.",
             access: .role(.owner), parameters: [name],
             responses: [
-                Response(200, "The webhook.", [(json, Schema.ref("Webhook"))]), Response(404, "No webhook is set.", error), webhooksUnavailable,
+                Response(200, "The webhook.", [(json, Schema.ref("Webhook"))]), Response(404, "No webhook is set.", error),
+                Response(409, "`webhook_not_paused`: the webhook delivers; there is nothing to resume.", error), webhooksUnavailable,
             ]),
         Operation(
             method: "DELETE", path: "/api/v1/sessions/{name}/webhook", id: "deleteWebhook", tag: "webhooks", summary: "Remove the webhook",
@@ -435,7 +439,7 @@ enum OpenAPIDocument {
             "Webhook",
             Schema.object([
                 ("url", Schema.string), ("state", Schema.string), ("delivered", Schema.integer), ("backlog", Schema.integer),
-                ("failures", Schema.integer),
+                ("failures", Schema.integer), ("lagMs", Schema.integer),
             ])
         ),
         (

@@ -33,15 +33,21 @@ extension SessionAPI {
             return respond(Self.error(400, error))
         }
         withSession(call, respond) { session in
-            webhooks.set(session, url: url, secret: secret) { error in
-                if let error { return respond(Self.error(error)) }
+            webhooks.set(session, url: url, secret: secret) { result in
+                let from: UInt64
+                switch result {
+                case .success(let cursor): from = cursor
+                case .failure(let error): return respond(Self.error(error))
+                }
                 var out = JSONWriter(capacity: 128)
                 out.raw("{\"url\":")
                 out.string(url.text)
                 out.nextKey("state")
                 out.string("active")
                 out.nextKey("from")
-                out.integer(session.core.committed.seq)
+                // The stored cursor: deliveries start after it (not the head now, which may have
+                // moved while the row was written).
+                out.integer(from)
                 // Only a generated secret is answered: the caller knows one it gave.
                 if given == nil {
                     out.nextKey("secret")
@@ -53,7 +59,7 @@ extension SessionAPI {
         }
     }
 
-    /// `GET .../webhook`: `{"url","state","delivered","backlog","failures"}` (never the secret).
+    /// `GET .../webhook`: `{"url","state","delivered","backlog","failures","lagMs"}` (never the secret).
     func getWebhook(_ call: Call, _ respond: @escaping Respond) {
         guard let webhooks = hub.webhooks else { return respond(Self.webhooksUnavailable) }
         let name = call.parameters["name"] ?? ""
@@ -69,6 +75,8 @@ extension SessionAPI {
         out.integer(summary.backlog)
         out.nextKey("failures")
         out.integer(UInt64(summary.failures))
+        out.nextKey("lagMs")
+        out.integer(summary.lagMs)
         out.byte(UInt8(ascii: "}"))
         respond(.json(200, out.bytes))
     }
@@ -92,8 +100,11 @@ extension SessionAPI {
         guard let webhooks = hub.webhooks else { return respond(Self.webhooksUnavailable) }
         let name = call.parameters["name"] ?? ""
         withSession(call, respond) { session in
-            guard webhooks.resume(name, head: session.core.committed.seq) else { return respond(Self.noWebhook(name)) }
-            self.getWebhook(call, respond)
+            switch webhooks.resume(name, head: session.core.committed.seq) {
+            case .notFound: respond(Self.noWebhook(name))
+            case .notPaused: respond(HTTPRouter.error(409, "webhook_not_paused", "session \(name)'s webhook is not paused: it delivers every change"))
+            case .resumed: self.getWebhook(call, respond)
+            }
         }
     }
 

@@ -28,12 +28,18 @@ final class LocalOrderDriver: OrderDriver, LogAppender {
     private var persistsCapacity = 4
     private var persistsHead = 0
     private var persistsCount = 0
+    /// The events of the appends in flight that carry them (`PendingPersist.handsEvents`),
+    /// oldest first: handed to the session's webhook when durable, so that it needs no read of
+    /// the log. Empty and untouched when the session has no webhook.
+    private var handedEvents: [[LoggedEvent]] = []
 
     /// One append to the event log in flight.
     private struct PendingPersist {
         var generation: UInt64
         var count: Int
         var start: MonotonicTime
+        /// Its events wait in `handedEvents` (the session had a webhook when it was made).
+        var handsEvents: Bool
     }
 
     init(store: SessionStore, eventLog: EventLog, metrics: Metrics, log: Log, webhooks: Webhooks? = nil) {
@@ -57,7 +63,9 @@ final class LocalOrderDriver: OrderDriver, LogAppender {
         switch effect {
         case .persist(let events, let generation):
             if persistsCount == 0 { pinned = session }
-            pushPersist(PendingPersist(generation: generation, count: events.count, start: applied ?? MonotonicTime.now))
+            let hands = webhooks?.isSet(session.name) ?? false
+            if hands { handedEvents.append(events) }
+            pushPersist(PendingPersist(generation: generation, count: events.count, start: applied ?? MonotonicTime.now, handsEvents: hands))
             eventLog.append(session: session.name, events: events, appender: self)
         case .checkpoint(let table):
             let name = session.name
@@ -107,11 +115,12 @@ final class LocalOrderDriver: OrderDriver, LogAppender {
         if persistsCount == 0 { pinned = nil }
         // One reading for the commit latency and the core's time of the commit.
         let finished = MonotonicTime.now
+        let handed = persist.handsEvents && !handedEvents.isEmpty ? handedEvents.removeFirst() : []
         metrics.commitLatency.observe(persist.start.seconds(until: finished))
         switch result {
         case .success(let seq):
             session.handle(.committed(generation: persist.generation, through: seq), now: session.transport.milliseconds(at: finished))
-            webhooks?.committed(session.name, through: seq)
+            webhooks?.committed(session.name, through: seq, events: handed.map(\.event))
         case .failure(let error):
             if case .conflict = error { rebaseLog(session) }
             session.handle(.commitFailed(generation: persist.generation, error))

@@ -18,8 +18,10 @@ public final class MemoryWebhookStore: WebhookStore {
         later(completion)
     }
 
-    public func saveWebhookCursor(session: String, delivered: UInt64, paused: String?, completion: @escaping (Result<Void, StoreError>) -> Void) {
-        if failWrites == nil {
+    public func saveWebhookCursor(
+        session: String, epoch: String, delivered: UInt64, paused: String?, completion: @escaping (Result<Void, StoreError>) -> Void
+    ) {
+        if failWrites == nil, stored[session]?.epoch == epoch {
             stored[session]?.delivered = delivered
             stored[session]?.paused = paused
         }

@@ -29,10 +29,13 @@ public struct StoredWebhook: Sendable, Equatable {
 public protocol WebhookStore: AnyObject {
     /// Every stored webhook. Called once at start-up; may block.
     func webhooks() throws(StoreError) -> [StoredWebhook]
-    /// Stores `webhook`, replacing the session's previous one.
+    /// Stores `webhook`, replacing the session's previous one; a store that keeps sessions
+    /// writes nothing when the session is gone or has another epoch (deleted meanwhile).
     func saveWebhook(_ webhook: StoredWebhook, completion: @escaping (Result<Void, StoreError>) -> Void)
-    /// Moves a session's cursor (and pause) without touching the rest.
-    func saveWebhookCursor(session: String, delivered: UInt64, paused: String?, completion: @escaping (Result<Void, StoreError>) -> Void)
+    /// Moves a session's cursor (and pause) without touching the rest, when its webhook was set
+    /// in `epoch` (not one of a later session of that name).
+    func saveWebhookCursor(
+        session: String, epoch: String, delivered: UInt64, paused: String?, completion: @escaping (Result<Void, StoreError>) -> Void)
     /// Removes a session's webhook (success when there was none).
     func deleteWebhook(session: String, completion: @escaping (Result<Void, StoreError>) -> Void)
 }

@@ -27,7 +27,8 @@ public struct WebhookState: Sendable, Equatable {
 
     /// What to do.
     public enum Action: Sendable, Equatable {
-        /// Read up to `limit` logged events after seq `after`, then call ``read(_:now:)``.
+        /// Read the logged events after seq `after`, through `after + limit` (the head when it is
+        /// known), then call ``read(_:now:)``.
         case read(after: UInt64, limit: Int)
         /// Send this event, then call ``finished(seq:_:now:jitter:)``.
         case send(TableEvent)
@@ -66,11 +67,17 @@ public struct WebhookState: Sendable, Equatable {
     public private(set) var inFlight: UInt64?
     /// Whether a retry timer is armed.
     private var waiting = false
+    /// Since when (milliseconds) the receiver has been behind without a break: set when a
+    /// change finds it caught up, cleared when it catches up. What GET shows as `lagMs`.
+    public private(set) var behindSince: UInt64?
     /// Consecutive failures of the delivery at the head of `pending`, and since when.
     public private(set) var failures = 0
     private var failingSince: UInt64?
-    /// Whether the log may hold events past `head` that no commit told of (after a start).
+    /// Whether the log may hold events past `head` that no commit told of (after a start, until
+    /// a read comes back short of what it asked).
     private var mayHaveMore: Bool
+    /// The last seq the outstanding read asked for.
+    private var askedThrough: UInt64 = 0
     public let limits: Limits
 
     /// A webhook whose receiver acknowledged up to `delivered` (`paused`: as stored). The first
@@ -86,15 +93,30 @@ public struct WebhookState: Sendable, Equatable {
     /// Undelivered changes known.
     public var backlog: UInt64 { head - delivered }
 
+    /// How long (milliseconds) the receiver has been behind at `now`; 0 when caught up.
+    public func lagMs(now: UInt64) -> UInt64 {
+        guard backlog > 0, let behindSince, now >= behindSince else { return 0 }
+        return now - behindSince
+    }
+
     /// Whether a delivery or read is under way or a retry is due: a timer or a reply will come.
     public var isBusy: Bool { reading || inFlight != nil || waiting }
 
     /// The first step after loading.
     public mutating func start() -> [Action] { next(now: nil) }
 
-    /// The session committed through `seq`.
-    public mutating func committed(through seq: UInt64, now: UInt64) -> [Action] {
+    /// The session committed through `seq`; `events` are the ones just committed, oldest first,
+    /// when the caller has them at hand. They are taken straight into `pending`, with no read of
+    /// the log, when they follow on from everything known (caught up, no read outstanding) and fit
+    /// in a page; otherwise they are read back from the log later.
+    public mutating func committed(through seq: UInt64, events: [TableEvent] = [], now: UInt64) -> [Action] {
         guard seq > head else { return [] }
+        if backlog == 0 { behindSince = now }
+        if paused == nil, !reading, !mayHaveMore, head == delivered + UInt64(pending.count), let first = events.first, first.seq == head + 1,
+            events.last?.seq == seq, pending.count + events.count <= limits.readBatch
+        {
+            pending += events
+        }
         head = seq
         if paused == nil && backlog > limits.maxBacklogEvents { return pause(.backlog) }
         return next(now: now)
@@ -117,8 +139,12 @@ public struct WebhookState: Sendable, Equatable {
         }
         guard first.seq == expected else { return pause(.trimmed) }
         pending += fresh
-        if let last = pending.last?.seq, last > head { head = last }
-        mayHaveMore = events.count >= limits.readBatch
+        if let last = pending.last?.seq, last > head {
+            if backlog == 0 { behindSince = now }
+            head = last
+        }
+        // A page that came back short of what was asked ends the log: only commits add more.
+        mayHaveMore = mayHaveMore && (pending.last?.seq ?? 0) >= askedThrough
         if backlog > limits.maxBacklogEvents { return pause(.backlog) }
         return next(now: now)
     }
@@ -139,7 +165,9 @@ public struct WebhookState: Sendable, Equatable {
         switch outcome {
         case .delivered:
             if pending.first?.seq == seq { pending.removeFirst() }
-            delivered = seq
+            // Never backwards, whatever reply arrives late.
+            delivered = max(delivered, seq)
+            if backlog == 0 { behindSince = nil }
             failures = 0
             failingSince = nil
             return [.saveCursor(seq)] + next(now: now)
@@ -167,6 +195,12 @@ public struct WebhookState: Sendable, Equatable {
         let skippedTo = head
         paused = nil
         pending = []
+        // Whatever was under way when it paused is forgotten: its reply or timer no longer
+        // counts (``finished(seq:_:now:jitter:)`` ignores a seq not in flight).
+        inFlight = nil
+        reading = false
+        waiting = false
+        behindSince = nil
         failures = 0
         failingSince = nil
         mayHaveMore = false
@@ -189,6 +223,11 @@ public struct WebhookState: Sendable, Equatable {
         }
         guard head > delivered || mayHaveMore else { return [] }
         reading = true
-        return [.read(after: delivered, limit: limits.readBatch)]
+        // Exactly what is known to be missing, ending at the head (no page reaching back past the
+        // cursor); a full page when the log may hold more than the head says (after a start).
+        let missing = head - delivered
+        let limit = mayHaveMore || missing > UInt64(limits.readBatch) ? limits.readBatch : Int(missing)
+        askedThrough = delivered + UInt64(limit)
+        return [.read(after: delivered, limit: limit)]
     }
 }

@@ -4,20 +4,26 @@ import FoldtableCore
 /// log (what to deliver), the ``WebhookSender`` (the POSTs), the ``WebhookStore`` (config and
 /// cursor) and the hub's timers (retries). Service thread only.
 ///
-/// Nothing here is on a change's path: a commit only tells the session's state its new head
-/// (one dictionary lookup, none when no webhook is set). The events are read back from the log
-/// a page at a time while the receiver keeps up, so memory per webhook is one page, however
-/// long the receiver is away; the cursor is saved after each acknowledged delivery, one write in
-/// flight per webhook (the next waits and carries the newest cursor), never in a change's commit.
+/// What a change costs: its commit hands the events it committed to the session's state (one
+/// dictionary lookup, none when no webhook is set), which sends them as they are while the
+/// receiver keeps up, so no read of the log. Only a webhook that fell behind reads the log, a
+/// page at a time ending at the head, so memory per webhook is one page however long the
+/// receiver is away. The cursor is saved at most once per ``cursorSaveDelayMs`` per webhook (one
+/// write in flight; pauses and resumes at once), riding in the store's group commit: at most
+/// that long of acknowledged deliveries is sent again after a crash, which at-least-once allows
+/// (receivers tell repeats by `webhook-id`).
 public final class Webhooks {
     /// The settings deliveries use (from ``ServerConfig``).
     public struct Settings: Sendable {
         public var limits: WebhookState.Limits
         public var policy: WebhookAddressPolicy
+        /// Sessions that may have a webhook on this node (`--webhook-max-sessions`).
+        public var maxSessions: Int
 
-        public init(limits: WebhookState.Limits, policy: WebhookAddressPolicy) {
+        public init(limits: WebhookState.Limits, policy: WebhookAddressPolicy, maxSessions: Int = 1_000) {
             self.limits = limits
             self.policy = policy
+            self.maxSessions = maxSessions
         }
     }
 
@@ -28,16 +34,34 @@ public final class Webhooks {
         public var delivered: UInt64
         public var backlog: UInt64
         public var failures: Int
+        /// How long the receiver has been behind, in milliseconds (0: caught up).
+        public var lagMs: UInt64
+    }
+
+    /// How long an acknowledged delivery's cursor may wait to be saved, so that a busy webhook
+    /// costs one write a second rather than one per change.
+    public static let cursorSaveDelayMs: UInt64 = 1_000
+
+    /// What a resume found (the API answers 200, 404 or 409).
+    public enum Resumed: Sendable, Equatable {
+        case resumed
+        case notFound
+        case notPaused
     }
 
     private struct Entry {
         var webhook: StoredWebhook
         var key: [UInt8]
         var state: WebhookState
-        /// Tells this entry's completions from those of one it replaced.
+        /// Tells this entry's completions and timers from those of the state it had before a
+        /// resume, or of the entry it replaced: stale ones are ignored.
         var generation: UInt64
+        /// Set once when installed: tells this webhook from a later one of the same session.
+        var install: UInt64
         var saving = false
         var saveAgain = false
+        /// A deferred cursor save is armed.
+        var saveArmed = false
     }
 
     private unowned let hub: Hub
@@ -73,6 +97,7 @@ public final class Webhooks {
     /// Loads the stored webhooks and starts delivering what each one's receiver has not
     /// acknowledged (a restart, `kill -9` included, goes on from the saved cursor).
     public func start() throws(StoreError) {
+        // The store drops, before this, rows whose session is gone or has another epoch.
         for webhook in try store.webhooks() {
             guard let secret = try? WebhookSecret(webhook.secret) else {
                 hub.log(.error, "webhook_unreadable", ["session": webhook.session])
@@ -85,38 +110,65 @@ public final class Webhooks {
 
     // MARK: - From the sessions
 
-    /// A session's append is durable through `seq`.
-    func committed(_ session: String, through seq: UInt64) {
+    /// Whether `session` has a webhook (its commits then hand their events over).
+    func isSet(_ session: String) -> Bool { !entries.isEmpty && entries[session] != nil }
+
+    /// A session's append is durable through `seq`; `events` are the ones it committed, when at
+    /// hand (sent without reading the log when the webhook is caught up).
+    func committed(_ session: String, through seq: UInt64, events: [TableEvent] = []) {
         guard !entries.isEmpty, var entry = entries[session] else { return }
-        let actions = entry.state.committed(through: seq, now: hub.transport.nowMilliseconds())
+        let actions = entry.state.committed(through: seq, events: events, now: hub.transport.nowMilliseconds())
         entries[session] = entry
         perform(actions, session)
     }
 
-    /// The session was deleted: its webhook goes with it.
+    /// The session was deleted: its webhook goes with it, row included even when none is held
+    /// (a PUT's row written meanwhile must not wait for the next session of that name).
     func sessionDeleted(_ session: String) {
-        guard entries.removeValue(forKey: session) != nil else { return }
+        entries.removeValue(forKey: session)
         store.deleteWebhook(session: session) { _ in }
     }
 
     // MARK: - From the API
 
     /// Sets `session`'s webhook; deliveries start with the change after the session's current
-    /// one. Completes with the error to answer, or nil.
-    func set(_ session: TableSession, url: WebhookURL, secret: WebhookSecret, completion: @escaping (ProtocolError?) -> Void) {
+    /// one. Completes with the cursor stored (the last change not delivered), or the error to
+    /// answer.
+    func set(_ session: TableSession, url: WebhookURL, secret: WebhookSecret, completion: @escaping (Result<UInt64, ProtocolError>) -> Void) {
         let name = session.name
+        // Replacing a session's own webhook is always allowed; a new one only under the cap.
+        guard entries[name] != nil || entries.count < settings.maxSessions else {
+            return completion(
+                .failure(ProtocolError(.limitReached, "this node already has \(settings.maxSessions) webhooks (--webhook-max-sessions)")))
+        }
         let webhook = StoredWebhook(
             session: name, url: url.text, secret: secret.text, epoch: session.core.epoch, delivered: session.core.committed.seq)
+        // The webhook replaced stops now: nothing it still has under way (a cursor save, a
+        // delivery's reply, a timer) may write its cursor or pause over the new row.
+        let replaced = entries[name]
+        if replaced != nil { entries[name]?.generation = takeGeneration() }
         store.saveWebhook(webhook) { [weak self] result in
             guard let self else { return }
             switch result {
             case .failure(let error):
                 hub.log(.warning, "webhook_save_failed", ["session": name, "reason": error.description])
-                completion(ProtocolError(.storageUnavailable, "the webhook could not be stored; retry later"))
+                // The old row stands: the old webhook goes on from its cursor, nothing under way.
+                if let replaced, entries[name]?.install == replaced.install {
+                    let state = WebhookState(delivered: replaced.state.delivered, paused: replaced.state.paused, limits: settings.limits)
+                    install(replaced.webhook, key: replaced.key, state: state)
+                }
+                completion(.failure(ProtocolError(.storageUnavailable, "the webhook could not be stored; retry later")))
             case .success:
+                // Deleted while the row was written (its delete then removed the row, or the
+                // store refused to write it for a session gone): set on nothing.
+                guard let held = hub.sessions[name], held.core.epoch == webhook.epoch else {
+                    entries.removeValue(forKey: name)
+                    store.deleteWebhook(session: name) { _ in }
+                    return completion(.failure(ProtocolError(.sessionNotFound, "session \(name) was deleted")))
+                }
                 install(webhook, key: secret.key, state: WebhookState(delivered: webhook.delivered, paused: nil, limits: settings.limits))
                 hub.log(.info, "webhook_set", ["session": name, "host": url.host])
-                completion(nil)
+                completion(.success(webhook.delivered))
             }
         }
     }
@@ -126,41 +178,56 @@ public final class Webhooks {
         guard let entry = entries[session] else { return nil }
         return Summary(
             url: entry.webhook.url, state: entry.state.paused.map { "paused_\($0.rawValue)" } ?? (entry.state.failures > 0 ? "retrying" : "active"),
-            delivered: entry.state.delivered, backlog: entry.state.backlog, failures: entry.state.failures)
+            delivered: entry.state.delivered, backlog: entry.state.backlog, failures: entry.state.failures,
+            lagMs: entry.state.lagMs(now: hub.transport.nowMilliseconds()))
     }
 
     /// The URL of every session's webhook (for the export).
     func url(of session: String) -> String? { entries[session]?.webhook.url }
 
-    /// Removes the session's webhook. Completes with whether there was one, or the error.
+    /// Removes the session's webhook once the store has (on a failure it stays, delivering, as
+    /// its row does). Completes with whether there was one, or the error.
     func remove(_ session: String, completion: @escaping (Result<Bool, ProtocolError>) -> Void) {
-        let existed = entries.removeValue(forKey: session) != nil
-        store.deleteWebhook(session: session) { result in
+        let install = entries[session]?.install
+        store.deleteWebhook(session: session) { [weak self] result in
             switch result {
-            case .success: completion(.success(existed))
+            case .success:
+                // Not one a PUT set after this delete was written.
+                if let self, let install, entries[session]?.install == install { entries.removeValue(forKey: session) }
+                completion(.success(install != nil))
             case .failure: completion(.failure(ProtocolError(.storageUnavailable, "the webhook could not be removed; retry later")))
             }
         }
     }
 
     /// Resumes a paused webhook from the session's current change (`head`); the changes it
-    /// missed stay readable through the history API. False when there is none.
-    func resume(_ session: String, head: UInt64) -> Bool {
-        guard var entry = entries[session] else { return false }
+    /// missed stay readable through the history API. What was under way when it paused (a
+    /// delivery's reply, a read, a timer) no longer counts.
+    func resume(_ session: String, head: UInt64) -> Resumed {
+        guard var entry = entries[session] else { return .notFound }
+        guard entry.state.paused != nil else { return .notPaused }
         let skipped = max(head, entry.state.head) - entry.state.delivered
         let actions = entry.state.resume(head: head)
+        entry.generation = takeGeneration()
+        entry.saving = false
+        entry.saveAgain = false
+        entry.saveArmed = false
         entries[session] = entry
         hub.log(.info, "webhook_resumed", ["session": session, "skipped": String(skipped)])
-        perform(actions, session)
-        return true
+        perform(actions, session, saveNow: true)
+        return .resumed
     }
 
     // MARK: - Driving
 
+    private func takeGeneration() -> UInt64 {
+        defer { nextGeneration += 1 }
+        return nextGeneration
+    }
+
     private func install(_ webhook: StoredWebhook, key: [UInt8], state: WebhookState) {
-        let generation = nextGeneration
-        nextGeneration += 1
-        var entry = Entry(webhook: webhook, key: key, state: state, generation: generation)
+        let generation = takeGeneration()
+        var entry = Entry(webhook: webhook, key: key, state: state, generation: generation, install: generation)
         let actions = entry.state.start()
         entries[webhook.session] = entry
         perform(actions, webhook.session)
@@ -174,7 +241,8 @@ public final class Webhooks {
         perform(actions, session)
     }
 
-    private func perform(_ actions: [WebhookState.Action], _ session: String) {
+    /// `saveNow`: a cursor to save is saved at once (a resume), not after ``cursorSaveDelayMs``.
+    private func perform(_ actions: [WebhookState.Action], _ session: String, saveNow: Bool = false) {
         guard let entry = entries[session] else { return }
         let generation = entry.generation
         for action in actions {
@@ -184,7 +252,7 @@ public final class Webhooks {
             case .send(let event):
                 send(event, entry: entry)
             case .saveCursor:
-                saveCursor(session)
+                if saveNow { saveCursor(session) } else { saveCursorSoon(session, generation) }
             case .retryAfter(let milliseconds):
                 retryCount += 1
                 hub.afterMilliseconds(milliseconds) { [weak self] in
@@ -249,6 +317,20 @@ public final class Webhooks {
         }
     }
 
+    /// Saves the entry's cursor after ``cursorSaveDelayMs``, with whatever was acknowledged
+    /// meanwhile: one write for many deliveries.
+    private func saveCursorSoon(_ session: String, _ generation: UInt64) {
+        guard var entry = entries[session], !entry.saveArmed else { return }
+        entry.saveArmed = true
+        entries[session] = entry
+        hub.afterMilliseconds(Self.cursorSaveDelayMs) { [weak self] in
+            guard let self, var entry = entries[session], entry.generation == generation else { return }
+            entry.saveArmed = false
+            entries[session] = entry
+            saveCursor(session)
+        }
+    }
+
     /// Saves the entry's cursor, one write in flight per webhook.
     private func saveCursor(_ session: String) {
         guard var entry = entries[session] else { return }
@@ -261,7 +343,9 @@ public final class Webhooks {
         entry.saveAgain = false
         entries[session] = entry
         let generation = entry.generation
-        store.saveWebhookCursor(session: session, delivered: entry.state.delivered, paused: entry.state.paused?.rawValue) { [weak self] result in
+        store.saveWebhookCursor(session: session, epoch: entry.webhook.epoch, delivered: entry.state.delivered, paused: entry.state.paused?.rawValue)
+        {
+            [weak self] result in
             guard let self, var entry = entries[session], entry.generation == generation else { return }
             if case .failure(let error) = result {
                 hub.log(.warning, "webhook_cursor_save_failed", ["session": session, "reason": error.description])
