@@ -171,24 +171,9 @@ public final class RedisInvites: InviteLedger, @unchecked Sendable {
         init(_ ledger: RedisInvites) { self.ledger = ledger }
     }
 
-    /// `{"role":..,"label":..,"created":N,"expires":N,"createdBy":..}`.
-    static func encode(_ invite: Invite) -> [UInt8] {
-        var out = JSONWriter(capacity: 128)
-        out.raw("{\"role\":")
-        out.string(invite.role.rawValue)
-        out.nextKey("label")
-        out.string(invite.label)
-        out.nextKey("created")
-        out.integer(invite.created)
-        out.nextKey("expires")
-        out.integer(invite.expires)
-        out.nextKey("createdBy")
-        out.string(invite.createdBy)
-        out.byte(UInt8(ascii: "}"))
-        return out.bytes
-    }
+    /// The invite as the hash keeps it (``Invite/json``).
+    static func encode(_ invite: Invite) -> [UInt8] { invite.json }
 
-    /// What ``encode(_:)`` wrote, or nil for anything else (left out of listings, not guessed at).
     static func decode(id: String, session: String, _ bytes: [UInt8]) -> Invite? {
         guard let reader = try? FieldReader(JSONParser.parse(bytes)), let roleName = try? reader.string("role"),
             let role = Role(rawValue: roleName), let label = try? reader.string("label"), let created = try? reader.integer("created"),

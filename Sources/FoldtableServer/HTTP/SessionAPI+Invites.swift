@@ -51,7 +51,7 @@ extension SessionAPI {
                     out.string(path)
                     out.nextKey("token")
                     out.string(token)
-                    Self.writeFields(invite, into: &out)
+                    invite.writeFields(into: &out)
                     out.byte(UInt8(ascii: "}"))
                     respond(.json(201, out.bytes, headers: ["Cache-Control": "no-store"]))
                 }
@@ -70,10 +70,7 @@ extension SessionAPI {
                 out.raw("{\"invites\":[")
                 for (index, invite) in invites.enumerated() {
                     if index > 0 { out.byte(UInt8(ascii: ",")) }
-                    out.raw("{\"id\":")
-                    out.string(invite.id)
-                    Self.writeFields(invite, into: &out)
-                    out.byte(UInt8(ascii: "}"))
+                    out.raw(invite.json)
                 }
                 out.raw("]}")
                 respond(.json(200, out.bytes))
@@ -140,20 +137,6 @@ extension SessionAPI {
             return respond(HTTPRouter.error(404, "not_found", "no member \(client) of session \(name) is connected to this node"))
         }
         respond(HTTPResponse(status: 204))
-    }
-
-    /// The invite's fields after its id: role, label, created, expires, createdBy.
-    private static func writeFields(_ invite: Invite, into out: inout JSONWriter) {
-        out.nextKey("role")
-        out.string(invite.role.rawValue)
-        out.nextKey("label")
-        out.string(invite.label)
-        out.nextKey("created")
-        out.integer(invite.created)
-        out.nextKey("expires")
-        out.integer(invite.expires)
-        out.nextKey("createdBy")
-        out.string(invite.createdBy)
     }
 
     /// `https://host` as the caller reached this server: the `--public-url` of that host (a
