@@ -102,6 +102,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     public var counters: Counts { counts.withLock { $0 } }
     /// Presence across nodes: heartbeats over the commands client.
     private let presence: RedisPresence
+    /// Under a cluster: a timer will look again for the master of a stream whose slot had none.
+    private let homelessRetry = Mutex(false)
 
     private struct Follower {
         let token: UInt64
@@ -819,10 +821,20 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             return (Array(new), homeless)
         }
         for master in start { readCluster(cluster, master: master) }
-        if homeless {
+        // Every read turn of every master comes here: one retry timer per broker, not one per turn.
+        let retry =
+            homeless
+            && homelessRetry.withLock { scheduled in
+                guard !scheduled else { return false }
+                scheduled = true
+                return true
+            }
+        if retry {
             cluster.refresh()
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(min(reading.retryMs, 10_000)))) { [weak self] in
-                self?.startClusterLoops(cluster)
+                guard let self else { return }
+                homelessRetry.withLock { $0 = false }
+                startClusterLoops(cluster)
             }
         }
     }
@@ -895,10 +907,22 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 failure = error
             }
         }
-        if bellRead, results.count == groups.count + 1, case .success(let reply) = results[groups.count],
-            let last = RedisClient.streamBatches(reply)?.first?.entries.last?.id
-        {
-            positions.withLock { $0.bells[master] = last }
+        if bellRead, results.count == groups.count + 1 {
+            switch results[groups.count] {
+            case .success(.error(let message)):
+                // The bell's slot moved (a map older than the cluster's): read as a group's
+                // redirection, so the map is read again and the loop waits, instead of asking the
+                // same master for the same bell at once, again and again.
+                if RedisRedirection(message) != nil || message.hasPrefix("CLUSTERDOWN") || message.hasPrefix("TRYAGAIN") {
+                    moved = true
+                } else {
+                    failure = .server(message)
+                }
+            case .success(let reply):
+                if let last = RedisClient.streamBatches(reply)?.first?.entries.last?.id { positions.withLock { $0.bells[master] = last } }
+            case .failure(let error):
+                failure = error
+            }
         }
         if let failure {
             if case .closed = failure { return }
