@@ -82,6 +82,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     /// Service thread only: each client's state (both start disconnected, until they connect).
     private var commandsState = RedisClient.State.disconnected(reason: "not connected yet")
     private var readerState = RedisClient.State.disconnected(reason: "not connected yet")
+    /// Service thread only, under a cluster: each master's availability as last told to the hub,
+    /// one posted transition at a time (see ``mastersChanged(_:available:)``).
+    private var mastersTold: [RedisNodeAddress: Bool] = [:]
     public private(set) var isAvailable = false
     private var everAvailable = false
     public var availabilityChanged: ((Bool) -> Void)?
@@ -231,6 +234,11 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 state.broker = broker
                 state.set = true
                 broker.masters.withLock { $0 = state.masters }
+                // Masters that reported before the broker existed are told like later ones.
+                for (node, entry) in state.masters {
+                    let available = entry.commands && entry.reader
+                    broker.post { [weak broker] in broker?.mastersChanged(node, available: available) }
+                }
                 if let early = state.readerBeforeSet { broker.readerChanged(early) }
                 state.readerBeforeSet = nil
                 return state.commandsBeforeSet != nil
@@ -251,7 +259,11 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 guard let broker = held.broker else { return }
                 broker.masters.withLock { $0 = held.masters }
                 if reader == false { broker.forgetStreams(of: node) }
-                broker.post { [weak broker] in broker?.mastersChanged() }
+                // The transition as it was here, not the state when the post runs: a reader that
+                // dropped and came back before then must still be seen down, then up, so its
+                // sessions resume (their streams were just forgotten).
+                let available = entry.commands && entry.reader
+                broker.post { [weak broker] in broker?.mastersChanged(node, available: available) }
             }
         }
 
@@ -315,7 +327,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     /// Service thread: a master's connection changed; sessions whose availability changed with
     /// it are told (the hub asks ``isAvailable(session:)`` of each).
-    private func mastersChanged() {
+    private func mastersChanged(_ node: RedisNodeAddress, available: Bool) {
+        mastersTold[node] = available
         guard clusterCommands != nil, isAvailable || everAvailable else { return }
         availabilityChanged?(isAvailable)
     }
@@ -329,7 +342,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     public func isAvailable(session: String) -> Bool {
         guard let clusterCommands else { return isAvailable }
         guard let owner = clusterCommands.slotMap.owner(ofKey: Self.streamKey(session)) else { return false }
-        return masters.withLock { $0[owner].map { $0.commands && $0.reader } ?? false }
+        return mastersTold[owner] ?? false
     }
 
     private func availabilityMayHaveChanged() {
