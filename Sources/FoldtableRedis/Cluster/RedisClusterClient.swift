@@ -292,7 +292,7 @@ public final class RedisClusterClient: Sendable {
 
     /// Reads the slot map again (unless a read is under way): from the masters known, then the
     /// seeds, the first that answers. Sends waiting for a first map go on when it comes.
-    /// At most one starts per ``refreshGapMs``; one asked sooner runs when the gap is over.
+    /// At most one starts per `refreshGapMs` (250 ms); one asked sooner runs when the gap is over.
     public func refresh() {
         let now = Self.monotonicMs()
         var laterMs: UInt64?
