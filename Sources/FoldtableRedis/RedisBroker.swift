@@ -82,6 +82,9 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     /// Service thread only: each client's state (both start disconnected, until they connect).
     private var commandsState = RedisClient.State.disconnected(reason: "not connected yet")
     private var readerState = RedisClient.State.disconnected(reason: "not connected yet")
+    /// Service thread only, under a cluster: each master's availability as last told to the hub,
+    /// one posted transition at a time (see ``mastersChanged(_:available:)``).
+    private var mastersTold: [RedisNodeAddress: Bool] = [:]
     public private(set) var isAvailable = false
     private var everAvailable = false
     public var availabilityChanged: ((Bool) -> Void)?
@@ -102,6 +105,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     public var counters: Counts { counts.withLock { $0 } }
     /// Presence across nodes: heartbeats over the commands client.
     private let presence: RedisPresence
+    /// Under a cluster: a timer will look again for the master of a stream whose slot had none.
+    private let homelessRetry = Mutex(false)
 
     private struct Follower {
         let token: UInt64
@@ -229,6 +234,11 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 state.broker = broker
                 state.set = true
                 broker.masters.withLock { $0 = state.masters }
+                // Masters that reported before the broker existed are told like later ones.
+                for (node, entry) in state.masters {
+                    let available = entry.commands && entry.reader
+                    broker.post { [weak broker] in broker?.mastersChanged(node, available: available) }
+                }
                 if let early = state.readerBeforeSet { broker.readerChanged(early) }
                 state.readerBeforeSet = nil
                 return state.commandsBeforeSet != nil
@@ -249,7 +259,11 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 guard let broker = held.broker else { return }
                 broker.masters.withLock { $0 = held.masters }
                 if reader == false { broker.forgetStreams(of: node) }
-                broker.post { [weak broker] in broker?.mastersChanged() }
+                // The transition as it was here, not the state when the post runs: a reader that
+                // dropped and came back before then must still be seen down, then up, so its
+                // sessions resume (their streams were just forgotten).
+                let available = entry.commands && entry.reader
+                broker.post { [weak broker] in broker?.mastersChanged(node, available: available) }
             }
         }
 
@@ -313,7 +327,8 @@ public final class RedisBroker: Broker, @unchecked Sendable {
 
     /// Service thread: a master's connection changed; sessions whose availability changed with
     /// it are told (the hub asks ``isAvailable(session:)`` of each).
-    private func mastersChanged() {
+    private func mastersChanged(_ node: RedisNodeAddress, available: Bool) {
+        mastersTold[node] = available
         guard clusterCommands != nil, isAvailable || everAvailable else { return }
         availabilityChanged?(isAvailable)
     }
@@ -327,7 +342,7 @@ public final class RedisBroker: Broker, @unchecked Sendable {
     public func isAvailable(session: String) -> Bool {
         guard let clusterCommands else { return isAvailable }
         guard let owner = clusterCommands.slotMap.owner(ofKey: Self.streamKey(session)) else { return false }
-        return masters.withLock { $0[owner].map { $0.commands && $0.reader } ?? false }
+        return mastersTold[owner] ?? false
     }
 
     private func availabilityMayHaveChanged() {
@@ -819,10 +834,20 @@ public final class RedisBroker: Broker, @unchecked Sendable {
             return (Array(new), homeless)
         }
         for master in start { readCluster(cluster, master: master) }
-        if homeless {
+        // Every read turn of every master comes here: one retry timer per broker, not one per turn.
+        let retry =
+            homeless
+            && homelessRetry.withLock { scheduled in
+                guard !scheduled else { return false }
+                scheduled = true
+                return true
+            }
+        if retry {
             cluster.refresh()
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(min(reading.retryMs, 10_000)))) { [weak self] in
-                self?.startClusterLoops(cluster)
+                guard let self else { return }
+                homelessRetry.withLock { $0 = false }
+                startClusterLoops(cluster)
             }
         }
     }
@@ -895,10 +920,22 @@ public final class RedisBroker: Broker, @unchecked Sendable {
                 failure = error
             }
         }
-        if bellRead, results.count == groups.count + 1, case .success(let reply) = results[groups.count],
-            let last = RedisClient.streamBatches(reply)?.first?.entries.last?.id
-        {
-            positions.withLock { $0.bells[master] = last }
+        if bellRead, results.count == groups.count + 1 {
+            switch results[groups.count] {
+            case .success(.error(let message)):
+                // The bell's slot moved (a map older than the cluster's): read as a group's
+                // redirection, so the map is read again and the loop waits, instead of asking the
+                // same master for the same bell at once, again and again.
+                if RedisRedirection(message) != nil || message.hasPrefix("CLUSTERDOWN") || message.hasPrefix("TRYAGAIN") {
+                    moved = true
+                } else {
+                    failure = .server(message)
+                }
+            case .success(let reply):
+                if let last = RedisClient.streamBatches(reply)?.first?.entries.last?.id { positions.withLock { $0.bells[master] = last } }
+            case .failure(let error):
+                failure = error
+            }
         }
         if let failure {
             if case .closed = failure { return }

@@ -7,11 +7,10 @@ import FoldtableServer
 /// each node's `<version> <count>`, and a hash `…:presence:list` of what it lists (its count and
 /// first `presenceListMax` members, ``PresenceCoding``).
 ///
-/// One script per beat, for every session the node holds, refreshes this node's entry of
-/// each, drops expired nodes, and returns only the entries whose version differs from what this
-/// node holds, and the nodes gone: a beat costs Redis one command (two with
-/// ``RedisSessionCounts``' write, in the same round trip) however many sessions the node holds,
-/// where it was one per session. A beat whose members did not change sends no list and reads
+/// One script per ``sessionsPerScript`` sessions the node holds, all in one pipeline, refreshes
+/// this node's entry of each, drops expired nodes, and returns only the entries whose version
+/// differs from what this node holds, and the nodes gone: a beat costs Redis one round trip
+/// however many sessions the node holds, and a session whose keys are damaged fails alone. A beat whose members did not change sends no list and reads
 /// none: its bytes do not grow with the members, however many. A node's list is written only when it changed, and
 /// other nodes read it only then. The keys expire with the last heartbeat, so nothing is
 /// left behind when every node is gone.
@@ -63,7 +62,8 @@ final class RedisPresence: @unchecked Sendable {
     /// when the list follows, the list, how many (node, version) pairs this node holds, the
     /// pairs. Returns, per session in order, {resend, {node, meta, list, ...}, {gone node, ...}}:
     /// `resend` when this node's entry is not what it last wrote (it expired while this node
-    /// was cut off): its next beat writes the list again.
+    /// was cut off): its next beat writes the list again. A session whose part failed has an
+    /// error reply in its place.
     static let beatScript = RedisScript(
         """
         local t = redis.call('TIME')
@@ -123,7 +123,13 @@ final class RedisPresence: @unchecked Sendable {
           local held = tonumber(ARGV[a + 4])
           local known = {}
           for i = a + 5, a + 4 + 2 * held, 2 do known[ARGV[i]] = ARGV[i + 1] end
-          replies[#replies + 1] = beat(KEYS[k], KEYS[k + 1], KEYS[k + 2], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], known)
+          -- One session's failure (a stray key of the wrong type) is its own: the others of
+          -- the script still beat, and it comes back as an error reply in its place.
+          local ok, reply = pcall(beat, KEYS[k], KEYS[k + 1], KEYS[k + 2], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], known)
+          if not ok then
+            reply = redis.error_reply(type(reply) == 'table' and tostring(reply.err) or tostring(reply))
+          end
+          replies[#replies + 1] = reply
           a = a + 5 + 2 * held
         end
         return replies
@@ -136,6 +142,11 @@ final class RedisPresence: @unchecked Sendable {
         let version: String
     }
 
+    /// Sessions per script at most: one script runs alone in Redis, so a node holding 10,000
+    /// sessions must not stop Redis for the time of all their beats at once (~100 ms); the
+    /// scripts of a beat still go in one pipeline, one round trip.
+    static let sessionsPerScript = 128
+
     /// One script's worth of a beat.
     private struct Batch {
         var keys: [String] = []
@@ -146,6 +157,7 @@ final class RedisPresence: @unchecked Sendable {
     func beat(node: String, expiryMs: UInt64, _ beats: [PresenceBeat], deliver: @escaping (_ session: String, _ others: [NodePresence]) -> Void) {
         let carried = ServiceThreadOnly(deliver)
         var batches: [Int: Batch] = [:]
+        var full: [Batch] = []
         for beat in beats {
             var state = sessions[beat.session] ?? newState()
             if let members = beat.members, members.count != state.count || members.first != state.first {
@@ -174,15 +186,24 @@ final class RedisPresence: @unchecked Sendable {
                 batch.arguments.append(presence.version)
             }
             batch.sent.append(Sent(session: beat.session, token: state.token, version: state.version))
-            batches[group] = batch
+            if batch.sent.count >= Self.sessionsPerScript {
+                full.append(batch)
+                batches[group] = nil
+            } else {
+                batches[group] = batch
+            }
         }
-        // One script for every session of this beat (under a cluster, of each hash slot): its
-        // cost in commands and round trips does not grow with the sessions a node holds.
-        for group in batches.keys.sorted() {
-            guard let batch = batches[group] else { continue }
-            let sent = batch.sent
-            commands.evaluate(Self.beatScript, keys: batch.keys, arguments: batch.arguments) { [self] result in
-                beaten(sent, result, deliver: carried)
+        // One script per `sessionsPerScript` sessions of this beat (under a cluster, of each hash
+        // slot), all in one pipeline: its round trips do not grow with the sessions a node holds,
+        // and no script keeps Redis from other clients for long.
+        let scripts = full + batches.keys.sorted().compactMap { batches[$0] }
+        if !scripts.isEmpty {
+            let pipeline = scripts.map { RedisCommand(script: Self.beatScript, keys: $0.keys, arguments: $0.arguments) }
+            let sent = scripts.map(\.sent)
+            commands.send(pipeline) { [self] results in
+                for (index, part) in sent.enumerated() {
+                    beaten(part, index < results.count ? results[index] : .failure(.closed), deliver: carried)
+                }
             }
         }
         counts.beat(node: node, expiryMs: expiryMs)
@@ -221,6 +242,11 @@ final class RedisPresence: @unchecked Sendable {
         let session = sent.session
         guard var state = sessions[session] else { return }
         defer { sessions[session] = state }
+        if case .error(let message) = reply {
+            // This session's part failed alone (a key of the wrong type): named, so it can be mended.
+            report("presence_failed", [("session", session), ("reason", message)])
+            return
+        }
         guard let parts = reply.elements, parts.count == 3, let resend = parts[0].integer, let changed = parts[1].elements,
             let gone = parts[2].elements, changed.count % 3 == 0
         else {

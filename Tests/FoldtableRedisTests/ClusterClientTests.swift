@@ -1,5 +1,6 @@
 import FoldtableCore
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 
@@ -98,6 +99,49 @@ struct TalkingToARealRedisCluster {
             return
         }
         #expect(!error.mayHaveRun)
+    }
+
+    @Test func aClientStartedBeforeItsClusterHasSlotsFindsTheMapOnceTheClusterIsMade() throws {
+        // A node in cluster mode with no slots yet: CLUSTER SLOTS answers with nothing to route by.
+        let server = try RedisServer(arguments: [
+            "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+        ])
+        let seed = RedisNodeAddress(host: "127.0.0.1", port: server.port)
+        var node = RedisClient.Options(url: RedisURL(host: "127.0.0.1"))
+        node.connectTimeoutMs = 1_000
+        node.commandTimeoutMs = 2_000
+        let redis = RedisClusterClient(RedisClusterClient.Options(seeds: [seed], node: node))
+        defer { redis.close() }
+        let key = "early"
+        let slot = RedisHashSlot.slot(of: key)
+        // Without a map a command fails (soon: it does not wait for ever).
+        let early = try wait(timeoutSeconds: 10) { redis.send(RedisCommand("SET", key, "1"), slot: slot, completion: $0) }
+        guard case .failure = early else {
+            Issue.record("a command got a reply with no slot map: \(early)")
+            return
+        }
+        let direct = RedisClient(RedisClient.Options(url: server.url))
+        defer { direct.close() }
+        #expect(try wait { direct.send(RedisCommand("CLUSTER", "ADDSLOTSRANGE", 0, RedisHashSlot.count - 1), completion: $0) }.get() == .status("OK"))
+        try waitUntil("the client found the new cluster's map") {
+            let result = try wait(timeoutSeconds: 10) { redis.send(RedisCommand("SET", key, "1"), slot: slot, completion: $0) }
+            if case .success(.status("OK")) = result { return true }
+            usleep(100_000)
+            return false
+        }
+        #expect(redis.refreshes >= 1)
+    }
+
+    @Test func aClosedClusterClientMakesNoNewConnection() throws {
+        let cluster = try RedisClusterServers()
+        let redis = client(cluster)
+        redis.close()
+        let made = redis.client(for: cluster.addresses[0])
+        let result = try wait { made.send(RedisCommand("PING"), completion: $0) }
+        guard case .failure(.closed) = result else {
+            Issue.record("a client made after close() answered: \(result)")
+            return
+        }
     }
 
     @Test func aMasterThatIsDownFailsOnlyTheCommandsOfItsSlots() throws {

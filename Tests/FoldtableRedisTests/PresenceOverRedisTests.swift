@@ -1,5 +1,6 @@
 import FoldtableCore
 import Glibc
+import Synchronization
 import Testing
 
 @testable import FoldtableRedis
@@ -150,6 +151,70 @@ struct PresenceOverRedis {
         }
         beat([], draining: [a]) { true }
         #expect(try Self.scriptCalls(redis) - before == 2)
+    }
+
+    @Test func aSessionWhoseKeyHoldsTheWrongTypeFailsAloneAndEveryOtherSessionStillConverges() throws {
+        let server = try RedisServer()
+        let redis = RedisClient(RedisClient.Options(url: server.url))
+        defer { redis.close() }
+        // A stray string where s7's presence sorted set belongs: WRONGTYPE in its part of the script.
+        let poisoned = RedisPresence.keys("s7")[0]
+        _ = try wait { redis.send(RedisCommand("SET", poisoned, "stray"), completion: $0) }.get()
+        let a = node("a", server, expiryMs: 60_000)
+        let b = node("b", server, expiryMs: 60_000)
+        defer {
+            a.close()
+            b.close()
+        }
+        let names = (0..<20).map { "s\($0)" }
+        for (index, name) in names.enumerated() {
+            a.hub.createSessionIfAbsent(name, table: table)
+            a.join(UInt64(index + 1), session: name, name: "ana\(index)")
+            b.join(UInt64(index + 1), session: name, name: "bo\(index)")
+        }
+        let healthy = (1...20).filter { $0 != 8 }
+        beat([a, b], draining: [a, b]) {
+            healthy.allSatisfy { a.presence(UInt64($0)).last?.count == 2 && b.presence(UInt64($0)).last?.count == 2 }
+        }
+        #expect(a.presence(8).last.map { $0.count == 2 } != true)
+        let stray = try wait { redis.send(RedisCommand("GET", poisoned), completion: $0) }.get()
+        #expect(stray.string == "stray")
+    }
+
+    @Test func aBeatOfAThousandSessionsIsOneScriptPerBatchAllInOneRoundTrip() throws {
+        let server = try RedisServer()
+        let queue = ServiceQueue(wake: {})
+        let client = RedisClient(RedisClient.Options(url: server.url), deliver: { queue.post($0) })
+        defer { client.close() }
+        let failures = Mutex<[String]>([])
+        let presence = RedisPresence(commands: client) { event, fields in
+            failures.withLock { $0.append("\(event) \(fields)") }
+        }
+        let beats = (0..<1_000).map { PresenceBeat(session: "s\($0)", members: (1, [Author(client: "a.c\($0)", name: "ana")])) }
+        // The first beat connects and loads the script; the second is measured.
+        var delivered = 0
+        presence.beat(node: "a", expiryMs: 60_000, beats) { _, _ in delivered += 1 }
+        try waitUntil("the first beat answered") {
+            queue.drain()
+            return client.counters.commands >= 9
+        }
+        let redis = RedisClient(RedisClient.Options(url: server.url))
+        defer { redis.close() }
+        let before = try Self.scriptCalls(redis)
+        let trips = client.counters.roundTrips
+        usleep(50_000)
+        queue.drain()
+        presence.beat(node: "a", expiryMs: 60_000, beats) { _, _ in delivered += 1 }
+        let scripts = (1_000 + RedisPresence.sessionsPerScript - 1) / RedisPresence.sessionsPerScript
+        try waitUntil("the second beat reached Redis") {
+            queue.drain()
+            return try Self.scriptCalls(redis) - before >= scripts + 1
+        }
+        // The presence scripts and the session counts' one: at most two round trips.
+        #expect(try Self.scriptCalls(redis) - before == scripts + 1)
+        #expect(client.counters.roundTrips - trips <= 2)
+        #expect(failures.withLock { $0 }.isEmpty)
+        #expect(delivered == 0)
     }
 
     /// EVAL and EVALSHA calls Redis has counted (`INFO commandstats`).

@@ -1,5 +1,6 @@
 import FoldtableCore
 import FoldtableServer
+import Glibc
 import Testing
 
 @testable import FoldtableRedis
@@ -85,6 +86,31 @@ struct SessionsOverARedisCluster {
         // Everything is on the new shard now.
         let length = try wait { cluster.direct[1].xlen(RedisBroker.streamKey(name), completion: $0) }.get()
         #expect(length == 61)
+    }
+
+    @Test func aReaderThatDropsAndReconnectsBeforeTheServiceThreadRunsStillDeliversLaterChanges() throws {
+        let cluster = try RedisClusterServers()
+        let a = RedisNode("a", cluster: [cluster.addresses[0]])
+        let b = RedisNode("b", cluster: [cluster.addresses[1]])
+        defer {
+            a.close()
+            b.close()
+        }
+        let name = Self.session(on: 0, cluster, "blip")
+        a.join(1, session: name, name: "ana")
+        settle([a, b]) { a.messages(1, type: "welcome").count == 1 }
+        b.join(1, session: name, name: "bo")
+        settle([a, b]) { b.messages(1, type: "welcome").count == 1 }
+        b.say(1, #"{"type":"addSection","key":"x","title":"X","id":"s"}"#)
+        settle([a, b]) { a.events(1).count == 1 }
+        // Every connection to shard 0 but the test's own is cut; the readers reconnect while
+        // neither hub's service queue runs, so both the down and the up wait there together.
+        _ = try wait { cluster.direct[0].send(RedisCommand("CLIENT", "KILL", "TYPE", "normal"), completion: $0) }.get()
+        usleep(2_000_000)
+        settle([a, b]) { true }
+        b.say(1, #"{"type":"toggle","section":"x","id":"after"}"#)
+        settle([a, b]) { a.events(1).count == 2 }
+        #expect(a.events(1).count == 2)
     }
 
     @Test func aShardThatIsDownMakesOnlyItsOwnSessionsReadOnly() throws {

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import Synchronization
 
 /// A client of a Redis Cluster, on top of one ``RedisClient`` per master (hiredis 0.14 knows
@@ -74,7 +75,18 @@ public final class RedisClusterClient: Sendable {
         var closed = false
         /// Each master's connection state, as its client last reported it.
         var nodeStates: [RedisNodeAddress: RedisClient.State] = [:]
+        /// Refreshes failed in a row, for the retry's backoff.
+        var failedRefreshes = 0
+        /// A timer will call ``refresh()``: one at a time, however many ask.
+        var refreshScheduled = false
+        /// When the last refresh started (monotonic ms), for the rate limit.
+        var refreshStartedAt: UInt64?
     }
+
+    /// Refreshes start at most this often: a burst of redirections reads the map once.
+    static let refreshGapMs: UInt64 = 250
+    /// The longest wait before a failed refresh is tried again.
+    static let refreshRetryMaxMs: UInt64 = 5_000
 
     private let options: Options
     private let deliver: RedisClient.Deliver
@@ -154,11 +166,16 @@ public final class RedisClusterClient: Sendable {
         stateChanged: @escaping @Sendable (RedisNodeAddress, RedisClient.State) -> Void
     ) -> RedisClient {
         if let made = state.clients[node] { return made }
+        // After close() nothing may start a connection: the client is made, and closed at once.
         var nodeOptions = options.node
         nodeOptions.url.host = node.host
         nodeOptions.url.port = node.port
         nodeOptions.url.database = 0
         let made = RedisClient(nodeOptions, deliver: deliver, stateChanged: { stateChanged(node, $0) })
+        if state.closed {
+            made.close()
+            return made
+        }
         state.clients[node] = made
         return made
     }
@@ -235,7 +252,13 @@ public final class RedisClusterClient: Sendable {
             state.waiting.append(start)
             return .none
         }
-        if let now { start(now) }
+        if let now {
+            start(now)
+        } else {
+            // No map yet (no seed answered at start): this send asks again, and the next
+            // refresh's end, read or failed, runs or fails it: nothing waits without bound.
+            refresh()
+        }
     }
 
     private func follow<Outcome: Sendable>(
@@ -269,15 +292,42 @@ public final class RedisClusterClient: Sendable {
 
     /// Reads the slot map again (unless a read is under way): from the masters known, then the
     /// seeds, the first that answers. Sends waiting for a first map go on when it comes.
+    /// At most one starts per `refreshGapMs` (250 ms); one asked sooner runs when the gap is over.
     public func refresh() {
+        let now = Self.monotonicMs()
+        var laterMs: UInt64?
         let candidates = state.withLock { state -> [RedisNodeAddress]? in
             guard !state.refreshing, !state.closed else { return nil }
+            if let started = state.refreshStartedAt, now < started + Self.refreshGapMs {
+                if !state.refreshScheduled {
+                    state.refreshScheduled = true
+                    laterMs = started + Self.refreshGapMs - now
+                }
+                return nil
+            }
             state.refreshing = true
+            state.refreshStartedAt = now
             var seen = Set<RedisNodeAddress>()
             return (state.map.masters + options.seeds).filter { seen.insert($0).inserted }
         }
+        if let laterMs { refresh(afterMs: laterMs) }
         guard let candidates else { return }
         ask(candidates[...])
+    }
+
+    /// Calls ``refresh()`` after `delayMs` (``State/refreshScheduled`` is set by the caller).
+    private func refresh(afterMs delayMs: UInt64) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(delayMs))) { [weak self] in
+            guard let self else { return }
+            state.withLock { $0.refreshScheduled = false }
+            refresh()
+        }
+    }
+
+    private static func monotonicMs() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) * 1_000 + UInt64(spec.tv_nsec) / 1_000_000
     }
 
     private func ask(_ candidates: ArraySlice<RedisNodeAddress>) {
@@ -292,17 +342,29 @@ public final class RedisClusterClient: Sendable {
     }
 
     private func refreshed(_ map: RedisSlotMap?) {
+        var retryMs: UInt64?
         let waiting = state.withLock { state -> [@Sendable (RedisError?) -> Void] in
             state.refreshing = false
             if let map {
                 state.map = map
                 state.known = true
                 state.refreshes += 1
+                state.failedRefreshes = 0
+            } else if !state.closed {
+                // Nothing answered (the cluster is not up yet, or cut off): tried again with
+                // backoff, so a node started before its cluster still finds it.
+                state.failedRefreshes += 1
+                if !state.refreshScheduled {
+                    state.refreshScheduled = true
+                    let shift = UInt64(min(state.failedRefreshes - 1, 5))
+                    retryMs = min(Self.refreshGapMs << shift, Self.refreshRetryMaxMs)
+                }
             }
             let waiting = state.waiting
             state.waiting = []
             return waiting
         }
+        if let retryMs { refresh(afterMs: retryMs) }
         let error: RedisError? = map == nil ? .notConnected("no node of the Redis Cluster answered CLUSTER SLOTS") : nil
         for start in waiting { start(error) }
         if let map {
