@@ -63,7 +63,7 @@ run: build
 venv: $(VENV)/.ready
 $(VENV)/.ready: Makefile
 	python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check pytest websockets selenium prometheus-client axe-selenium-python==2.1.6 openapi-spec-validator==0.9.0 schemathesis==4.32.5 standardwebhooks
+	$(VENV)/bin/pip install -q --disable-pip-version-check pytest pytest-timeout websockets selenium prometheus-client axe-selenium-python==2.1.6 openapi-spec-validator==0.9.0 schemathesis==4.32.5 standardwebhooks
 	touch $@
 
 # Rewrites README's tables of settings from foldtabled's own list of keys (ServerConfig.keys);
@@ -85,9 +85,11 @@ lint:
 docs:
 	.ci/docs
 
+# .ci/watch-tests ends a run that hangs and names the tests still running (a deadlock would
+# otherwise hold `make test` until CI's own limit, saying nothing).
 test-unit:
 	$(SWIFT) build --build-tests
-	$(SWIFT) test
+	.ci/watch-tests --limit 1200 --quiet-limit 300 -- $(SWIFT) test
 
 # libFuzzer on every parser of outside input (Tests/fuzz: client messages and Table.apply, the
 # request policy and HTTP API, tokens, CSV, the config, Redis replies): builds with the Swift
@@ -108,7 +110,7 @@ test-sanitizers: deps-run
 test-e2e: venv
 	$(SWIFT) build -c release
 	FOLDTABLE_BIN=.build/release/foldtabled FOLDTABLE_ECHO_BIN=.build/release/foldtable-echo FOLDTABLE_CLIENT_BIN=.build/release/foldtable \
-		$(PY) -m pytest -q Tests/e2e
+		$(PY) -m pytest -q --timeout 600 Tests/e2e
 
 # RFC 6455 conformance (Autobahn TestSuite) on foldtable-echo; see Tests/autobahn/README.md.
 test-autobahn:
@@ -118,7 +120,7 @@ test-autobahn:
 
 test-browser: venv
 	$(SWIFT) build -c release --product foldtabled
-	FOLDTABLE_BIN=.build/release/foldtabled $(PY) -m pytest -q Tests/browser
+	FOLDTABLE_BIN=.build/release/foldtabled $(PY) -m pytest -q --timeout 600 Tests/browser
 
 # Refreshes the README screenshot (made by the browser tests against the real server).
 screenshot: venv

@@ -78,6 +78,14 @@ public final class RedisClient: Sendable {
         worker.start()
     }
 
+    /// A client that is closed from the start: it makes no thread and no connection, and every
+    /// command fails with ``RedisError/closed`` (what a closed ``RedisClusterClient`` hands
+    /// out, so that nothing it returns after `close()` connects).
+    public init(closed options: Options, deliver: @escaping Deliver = { $0() }) {
+        worker = RedisWorker(options: options, deliver: deliver, stateChanged: { _ in })
+        worker.startClosed()
+    }
+
     deinit {
         worker.close()
     }

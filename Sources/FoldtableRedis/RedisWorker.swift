@@ -45,6 +45,15 @@ final class RedisWorker: @unchecked Sendable {
         self.stateChanged = stateChanged
     }
 
+    /// Closed from the start, instead of `start()`: no thread is made, every command fails
+    /// with ``RedisError/closed`` and `close()` has nothing to wait for.
+    func startClosed() {
+        condition.lock()
+        closing = true
+        finished = true
+        condition.unlock()
+    }
+
     func start() {
         let thread = Thread { [self] in run() }
         thread.name = "foldtable-redis"

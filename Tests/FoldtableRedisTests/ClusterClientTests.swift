@@ -144,6 +144,33 @@ struct TalkingToARealRedisCluster {
         }
     }
 
+    /// A client asked for after close() is closed from the start: no thread, no connection, and
+    /// nothing to wait for. (One made and then closed under the cluster client's lock waited for
+    /// its worker thread, which could be reporting "connected" through that lock: a hang the
+    /// thread sanitizer's run met in CI.) Each round is bounded, so a hang fails the test.
+    @Test func aClientAskedForAfterCloseNeverConnectsAndReturnsAtOnce() throws {
+        let cluster = try RedisClusterServers()
+        let redis = client(cluster)
+        redis.close()
+        for round in 0..<20 {
+            let made = Mutex<RedisClient?>(nil)
+            let returned = DispatchSemaphore(value: 0)
+            let node = cluster.addresses[round % cluster.addresses.count]
+            Thread.detachNewThread {
+                let client = redis.client(for: node)
+                made.withLock { $0 = client }
+                returned.signal()
+            }
+            guard returned.wait(timeout: .now() + 10) == .success, let client = made.withLock({ $0 }) else {
+                Issue.record("client(for:) after close() did not return within 10 s (round \(round))")
+                return
+            }
+            usleep(20_000)
+            let counters = client.counters
+            #expect(counters.connects == 0 && counters.failedConnects == 0, "round \(round): \(counters)")
+        }
+    }
+
     @Test func aMasterThatIsDownFailsOnlyTheCommandsOfItsSlots() throws {
         let cluster = try RedisClusterServers()
         let redis = client(cluster, seeds: [cluster.addresses[0]])

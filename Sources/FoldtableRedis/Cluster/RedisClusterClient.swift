@@ -166,16 +166,16 @@ public final class RedisClusterClient: Sendable {
         stateChanged: @escaping @Sendable (RedisNodeAddress, RedisClient.State) -> Void
     ) -> RedisClient {
         if let made = state.clients[node] { return made }
-        // After close() nothing may start a connection: the client is made, and closed at once.
         var nodeOptions = options.node
         nodeOptions.url.host = node.host
         nodeOptions.url.port = node.port
         nodeOptions.url.database = 0
+        // After close() nothing may start a connection: a client closed from the start, with no
+        // thread. (One made, then closed here, under this lock, waited for its worker thread,
+        // which could at that moment be reporting "connected" through `report`, which takes the
+        // same lock: the two waited for each other for ever.)
+        guard !state.closed else { return RedisClient(closed: nodeOptions, deliver: deliver) }
         let made = RedisClient(nodeOptions, deliver: deliver, stateChanged: { stateChanged(node, $0) })
-        if state.closed {
-            made.close()
-            return made
-        }
         state.clients[node] = made
         return made
     }
