@@ -78,6 +78,17 @@ struct FanoutOptions {
     /// --join-over: seconds over which the clients' connects are spread evenly (0: all at once,
     /// `connectBatch` at a time), as members of a real session arrive.
     var joinOverSeconds = 0.0
+    /// --crowd: one process of a crowd run (CrowdBench.swift) and its settings.
+    var crowd: CrowdRole?
+    var toggles = 10
+    var toggleInterval = 1.0
+    var reconnectEndpoints: [(host: String, port: UInt16, path: String)] = []
+    var stopFile: String?
+    var recordFile: String?
+    var crowdTimeout = 600.0
+    /// --crowd-members: the session's members over every node; a watcher's client sees everyone
+    /// when a presence diff counts at least this many.
+    var crowdMembers = Int.max
 
     var subprotocol: String? { kind == .mirror ? "lws-mirror-protocol" : nil }
 
@@ -91,6 +102,9 @@ struct FanoutOptions {
                  [--expand SECTION (foldtable) | --expand-bytes B --expand-messages M (peers)]
                  [--expand-timeout S (60)] [--idle S (0: after the joins, S seconds of silence)]
                  [--join-over S (0: connects spread evenly over S seconds)]
+                 [--crowd author|watcher (CrowdBench.swift) [--toggles N (10)] [--toggle-interval S (1)]
+                  [--reconnect-url URL (repeatable)] [--stop-file PATH] [--record PATH] [--crowd-timeout S (600)]
+                  [--crowd-members N (watcher: the session's members on every node)]]
         """
 
     static func parse(_ arguments: [String]) -> FanoutOptions {
@@ -143,6 +157,20 @@ struct FanoutOptions {
             case "--expand-timeout": options.expandTimeout = seconds(value())
             case "--idle": options.idleSeconds = seconds(value())
             case "--join-over": options.joinOverSeconds = seconds(value())
+            case "--crowd":
+                let text = value()
+                guard let role = CrowdRole(rawValue: text) else { fail("--crowd must be author or watcher, not \(text)") }
+                options.crowd = role
+            case "--toggles": options.toggles = number(value())
+            case "--toggle-interval": options.toggleInterval = seconds(value())
+            case "--reconnect-url":
+                var other = FanoutOptions()
+                other.setURL(value())
+                options.reconnectEndpoints += other.endpoints
+            case "--stop-file": options.stopFile = value()
+            case "--record": options.recordFile = value()
+            case "--crowd-timeout": options.crowdTimeout = seconds(value())
+            case "--crowd-members": options.crowdMembers = number(value())
             default: fail("unknown argument \(arguments[index])\n\(usage)")
             }
             index += 1
@@ -150,6 +178,10 @@ struct FanoutOptions {
         if !sawURL { fail("--url is required\n\(usage)") }
         if options.seconds <= 0 { fail("--seconds must be more than 0") }
         if options.everyClientAuthors && options.kind != .foldtable { fail("--every-client-authors needs --kind foldtable") }
+        if options.crowd != nil && (options.kind != .foldtable || options.everyClientAuthors || options.sessions > 1 || options.expandSection != nil)
+        {
+            fail("--crowd is one foldtable session, without --every-client-authors, --sessions or --expand")
+        }
         if !options.everyClientAuthors && options.sessions > 0 && options.clients % options.sessions != 0 {
             fail("--clients must be a multiple of --sessions (every session the same size)")
         }
@@ -369,6 +401,9 @@ struct FanoutLoad {
     var expandFirstClientBytes = 0
     let expandPrefix: [UInt8]
 
+    /// --crowd: deliveries by send time, lost clients and their reconnects.
+    var crowd = CrowdState()
+
     init(options: FanoutOptions) {
         self.options = options
         Self.raiseFileLimit(to: options.clients + 256)
@@ -474,6 +509,10 @@ struct FanoutLoad {
             }
             position += length + 1
             guard length > 16, line[0] == 0x7B, line[8] == 0x22 else {  // {"type":"
+                if length > 0 && unexpected == 0 {
+                    printError(
+                        "client \(index): unexpected: \(String(decoding: UnsafeBufferPointer(start: line, count: min(length, 120)), as: UTF8.self))")
+                }
                 if length > 0 { unexpected += 1 }
                 continue
             }
@@ -483,7 +522,13 @@ struct FanoutLoad {
                 if options.everyClientAuthors {
                     deliveries += 1
                 } else {
-                    onDelivery(index, changeNumber(line, length), now: now)
+                    let number = changeNumber(line, length)
+                    if number == -2 && unexpected == 0 {
+                        printError(
+                            "client \(index): an event without an id: \(String(decoding: UnsafeBufferPointer(start: line, count: min(length, 200)), as: UTF8.self))"
+                        )
+                    }
+                    onDelivery(index, number, now: now)
                 }
             case UInt8(ascii: "a"):  // ack: the author's own event is what completes a change
                 // {"type":"ack","id":"<n>",...
@@ -493,19 +538,21 @@ struct FanoutLoad {
                 presenceSeen += 1
                 if length > 27, !connections[index].seesEveryone,
                     case let count = digits(line + 27, length - 27, terminator: 0x2C),
-                    count == sessionSize || count == membersOnNode(index)
+                    options.crowd == nil ? count == sessionSize || count == membersOnNode(index) : count >= options.crowdMembers
                 {
                     connections[index].seesEveryone = true
                     seeingEveryone += 1
                 }
             case UInt8(ascii: "r") where line[10] == UInt8(ascii: "o"):  // rows
-                if expanding { onExpandRows(index, line, length, now: now) } else { unexpected += 1 }
+                // A crowd member that joins again while the section is expanded gets its rows.
+                if expanding { onExpandRows(index, line, length, now: now) } else if options.crowd == nil { unexpected += 1 }
             case UInt8(ascii: "b") where line[10] == UInt8(ascii: "u"):  // busy (a large expansion)
                 break
             case UInt8(ascii: "w"):
                 if !connections[index].welcomed {
                     connections[index].welcomed = true
                     welcomed += 1
+                    if options.crowd != nil { crowdWelcomed(index, now: now) }
                 }
             case UInt8(ascii: "e"):
                 if serverErrors == 0 {
@@ -513,6 +560,10 @@ struct FanoutLoad {
                 }
                 serverErrors += 1
             default:
+                if unexpected == 0 {
+                    printError(
+                        "client \(index): unexpected: \(String(decoding: UnsafeBufferPointer(start: line, count: min(length, 120)), as: UTF8.self))")
+                }
                 unexpected += 1
             }
         }
@@ -613,6 +664,7 @@ struct FanoutLoad {
 
     @inline(__always)
     private mutating func onDelivery(_ index: Int, _ number: Int, now: UInt64) {
+        if options.crowd != nil { return crowdDelivery(index, number, now: now) }
         guard number >= 0, number < sent else {
             if number == -1 { setupSeen += 1 } else { unexpected += 1 }
             return
@@ -744,7 +796,7 @@ struct FanoutLoad {
     /// Polls until `done` or `timeout` seconds pass; with `quiet`, also stops after that many
     /// seconds without any input. Returns whether `done` held.
     @discardableResult
-    private mutating func pollUntil(timeout: Double, quiet: Double? = nil, _ done: (FanoutLoad) -> Bool) -> Bool {
+    mutating func pollUntil(timeout: Double, quiet: Double? = nil, _ done: (FanoutLoad) -> Bool) -> Bool {
         let deadline = monotonicNanos() + UInt64(timeout * 1e9)
         lastActivity = monotonicNanos()
         while !done(self) {
@@ -773,7 +825,7 @@ struct FanoutLoad {
     }
 
     /// Connects and (foldtable) joins every client, at most `connectBatch` handshakes at a time.
-    private mutating func connectAll() {
+    mutating func connectAll() {
         var next = 0
         let start = monotonicNanos()
         let spread = UInt64(options.joinOverSeconds * 1e9)
@@ -791,7 +843,7 @@ struct FanoutLoad {
         }
     }
 
-    private mutating func sendSetup() {
+    mutating func sendSetup() {
         if options.everyClientAuthors {
             // Each client's own session gets a collapsed section with a few rows to toggle.
             for index in 0..<clients {
@@ -840,6 +892,7 @@ struct FanoutLoad {
     }
 
     mutating func run() -> Int32 {
+        if let role = options.crowd { return runCrowd(role) }
         let kind = options.kind.rawValue
         let memoryBefore = options.serverPID.flatMap(residentKiB)
         let joinCPUStart = serverCPUSeconds()

@@ -85,7 +85,7 @@ extension FanoutLoad {
         guard fd >= 0 else { fail("socket: errno \(errno)") }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        let endpoint = options.endpoint(index)
+        let endpoint = endpoint(index)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = endpoint.port.bigEndian
@@ -93,10 +93,11 @@ extension FanoutLoad {
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard result == 0 || errno == EINPROGRESS else { fail("connect to \(endpoint.host):\(endpoint.port): errno \(errno)") }
+        let failed = result == 0 || errno == EINPROGRESS ? nil : errno
         let connection = connections + index
         connection.pointee.fd = fd
         connection.pointee.state = .connecting
+        if let failed { return connectFailed(index, "connect to \(endpoint.host):\(endpoint.port): errno \(failed)") }
         epoll.add(fd, events: epollIn | epollOut, token: UInt64(index))
         connection.pointee.watchingWrites = true
     }
@@ -106,10 +107,10 @@ extension FanoutLoad {
         var problem: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         getsockopt(connection.pointee.fd, SOL_SOCKET, SO_ERROR, &problem, &length)
-        guard problem == 0 else { fail("client \(index): connect failed: errno \(problem)") }
+        guard problem == 0 else { return connectFailed(index, "connect failed: errno \(problem)") }
         let (key, accept) = makeHandshakeKey()
         expectedAccept[index] = accept
-        let endpoint = options.endpoint(index)
+        let endpoint = endpoint(index)
         var request = "GET \(requestPath(index)) HTTP/1.1\r\nHost: \(endpoint.host):\(endpoint.port)\r\n"
         request += "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         if let subprotocol = options.subprotocol { request += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
@@ -122,7 +123,7 @@ extension FanoutLoad {
 
     private mutating func readHandshake(_ index: Int) {
         let connection = connections + index
-        guard receive(index) != nil else { fail("client \(index): connection closed during the handshake") }
+        guard receive(index) != nil else { return connectFailed(index, "connection closed during the handshake") }
         let input = connection.pointee.input
         let used = connection.pointee.inputUsed
         guard used >= 4 else { return }
@@ -138,7 +139,7 @@ extension FanoutLoad {
         }
         let head = String(decoding: UnsafeBufferPointer(start: input, count: headEnd), as: UTF8.self)
         if let problem = handshakeProblem(head: head, accept: expectedAccept[index], subprotocol: options.subprotocol) {
-            fail("client \(index): bad upgrade response: \(problem)")
+            return connectFailed(index, "bad upgrade response: \(problem)")
         }
         let rest = used - headEnd - 4
         if rest > 0 { memmove(input, input + headEnd + 4, rest) }
@@ -314,11 +315,13 @@ extension FanoutLoad {
         let connection = connections + index
         guard connection.pointee.state != .closed else { return }
         if connection.pointee.state == .open { opened -= 1 }
+        if connection.pointee.state == .connecting || connection.pointee.state == .handshaking { handshaking -= 1 }
         connection.pointee.state = .closed
         connection.pointee.closeCode = code
         close(connection.pointee.fd)
         closedCount += 1
         if closedCount == 1 { printError("client \(index) closed (code \(code))") }
+        if options.crowd != nil { crowdLost(index, now: monotonicNanos()) }
     }
 
     // MARK: writing
