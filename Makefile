@@ -142,6 +142,7 @@ bench: deps-run
 	taskset -c 0 .build/release/foldtable-bench store --seconds 40 --interval 10
 	bash Tests/bench/fanout.sh
 	bash Tests/bench/cluster.sh
+	bash Tests/bench/cluster-large.sh
 	bash Tests/bench/acks.sh
 	$(MAKE) venv
 	$(PY) Tests/bench/deflate.py

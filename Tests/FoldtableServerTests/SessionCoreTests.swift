@@ -428,6 +428,26 @@ import Testing
         #expect(flushed.first?.diff.count == 50)
     }
 
+    /// The presence timer armed by one more join into a session of `members`.
+    func presenceTimerAfterJoining(members: Int, intervalMs: UInt64) throws -> UInt64? {
+        var core = try emptyCore(intervalMs: intervalMs)
+        for id in UInt64(1)...UInt64(members) { _ = core.handle(.join(Connection(id: id), JoinRequest(session: "x", name: "n"), role: nil), now: 0) }
+        _ = core.handle(.timer(.presence), now: intervalMs)
+        let effects = core.handle(.join(Connection(id: UInt64(members) + 1), JoinRequest(session: "x", name: "late"), role: nil), now: intervalMs + 1)
+        for case .armTimer(.presence, let milliseconds) in effects { return milliseconds }
+        return nil
+    }
+
+    @Test func aLargeSessionGathersPresenceLongerSoAMemberGetsAboutOneDiffASecond() throws {
+        #expect(try presenceTimerAfterJoining(members: 10, intervalMs: 100) == 100)
+        // 2,501 members: one more interval per 1,000.
+        #expect(try presenceTimerAfterJoining(members: 2_500, intervalMs: 100) == 300)
+        // Never past 1 s on its own, and never below what was configured.
+        #expect(try presenceTimerAfterJoining(members: 2_500, intervalMs: 400) == 1000)
+        #expect(try presenceTimerAfterJoining(members: 2_500, intervalMs: 5000) == 5000)
+        #expect(try presenceTimerAfterJoining(members: 2, intervalMs: 0) == nil)
+    }
+
     @Test func someoneWhoJoinedAndLeftWithinOneIntervalIsListedAsLeft() throws {
         var core = try emptyCore()
         _ = core.handle(.join(ana, JoinRequest(session: "x", name: "ana"), role: nil), now: 0)
