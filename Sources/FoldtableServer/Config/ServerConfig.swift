@@ -212,8 +212,8 @@ public struct ServerConfig: Sendable, Equatable {
     /// Milliseconds over which joins, leaves and renames are gathered into one presence diff per
     /// session. Default 100: a storm of N joins costs each member one message per interval, not
     /// N; short enough that people see each other arrive at once. 0 sends each change alone.
-    /// Sessions of more than 1,000 members gather one interval longer per 1,000, up to 1 s, so a
-    /// member gets about one presence message a second however large the crowd.
+    /// Sessions of more than 1,000 members gather one interval longer per 1,000, up to 500 ms, so
+    /// a member gets at most about two presence messages a second however large the crowd.
     public var presenceIntervalMs = 100
     /// Members a session lists by name. Default 200: past it, welcomes list 200 and presence
     /// diffs carry the count and a sample, so a room of 10,000 costs no more per member.
@@ -433,7 +433,7 @@ public struct ServerConfig: Sendable, Equatable {
         .number("row-chunk-rows", .tables, \.rowChunkRows, 1...100_000, "rows per streamed chunk"),
         .number(
             "presence-interval-ms", .tables, \.presenceIntervalMs, 0...60_000, unit: "milliseconds",
-            "joins, leaves and renames within it reach members as one presence diff (0: each alone); one interval longer per 1,000 members, up to 1 s"
+            "joins, leaves and renames within it reach members as one presence diff (0: each alone); one interval longer per 1,000 members, up to 500 ms"
         ),
         .number(
             "presence-list-max", .tables, \.presenceListMax, 1...100_000,
