@@ -41,6 +41,8 @@ struct CrowdState {
     /// Clients back after a loss: when they lost the connection and when they were welcomed.
     var rejoins: [(lost: UInt64, welcomed: UInt64)] = []
     var lost = 0
+    /// Reconnects that failed (refused, or an upgrade answered with an error) and were tried again.
+    var failedReconnects = 0
     /// Toggles the author sent (their send times).
     var sentToggles: [UInt64] = []
     var random: UInt64 = 0x2545_F491_4F6C_DD1D
@@ -69,6 +71,8 @@ extension FanoutLoad {
         guard !options.reconnectEndpoints.isEmpty, crowd.lostAt.count == clients, crowd.lostAt[index] != 0 else {
             fail("client \(index): \(reason)")
         }
+        if crowd.failedReconnects == 0 { printError("client \(index): a reconnect failed: \(reason)") }
+        crowd.failedReconnects += 1
         markClosed(index, code: 1006)
     }
 
@@ -208,7 +212,7 @@ extension FanoutLoad {
         writeRecord(record)
         let back = crowd.rejoins.count
         var summary = "crowd watcher: deliveries=\(deliveries) p50=\(fixed(histogram.percentileMilliseconds(0.5), 2))ms"
-        summary += " p99=\(fixed(histogram.percentileMilliseconds(0.99), 2))ms lost=\(crowd.lost) back=\(back)"
+        summary += " p99=\(fixed(histogram.percentileMilliseconds(0.99), 2))ms lost=\(crowd.lost) back=\(back) failed_reconnects=\(crowd.failedReconnects)"
         summary += " server_errors=\(serverErrors) unexpected=\(unexpected)"
         emit(summary)
         return serverErrors == 0 && back == crowd.lost && deliveries > 0 ? 0 : 1
@@ -238,6 +242,7 @@ extension FanoutLoad {
         let redisStart = redis.flatMap { RedisCounters($0) }
         let redisCPUStart = redisCPUSeconds() ?? redisStart?.cpuSeconds ?? 0
         let nodesStart = options.serverPIDs.map(schedulerSeconds)
+        emit("crowd author: toggling")
         let begin = monotonicNanos()
         let interval = UInt64(options.toggleInterval * 1e9)
         for toggle in 0..<options.toggles {

@@ -134,6 +134,10 @@ run() {
     pids+=($author)
     if [[ $label == kill ]]; then
         # After CROWD_KILL_AFTER toggles (one a second), half a second into the next interval.
+        for _ in $(seq 600); do
+            grep -q "toggling" "$work/$label.author.out" 2>/dev/null && break
+            sleep 0.1
+        done
         sleep "$kill_after.5"
         kill -9 "$(pid d)"
         echo "cluster-large: [$label] node d ($(pid d)) killed"

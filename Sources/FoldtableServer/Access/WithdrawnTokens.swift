@@ -6,7 +6,7 @@
 /// A withdrawal is never refused here: an id the ledger took is refused from then on, whatever
 /// the count (a full list must not let a leaked token back in). What bounds the list is minting:
 /// no invite is minted while ``hasRoom(now:)`` says no, and each session may hold only so many
-/// ids (``InviteDesk``), so the list holds at most about ``maxCount`` ids minted here plus
+/// ids (`InviteDesk`), so the list holds at most about ``maxCount`` ids minted here plus
 /// those owners of every session withdraw by hand.
 public struct WithdrawnTokens: Equatable, Sendable {
     /// Ten thousand ids of up to 64 bytes: well under a few MiB in memory, SQLite or Redis.
