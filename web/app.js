@@ -652,14 +652,19 @@ function startSession(name) {
       e.preventDefault();
       pick(hits[active]);
     } else if (e.key === 'Escape') {
-      hits = [];
-      active = -1;
-      findId = null;
-      clearTimeout(findTimer);
-      findTimer = 0;
-      drawHits();
+      closeHits();
     }
   });
+  // The list closes and the query still pending is dropped: a server answer that comes later
+  // (or the timer that would ask) must not open the list again over what the user did.
+  function closeHits() {
+    hits = [];
+    active = -1;
+    findId = null;
+    clearTimeout(findTimer);
+    findTimer = 0;
+    drawHits();
+  }
   results.addEventListener('mousedown', (e) => e.preventDefault()); // keep focus in the field
   results.addEventListener('click', (e) => {
     const li = e.target.closest('li');
@@ -685,9 +690,7 @@ function startSession(name) {
     results.querySelector('[aria-selected="true"]')?.scrollIntoView({ block: 'nearest' });
   }
   function pick(h) {
-    hits = [];
-    active = -1;
-    drawHits();
+    closeHits();
     if (!h) return;
     if (ui.collapsedShown(h.s)) {
       // reveal: the server expands the row's section (for everyone), then sends its rows.

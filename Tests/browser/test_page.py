@@ -200,6 +200,11 @@ def test_find_says_no_matches_and_escape_leaves_no_active_descendant(server, bro
     find.send_keys(Keys.ENTER)
     wait(b, lambda b: b.find_element(By.ID, "find").get_attribute("aria-activedescendant") is None)
     assert b.find_element(By.ID, "find-none").text == ""
+    # The query still pending when Enter picked a match (the server is asked 150 ms after
+    # typing) is dropped: its answer must not open the list again over the picked row.
+    time.sleep(1.0)
+    assert not b.find_element(By.ID, "results").is_displayed()
+    assert find.get_attribute("aria-activedescendant") is None
 
 
 def test_the_options_panel_fits_a_390px_screen(server, browsers, session_name):
