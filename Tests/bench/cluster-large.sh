@@ -8,7 +8,9 @@
 #           toggles (expand, collapse, ...) one a second by an author on node a: the time from a
 #           toggle's send until the last of the members has it, and Redis' cost per change
 #           (independent of the members: compare with small)
-#   kill    the large run again; after CROWD_KILL_AFTER toggles node d gets SIGKILL; its members
+#   kill    4 × CROWD_KILL_MEMBERS/4 (56,000: a survivor then holds 18,667 connections, under the
+#           20,000 files a process may open here; 60,000 would need 20,000 each); after
+#           CROWD_KILL_AFTER toggles node d gets SIGKILL; its members
 #           reconnect as the web client does (backoff 400 ms doubling, jitter 0.75 to 1) to the
 #           other nodes (what a load balancer does) and join again: how long until all are back,
 #           and what members on the surviving nodes saw meanwhile (p99 of toggles before and
@@ -24,14 +26,17 @@
 # nodes on one core. Builds nothing: run `swift build -c release` first. 127.0.0.1 only; every
 # process is bounded by `timeout`.
 #
-# Settings (environment): CROWD_MEMBERS (60000), CROWD_SMALL (4000), CROWD_TOGGLES (10),
-# CROWD_KILL_AFTER (3), CROWD_RUNS ("small large kill"), CROWD_BUILD (.build/release).
+# Settings (environment): CROWD_MEMBERS (60000), CROWD_SMALL (4000), CROWD_KILL_MEMBERS (56000), CROWD_TOGGLES (10),
+# CROWD_KILL_AFTER (3), CROWD_RUNS ("small large kill"), CROWD_BUILD (.build/release), CROWD_KEEP
+# (a directory: every process's output is copied there), CROWD_PERF (a file: perf record of a
+# survivor for 8 s after the kill).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 build=${CROWD_BUILD:-.build/release}
 members=${CROWD_MEMBERS:-60000}
 small=${CROWD_SMALL:-4000}
+kill_members=${CROWD_KILL_MEMBERS:-56000}
 toggles=${CROWD_TOGGLES:-10}
 kill_after=${CROWD_KILL_AFTER:-3}
 runs=${CROWD_RUNS:-small large kill}
@@ -141,6 +146,8 @@ run() {
         sleep "$kill_after.5"
         kill -9 "$(pid d)"
         echo "cluster-large: [$label] node d ($(pid d)) killed"
+        # CROWD_PERF=FILE: where a survivor (node a) spends the next 8 s, for `perf report -i FILE`.
+        [[ -n ${CROWD_PERF:-} ]] && timeout 30 perf record -q -g -p "$(pid a)" -o "$CROWD_PERF" -- sleep 8 >/dev/null 2>&1 &
     fi
     wait "$author" || { echo "cluster-large: [$label] the author failed:" >&2; cat "$work/$label.author.out" >&2; status=1; }
     # Members of the killed node need time to come back: up to a minute past the last toggle.
@@ -154,6 +161,7 @@ run() {
     for watcher in "${watchers[@]}"; do wait "$watcher" || status=1; done
     for node in "${nodes[@]}" author; do sed "s/^/[$label $node] /" "$work/$label.$node.out"; done
     python3 Tests/bench/cluster_large.py summary "$label" "$work/$label" || status=1
+    [[ -n ${CROWD_KEEP:-} ]] && mkdir -p "$CROWD_KEEP" && cp "$work"/*.err "$work"/*.out "$CROWD_KEEP"/ 2>/dev/null || true
     stop_all
     rm -f "$work/stop"
 }
@@ -162,7 +170,8 @@ echo "cluster-large: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg
 for label in $runs; do
     case $label in
         small) run small "$small" ;;
-        large | kill) run "$label" "$members" ;;
+        large) run large "$members" ;;
+        kill) run kill "$kill_members" ;;
         *) echo "cluster-large: no run $label" >&2; exit 2 ;;
     esac
 done
