@@ -158,7 +158,13 @@ run() {
         done
     fi
     touch "$work/stop"
-    for watcher in "${watchers[@]}"; do wait "$watcher" || status=1; done
+    # A killed node's watcher fails while some of its members are not back: a finding the
+    # summary reports (NOT met), not a broken run.
+    local index=0
+    for watcher in "${watchers[@]}"; do
+        wait "$watcher" || [[ $label == kill && ${nodes[$index]} == d ]] || status=1
+        index=$((index + 1))
+    done
     for node in "${nodes[@]}" author; do sed "s/^/[$label $node] /" "$work/$label.$node.out"; done
     python3 Tests/bench/cluster_large.py summary "$label" "$work/$label" || status=1
     [[ -n ${CROWD_KEEP:-} ]] && mkdir -p "$CROWD_KEEP" && cp "$work"/*.err "$work"/*.out "$CROWD_KEEP"/ 2>/dev/null || true

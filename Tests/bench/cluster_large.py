@@ -9,9 +9,9 @@ their printed lines (memory per member). Record lines (CrowdBench.swift):
     D <send ns> <receive ns>
     R <close ns> <welcomed again ns>
     K <send ns>
-All times are CLOCK_MONOTONIC of one machine. Exits 1 when a toggle did not reach every member
-it should have (every member of a live node; after a kill, the killed node's members count once
-they are back).
+All times are CLOCK_MONOTONIC of one machine. Prints NOT met when a toggle did not reach every
+member it should have (every member of a live node; after a kill, the killed node's members
+count once they are back) or a member never saw the whole count.
 """
 
 import os
@@ -129,8 +129,9 @@ def main():
               f"{percentile(survivors_after, 0.99):.1f} ms after it (p50 {percentile(survivors_before, 0.5):.1f} / "
               f"{percentile(survivors_after, 0.5):.1f} ms)")
     if not ok:
-        print(f"crowd [{label}]: a toggle did not reach every member it should have")
-    return 0 if ok else 1
+        # A target not met is a finding (printed), not a broken run: `make bench` goes on.
+        print(f"crowd [{label}]: NOT met: a toggle did not reach every member it should have, or the count was not seen")
+    return 0
 
 
 if __name__ == "__main__":
