@@ -53,32 +53,9 @@ ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 mkdir -p .build
 work=$(mktemp -d "$PWD/.build/bench-cluster-large.XXXXXX")
-pids=()
-stop_all() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do
-        timeout 10 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
-        { wait "$pid"; } 2>/dev/null || true
-    done
-    pids=()
-}
+bench_name=cluster-large
+source Tests/bench/processes.sh
 trap 'stop_all; rm -rf "$work"' EXIT
-
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-start_redis() {
-    rm -rf "$work/redis" && mkdir -p "$work/redis"
-    redis_port=$(free_port)
-    timeout -k 3 900 taskset -c "$server_cpu" redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work/redis" \
-        --save '' --appendonly yes --appendfsync everysec --maxmemory-policy noeviction >"$work/redis.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 100); do
-        redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG && break
-        sleep 0.1
-    done
-    redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG || { echo "cluster-large: redis-server did not start" >&2; exit 1; }
-    redis_pid=$(pgrep -P "${pids[-1]}" | head -1)
-}
 
 # start_node NAME: a foldtabled over the run's Redis; sets port_NAME and pid_NAME.
 start_node() {
@@ -88,15 +65,9 @@ start_node() {
         --node-id "$name" --data-dir "$work/data-$name" --max-connections-per-ip 100000 --change-rate 1000 --change-burst 1000 \
         >"$work/$name.out" 2>"$work/$name.err" &
     pids+=($!)
-    local line=
-    for _ in $(seq 150); do
-        line=$(head -1 "$work/$name.out" 2>/dev/null || true)
-        [[ $line == listening* ]] && break
-        sleep 0.1
-    done
-    [[ $line == listening* ]] || { echo "cluster-large: node $name did not start" >&2; cat "$work/$name.err" >&2; exit 1; }
-    printf -v "port_$name" '%s' "${line##*:}"
-    printf -v "pid_$name" '%s' "$(pgrep -P "${pids[-1]}" | head -1)"
+    started_node "$name"
+    printf -v "port_$name" '%s' "$node_port"
+    printf -v "pid_$name" '%s' "$node_pid"
 }
 
 url() { local port="port_$1"; echo "ws://127.0.0.1:${!port}/ws"; }
@@ -109,7 +80,7 @@ run() {
     local label=$1 each=$(($2 / ${#nodes[@]}))
     local total=$((each * ${#nodes[@]}))
     rm -rf "$work/data-"* "$work/$label".* "$work/stop"
-    start_redis
+    start_redis everysec 900
     for node in "${nodes[@]}"; do start_node "$node"; done
     local watchers=()
     for node in "${nodes[@]}"; do

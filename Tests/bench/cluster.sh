@@ -40,38 +40,13 @@ ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 # On disk (not /tmp, which may be memory): appendfsync always must cost what it costs.
 mkdir -p .build
 work=$(mktemp -d "$PWD/.build/bench-cluster.XXXXXX")
-pids=()
+bench_name=cluster
+source Tests/bench/processes.sh
 cleanup() {
     stop_all
     rm -rf "$work"
 }
-# stop_all: every process this script started, by its pid (the timeout wrappers).
-stop_all() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do
-        timeout 10 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
-        { wait "$pid"; } 2>/dev/null || true
-    done
-    pids=()
-}
 trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-# start_redis FSYNC: a fresh redis-server on the server CPU; sets redis_port and redis_pid.
-start_redis() {
-    rm -rf "$work/redis" && mkdir -p "$work/redis"
-    redis_port=$(free_port)
-    timeout -k 3 200 taskset -c "$server_cpu" redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work/redis" \
-        --save '' --appendonly yes --appendfsync "$1" --maxmemory-policy noeviction >"$work/redis.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 100); do
-        redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG && break
-        sleep 0.1
-    done
-    redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG || { echo "cluster: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
-    redis_pid=$(pgrep -P "${pids[-1]}" | head -1)
-}
 
 # start_node NAME ARGS...: a foldtabled on the server CPU; appends its URL and pid to urls/node_pids.
 start_node() {
@@ -84,15 +59,9 @@ start_node() {
         --change-burst 1000000 --max-connections-per-ip 100000 --demo-large-rows 1000 "$@" \
         >"$work/$name.out" 2>"$work/$name.err" &
     pids+=($!)
-    local line=
-    for _ in $(seq 150); do
-        line=$(head -1 "$work/$name.out" 2>/dev/null || true)
-        [[ $line == listening* ]] && break
-        sleep 0.1
-    done
-    [[ $line == listening* ]] || { echo "cluster: node $name did not start" >&2; cat "$work/$name.err" >&2; exit 1; }
-    urls+=(--url "ws://127.0.0.1:${line##*:}/ws")
-    node_pids+=(--server-pid "$(pgrep -P "${pids[-1]}" | head -1)")
+    started_node "$name"
+    urls+=(--url "ws://127.0.0.1:$node_port/ws")
+    node_pids+=(--server-pid "$node_pid")
 }
 
 status=0
@@ -104,10 +73,10 @@ run() {
     case $label in
         single) start_node a --memory ;;
         single-redis)
-            start_redis always
+            start_redis always 200
             start_node a --redis "redis://127.0.0.1:$redis_port/0" --node-id a --data-dir "$work/data-a" ;;
         two-always | two-everysec)
-            start_redis "${label#two-}"
+            start_redis "${label#two-}" 200
             for node in a b; do
                 start_node "$node" --redis "redis://127.0.0.1:$redis_port/0" --node-id "$node" --data-dir "$work/data-$node"
             done ;;
