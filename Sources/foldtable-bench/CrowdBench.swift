@@ -16,6 +16,7 @@
 // alone. With --record FILE a process writes what it saw, one line each, for crowd.py:
 //   J <start ns> <all welcomed ns> <clients> <all saw everyone ns, 0: not within 30 s>
 //   D <send ns> <receive ns>                      one delivery of a toggle
+//   L <close ns>                                  one client lost (its node went away)
 //   R <close ns> <welcomed again ns>              one client back after its node went away
 //   K <send ns>                                   (author) one toggle sent
 import Glibc
@@ -40,6 +41,8 @@ struct CrowdState {
     var waiting: [Int] = []
     /// Clients back after a loss: when they lost the connection and when they were welcomed.
     var rejoins: [(lost: UInt64, welcomed: UInt64)] = []
+    /// Every loss (a client lost twice counts twice).
+    var losses: [UInt64] = []
     var lost = 0
     /// Reconnects that failed (refused, or an upgrade answered with an error) and were tried again.
     var failedReconnects = 0
@@ -61,7 +64,9 @@ extension FanoutLoad {
     /// of the reconnect URLs.
     func endpoint(_ index: Int) -> (host: String, port: UInt16, path: String) {
         if !crowd.moved.isEmpty && crowd.moved[index] {
-            return options.reconnectEndpoints[index % options.reconnectEndpoints.count]
+            // Each attempt at the next node, as a load balancer skips one that refused.
+            let attempt = crowd.attempts.isEmpty ? 0 : crowd.attempts[index]
+            return options.reconnectEndpoints[(index + attempt) % options.reconnectEndpoints.count]
         }
         return options.endpoint(index)
     }
@@ -87,6 +92,7 @@ extension FanoutLoad {
         if crowd.lostAt[index] == 0 {
             crowd.lostAt[index] = now
             crowd.lost += 1
+            crowd.losses.append(now)
         }
         crowd.moved[index] = true
         // web/protocol.js: min(10 s, 400 ms · 2^attempt) · (0.75 + random / 4).
@@ -208,14 +214,18 @@ extension FanoutLoad {
         pollUntil(timeout: 3, quiet: 1) { _ in false }
 
         for delivery in crowd.deliveries { record.append("D \(delivery.sent) \(delivery.received)") }
+        for lost in crowd.losses { record.append("L \(lost)") }
         for rejoin in crowd.rejoins { record.append("R \(rejoin.lost) \(rejoin.welcomed)") }
         writeRecord(record)
         let back = crowd.rejoins.count
         var summary = "crowd watcher: deliveries=\(deliveries) p50=\(fixed(histogram.percentileMilliseconds(0.5), 2))ms"
-        summary += " p99=\(fixed(histogram.percentileMilliseconds(0.99), 2))ms lost=\(crowd.lost) back=\(back) failed_reconnects=\(crowd.failedReconnects)"
+        summary +=
+            " p99=\(fixed(histogram.percentileMilliseconds(0.99), 2))ms lost=\(crowd.lost) back=\(back) closed=\(closedCount) failed_reconnects=\(crowd.failedReconnects)"
         summary += " server_errors=\(serverErrors) unexpected=\(unexpected)"
         emit(summary)
-        return serverErrors == 0 && back == crowd.lost && deliveries > 0 ? 0 : 1
+        // A close on a node that stayed up (no reconnect URLs) is a broken run.
+        let unexpectedCloses = options.reconnectEndpoints.isEmpty && closedCount > 0
+        return serverErrors == 0 && back == crowd.lost && deliveries > 0 && !unexpectedCloses ? 0 : 1
     }
 
     private mutating func runCrowdAuthor() -> Int32 {

@@ -440,6 +440,9 @@ import Testing
 
     @Test func aLargeSessionGathersPresenceLongerSoAMemberGetsAtMostAboutTwoDiffsASecond() throws {
         #expect(try presenceTimerAfterJoining(members: 10, intervalMs: 100) == 100)
+        // 1,000 members (the late one the 1,000th) keep the interval; the 1,001st adds one.
+        #expect(try presenceTimerAfterJoining(members: 999, intervalMs: 100) == 100)
+        #expect(try presenceTimerAfterJoining(members: 1_000, intervalMs: 100) == 200)
         // 2,501 members: one more interval per 1,000.
         #expect(try presenceTimerAfterJoining(members: 2_500, intervalMs: 100) == 300)
         // Never past 500 ms on its own, and never below what was configured.

@@ -93,13 +93,15 @@ run() {
         watchers+=($!)
     done
     # The author starts once every watcher has its members joined (its first line).
+    local index=0
     for node in "${nodes[@]}"; do
         for _ in $(seq 1200); do
             grep -q "joins:" "$work/$label.$node.out" 2>/dev/null && break
-            kill -0 "${watchers[0]}" 2>/dev/null || break
+            kill -0 "${watchers[$index]}" 2>/dev/null || break
             sleep 0.1
         done
         grep -q "joins:" "$work/$label.$node.out" || { echo "cluster-large: the $node watcher did not join:" >&2; cat "$work/$label.$node.out" >&2; status=1; }
+        index=$((index + 1))
     done
     local author_pids=()
     for node in "${nodes[@]}"; do author_pids+=(--server-pid "$(pid "$node")"); done
@@ -109,7 +111,8 @@ run() {
     local author=$!
     pids+=($author)
     if [[ $label == kill ]]; then
-        # After CROWD_KILL_AFTER toggles (one a second), half a second into the next interval.
+        # Toggles go out at 0, 1, 2, ... s: the kill comes CROWD_KILL_AFTER.5 s after the first,
+        # half a second after toggle CROWD_KILL_AFTER + 1 (which may still be in flight).
         for _ in $(seq 600); do
             grep -q "toggling" "$work/$label.author.out" 2>/dev/null && break
             sleep 0.1
@@ -131,7 +134,7 @@ run() {
     touch "$work/stop"
     # A killed node's watcher fails while some of its members are not back: a finding the
     # summary reports (NOT met), not a broken run.
-    local index=0
+    index=0
     for watcher in "${watchers[@]}"; do
         wait "$watcher" || [[ $label == kill && ${nodes[$index]} == d ]] || status=1
         index=$((index + 1))

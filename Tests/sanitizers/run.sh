@@ -38,7 +38,7 @@ for sanitizer in "${sanitizers[@]}"; do
         LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0" \
             ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_order=1" \
             TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=0:second_deadlock_stack=1:print_suppressions=0" \
-            "$root/.ci/watch-tests" --limit 1800 --quiet-limit 600 -- "$swift" test --skip-build "${flags[@]}" || status=$?
+            "$root/.ci/watch-tests" --limit 900 --quiet-limit 300 -- "$swift" test --skip-build "${flags[@]}" || status=$?
     fi
     elapsed=$((SECONDS - started))
     if [ "$status" -eq 0 ]; then

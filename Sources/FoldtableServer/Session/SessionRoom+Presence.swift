@@ -15,16 +15,18 @@ extension SessionRoom {
     }
 
     /// How long joins, leaves and renames gather before one diff goes to every member: the
-    /// configured interval, one more interval per 1,000 members, at most 500 ms (never below the
-    /// configured value). Every diff goes to all M members, so at a fixed interval a crowd of
-    /// M arriving over T seconds cost M·T/interval messages (60,000 members over four nodes
-    /// spent most of their join time on presence); this way a member of a large session gets
-    /// at most about two presence messages a second, and a count that changed on another node
-    /// still shows within about two presence heartbeats plus half a second.
+    /// configured interval, and in a session of more than 1,000 members (on every node) one
+    /// interval more per 1,000 beyond, at most 500 ms (never below the configured value).
+    /// Every diff goes to all M members of a node, so at a fixed interval a crowd of M arriving
+    /// over T seconds cost M·T/interval messages (60,000 members over four nodes spent most of
+    /// their join time on presence); this way a member of a large session gets at most about
+    /// two presence messages a second, and a count that changed on another node still shows
+    /// within about two presence heartbeats plus half a second. Counted over the whole session,
+    /// not this node's part: members spread thin over many nodes see remote counts change too.
     var presenceGatherMs: UInt64 {
         let configured = settings.presenceIntervalMs
-        let thousands = UInt64(connections.count / 1000 + 1)
-        return max(configured, min(configured.multipliedReportingOverflow(by: thousands).partialValue, 500))
+        let intervals = UInt64(max(0, clusterMemberCount - 1) / 1000 + 1)
+        return max(configured, min(configured.multipliedReportingOverflow(by: intervals).partialValue, 500))
     }
 
     /// Sends one diff of what changed since the last to every member.
