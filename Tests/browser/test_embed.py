@@ -15,8 +15,10 @@ import threading
 import time
 
 import pytest
+from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import WEB, Server, seed, snapshot
 from test_accessibility import violations
@@ -67,6 +69,16 @@ def element(b, css, *inside):
     return b.execute_script(
         "const host = document.querySelector(arguments[1] || 'fold-table');"
         "return host && host.shadowRoot && host.shadowRoot.querySelector(arguments[0])", css, *(inside or (None,)))
+
+
+def press_in(b, css, *inside, timeout=5):
+    """Clicks an element inside a <fold-table> like a person, retrying while the page is still
+    moving it (rows of another element sliding in or out: the click would land on something else)."""
+    def attempt(b):
+        element(b, css, *inside).click()
+        return True
+    WebDriverWait(b, timeout, poll_frequency=0.05,
+                  ignored_exceptions=[StaleElementReferenceException, ElementClickInterceptedException]).until(attempt)
 
 
 def elements(b, css, host=None):
@@ -123,7 +135,7 @@ def test_a_listed_site_shows_the_table_live_both_ways_with_the_pages_keys_and_no
         press(page, "fruit")
         wait(blog, lambda b: not embedded_expanded(b, "fruit"))
         # ...and one in the embedded table reaches the page (and the server).
-        element(blog, 'section[data-sec="veg"] .toggle').click()
+        press_in(blog, 'section[data-sec="veg"] .toggle')
         wait(page, lambda p: not expanded(p, "veg"))
         wait(blog, lambda b: collapsed_on_server(s, session_name)["veg"] is True)
         # The keyboard as on the page: Enter opens the focused header's section (its rows stream
@@ -219,14 +231,14 @@ def test_two_elements_on_one_session_and_a_restarted_element_each_fold_for_real(
                            f'<fold-table id="two" src="{src}" name="two"></fold-table>', f"{s.url}/embed.js"))
         wait(blog, lambda b: state(b, "#one") == "open" and state(b, "#two") == "open"
              and elements(b, ".sec", "#one") and elements(b, ".sec", "#two"), timeout=10)
-        element(blog, 'section[data-sec="fruit"] .toggle', "#one").click()
+        press_in(blog, 'section[data-sec="fruit"] .toggle', "#one")
         wait(blog, lambda b: collapsed_on_server(s, session_name)["fruit"] is True)
-        element(blog, 'section[data-sec="veg"] .toggle', "#two").click()
+        press_in(blog, 'section[data-sec="veg"] .toggle', "#two")
         wait(blog, lambda b: collapsed_on_server(s, session_name)["veg"] is True)
         # A new name restarts the element with a new Connection; its next fold still applies.
         blog.execute_script("document.querySelector('#one').setAttribute('name', 'one again')")
         wait(blog, lambda b: state(b, "#one") == "open" and elements(b, ".sec", "#one"), timeout=10)
-        element(blog, 'section[data-sec="nuts"] .toggle', "#one").click()  # NUTS starts folded
+        press_in(blog, 'section[data-sec="nuts"] .toggle', "#one")  # NUTS starts folded
         wait(blog, lambda b: collapsed_on_server(s, session_name)["nuts"] is False)
         assert collapsed_on_server(s, session_name) == {"fruit": True, "veg": True, "nuts": False}
     finally:
@@ -313,11 +325,11 @@ def test_with_tokens_the_token_attribute_is_what_the_join_carries(browsers, site
         assert "needs a valid token" in status_text(blog, "#none")
         assert "needs a valid token" in status_text(blog, "#forged")
         # An editor folds for everyone, the viewer's table too...
-        element(blog, 'section[data-sec="fruit"] .toggle', "#editor").click()
+        press_in(blog, 'section[data-sec="fruit"] .toggle', "#editor")
         wait(blog, lambda b: collapsed_on_server(s, session_name, token("viewer", "obs"))["fruit"] is True)
         wait(blog, lambda b: not embedded_expanded(b, "fruit", "#viewer"))
         # ...while a viewer, who may not fold the shared view, folds its own.
-        element(blog, 'section[data-sec="fruit"] .toggle', "#viewer").click()
+        press_in(blog, 'section[data-sec="fruit"] .toggle', "#viewer")
         wait(blog, lambda b: embedded_expanded(b, "fruit", "#viewer"))
         # The server keeps that fold in the viewer's own view (a fresh join as the viewer gets it
         # back), and only then is the shared state's fold known to have been left alone.
