@@ -23,7 +23,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from conftest import WEB, Server, seed, snapshot
 from test_accessibility import violations
 from test_table_options import hs256
-from test_web import FRUIT, NUTS, VEG, expanded, open_as, press, wait
+from test_web import FRUIT, NUTS, VEG, click_still, expanded, open_as, press, wait
 
 
 class Site:
@@ -72,10 +72,18 @@ def element(b, css, *inside):
 
 
 def press_in(b, css, *inside, timeout=5):
-    """Clicks an element inside a <fold-table> like a person, retrying while the page is still
-    moving it (rows of another element sliding in or out: the click would land on something else)."""
+    """Clicks an element inside a <fold-table> like a person: once neither element's rows move it
+    (a fold in one element moves the other), retrying while something covers it, and checking the
+    click reached it (one that landed elsewhere would make a test fail far from its cause)."""
     def attempt(b):
-        element(b, css, *inside).click()
+        target = element(b, css, *inside)
+        b.execute_script(
+            "const el = arguments[0]; window.__reached = null;"
+            "document.addEventListener('click', (e) => { window.__reached = e.composedPath().includes(el); },"
+            " { capture: true, once: true });", target)
+        click_still(b, target)
+        reached = b.execute_script("return window.__reached")
+        assert reached, f"the click meant for {css} in {inside or 'fold-table'} landed elsewhere ({reached})"
         return True
     WebDriverWait(b, timeout, poll_frequency=0.05,
                   ignored_exceptions=[StaleElementReferenceException, ElementClickInterceptedException]).until(attempt)

@@ -28,10 +28,39 @@ def wait(b, cond, timeout=5, poll=0.05):
     return WebDriverWait(b, timeout, poll_frequency=poll, ignored_exceptions=[StaleElementReferenceException]).until(cond)
 
 
+# Resolves once `el` has kept the same box for two frames and nothing that ends is animating in
+# the document or in any shadow root on the page (rows sliding in or out; a spinner runs forever
+# and does not count), or after 3 s. WebDriver finds an element's centre first and clicks there a
+# moment later: while a section above folds, that point can already be a row of another section.
+STILL = """
+const [el, done] = [arguments[0], arguments[arguments.length - 1]];
+const roots = () => [document, ...[...document.querySelectorAll('*')].map((e) => e.shadowRoot).filter(Boolean)];
+const moving = () => roots().some((r) => r.getAnimations().some((a) =>
+  a.playState === 'running' && a.effect && a.effect.getComputedTiming().endTime !== Infinity));
+const box = () => { const r = el.getBoundingClientRect(); return [r.x, r.y, r.width, r.height].join(); };
+const until = performance.now() + 3000;
+let last = null, same = 0;
+const frame = () => {
+  const now = box();
+  same = now === last && !moving() ? same + 1 : 0;
+  last = now;
+  if (same >= 2 || performance.now() > until) done(same >= 2);
+  else requestAnimationFrame(frame);
+};
+requestAnimationFrame(frame);
+"""
+
+
+def click_still(b, el):
+    """Clicks `el` once the page around it has stopped moving (see STILL)."""
+    b.execute_async_script(STILL, el)
+    el.click()
+
+
 def press(b, key, timeout=5):
-    """Clicks a section header, retrying while rows sliding in or out cover it for a moment."""
+    """Clicks a section header once nothing moves it, retrying while something covers it for a moment."""
     def attempt(b):
-        head(b, key).click()
+        click_still(b, head(b, key))
         return True
     WebDriverWait(b, timeout, poll_frequency=0.05,
                   ignored_exceptions=[StaleElementReferenceException, ElementClickInterceptedException]).until(attempt)
