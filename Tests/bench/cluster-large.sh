@@ -7,7 +7,8 @@
 #           until every one is welcomed, each node's memory per member, then CROWD_TOGGLES real
 #           toggles (expand, collapse, ...) one a second by an author on node a: the time from a
 #           toggle's send until the last of the members has it, and Redis' cost per change
-#           (independent of the members: compare with small)
+#           (independent of the members: compare with small); then a newcomer on each node:
+#           its presence count and the sample of names it is given
 #   kill    4 × CROWD_KILL_MEMBERS/4 (56,000: a survivor then holds 18,667 connections, under the
 #           20,000 files a process may open here; 60,000 would need 20,000 each); after
 #           CROWD_KILL_AFTER toggles node d gets SIGKILL; its members
@@ -44,7 +45,7 @@ server_cpu=${CROWD_SERVER_CPU:-0}
 load_cpu=${CROWD_LOAD_CPU:-1}
 nodes=(a b c d)
 
-for binary in "$build/foldtabled" "$build/foldtable-bench"; do
+for binary in "$build/foldtabled" "$build/foldtable-bench" "$build/foldtable"; do
     [[ -x $binary ]] || { echo "cluster-large: $binary missing: run 'swift build -c release' first" >&2; exit 2; }
 done
 command -v redis-server >/dev/null || { echo "cluster-large: redis-server missing (apt-get install redis-server)" >&2; exit 2; }
@@ -130,6 +131,18 @@ run() {
             grep -q "all back" "$work/$label.d.out" && break
             sleep 0.1
         done
+    fi
+    # What a newcomer sees of presence on each node: one probe per node joins at the same moment
+    # and listens for five heartbeats; cluster_large.py checks each probe's final count (every
+    # member and the four probes) and the names its welcome and diffs carry (a bounded sample).
+    if [[ $label != kill ]]; then
+        local probes=()
+        for node in "${nodes[@]}"; do
+            timeout -k 1 5 taskset -c "$load_cpu" "$build/foldtable" watch "$(url "$node")" bench --name "probe-$node" \
+                >"$work/$label.probe.$node.jsonl" 2>"$work/$label.probe.$node.err" &
+            probes+=($!)
+        done
+        for probe in "${probes[@]}"; do wait "$probe" || true; done
     fi
     touch "$work/stop"
     # A killed node's watcher fails while some of its members are not back: a finding the

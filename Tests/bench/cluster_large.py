@@ -4,7 +4,8 @@
     cluster_large.py summary LABEL PREFIX
 
 PREFIX.{a,b,c,d}.rec are the watchers' records, PREFIX.author.rec the author's, PREFIX.*.out
-their printed lines (memory per member). Record lines (CrowdBench.swift):
+their printed lines (memory per member), PREFIX.probe.{a,b,c,d}.jsonl what a newcomer on each node
+was sent (runs without a kill). Record lines (CrowdBench.swift):
     J <start ns> <all welcomed ns> <clients> <all saw the whole count ns, 0: not within 30 s>
     D <send ns> <receive ns>
     L <close ns>
@@ -12,9 +13,10 @@ their printed lines (memory per member). Record lines (CrowdBench.swift):
     K <send ns>
 All times are CLOCK_MONOTONIC of one machine. Prints NOT met when a toggle did not reach every
 member it should have (every member of a live node; after a kill, the killed node's members
-count once they are back) or a member never saw the whole count.
+count once they are back), a member never saw the whole count, or a newcomer's presence was wrong.
 """
 
+import json
 import os
 import re
 import sys
@@ -61,6 +63,43 @@ def value(path, key):
     return match.group(1) if match else None
 
 
+# A welcome names at most this many members (foldtabled's --presence-list-max default), a diff
+# that cannot list everyone at most this many who joined (PresenceDiff.sampleLimit).
+LIST_MAX = 200
+SAMPLE_MAX = 16
+NAME = re.compile(r"^(c[0-9]+|probe-[a-d])$")
+
+
+def probe(path, expected):
+    """What one probe (a `foldtable watch` newcomer) saw: its welcome, then presence diffs. Returns
+    a line to print and whether presence was right: the last count is every member and every
+    probe; the welcome names min(count, LIST_MAX) distinct members, every name one of the run's;
+    each diff of an incomplete list carries at most SAMPLE_MAX names."""
+    welcome, diffs = None, []
+    for line in open(path):
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if message.get("type") == "welcome":
+            welcome = message
+        elif message.get("type") == "presence" and welcome is not None:
+            diffs.append(message)
+    if welcome is None:
+        return "no welcome", False
+    listed = welcome.get("presence", [])
+    count = diffs[-1]["count"] if diffs else welcome.get("presenceCount")
+    clients = {member.get("client") for member in listed}
+    strange = [member.get("name") for member in listed if not NAME.match(str(member.get("name")))]
+    too_many = [len(diff.get("joined", [])) for diff in diffs if not diff.get("complete") and len(diff.get("joined", [])) > SAMPLE_MAX]
+    right = (count == expected and len(listed) == min(welcome.get("presenceCount", 0), LIST_MAX)
+             and len(clients) == len(listed) and not strange and not too_many)
+    line = (f"welcomed with count {welcome.get('presenceCount')} and {len(listed)} names ({len(clients)} distinct"
+            f"{', strange: ' + ', '.join(map(str, strange[:3])) if strange else ''}), {len(diffs)} diffs"
+            f"{' (one over ' + str(SAMPLE_MAX) + ' names)' if too_many else ''}, last count {count} of {expected}")
+    return line, right
+
+
 def main():
     if len(sys.argv) != 4 or sys.argv[1] != "summary":
         sys.exit(__doc__)
@@ -89,6 +128,12 @@ def main():
     print(f"crowd [{label}]: every member's presence count showed all {members}: "
           + (f"{seen_s:.2f} s after the last welcome (presence beats once a second: target within two)" if seen_s is not None
              else "NOT within 30 s"))
+
+    probes = [node for node in NODES if os.path.exists(f"{prefix}.probe.{node}.jsonl")]
+    for node in probes:
+        line, right = probe(f"{prefix}.probe.{node}.jsonl", members + len(probes))
+        print(f"crowd [{label}]: a newcomer on node {node}: {line}: {'met' if right else 'NOT met'}")
+        ok = ok and right
 
     # The kill, if any: the first loss among the records; each loss and when (if) it came back.
     rejoins = [r for _, _, node_rejoins, _ in per_node.values() for r in node_rejoins]
@@ -164,7 +209,7 @@ def main():
               f"{percentile(survivors_after, 0.5):.1f} ms)")
     if not ok:
         # A target not met is a finding (printed), not a broken run: `make bench` goes on.
-        print(f"crowd [{label}]: NOT met: a toggle did not reach every member it should have, or the count was not seen")
+        print(f"crowd [{label}]: NOT met: a toggle did not reach every member it should have, a count was not seen, or a newcomer's presence was wrong")
     return 0
 
 
