@@ -181,6 +181,8 @@ extension FanoutLoad {
         record.append("J \(start) \(joined) \(clients) \(seen)")
         var line = "crowd watcher: joins: clients=\(clients) welcomed_s=\(fixed(Double(joined - start) / 1e9, 2))"
         line += seen > 0 ? " everyone_seen_s=\(fixed(Double(seen - start) / 1e9, 2))" : " everyone_seen_s=never"
+        // Presence diffs per member while the crowd arrived: what the gather bounds.
+        line += " presence_per_member=\(fixed(Double(presenceSeen) / Double(max(1, clients)), 1))"
         if let before = cpuStart, let after = serverCPUSeconds() { line += " node_cpu_s=\(fixed(after - before, 2))" }
         line += " gen_cpu_s=\(fixed(ownCPUSeconds() - ownStart, 2))"
         if let before = memoryBefore, let after = options.serverPID.flatMap(residentKiB) {
