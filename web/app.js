@@ -233,6 +233,10 @@ function startSession(name) {
       }
       return false;
     },
+    // Our moves the server has not answered yet, oldest first: the next Alt+Arrow goes on from them.
+    pendingMoves() {
+      return [...conn.outbox.values()].map((e) => e.msg).filter((m) => m.type === 'moveRow' || m.type === 'moveSection');
+    },
     send(change) {
       // "Removed · Undo" undoes our latest change: once another one goes, that is no longer the removal.
       if (change.type !== 'undo') $('toast').hidden = true;

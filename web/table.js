@@ -446,28 +446,66 @@ export class TableView {
     all[to].focus();
   }
 
+  /**
+   * The order as this member's own moves still waiting for the server will leave it: section
+   * keys, and the row keys of each section (`rows(key)`). Alt+Arrow pressed again before the
+   * server has answered the last press (quick hands, a slow link) moves on from where that press
+   * put the row, as the person expects, not from where the page still shows it.
+   */
+  plannedOrder() {
+    const order = this.table.sections.map((s) => s.key);
+    const lists = new Map();
+    const rows = (key) => {
+      if (!lists.has(key)) {
+        const s = this.table.section(key);
+        lists.set(key, s ? this.table.list(s).map((r) => r.key) : []);
+      }
+      return lists.get(key);
+    };
+    const clamp = (i, n) => Math.max(0, Math.min(Number.isInteger(i) ? i : n, n));
+    for (const m of this.ui.pendingMoves?.() ?? []) {
+      if (m.type === 'moveSection') {
+        const i = order.indexOf(m.section);
+        if (i < 0) continue;
+        order.splice(i, 1);
+        order.splice(clamp(m.index, order.length), 0, m.section);
+      } else if (m.type === 'moveRow' && order.includes(m.section)) {
+        const from = order.find((key) => rows(key).includes(m.row));
+        if (from !== undefined) rows(from).splice(rows(from).indexOf(m.row), 1);
+        const to = rows(m.section);
+        to.splice(clamp(m.index, to.length), 0, m.row);
+      }
+    }
+    return { order, rows };
+  }
+
   moveSectionBy(s, up) {
-    const idx = this.table.sections.indexOf(s);
-    const to = idx + (up ? -1 : 1);
-    if (to < 0 || to >= this.table.sections.length) return;
+    const { order } = this.plannedOrder();
+    const to = order.indexOf(s.key) + (up ? -1 : 1);
+    if (to < 0 || to >= order.length) return;
     if (this.ui.send({ type: 'moveSection', section: s.key, index: to })) this.ui.moved(`Moved section ${s.title} to position ${to + 1}`);
   }
 
   moveRowBy(s, rowKey, up) {
-    const list = this.table.list(s);
-    const i = list.findIndex((r) => r.key === rowKey);
-    if (i < 0) return;
-    const label = list[i].label || 'row';
+    const label = this.table.list(s).find((r) => r.key === rowKey)?.label || 'row';
+    const { order, rows } = this.plannedOrder();
+    // The row's section by the plan: the one the page shows it in unless a move of ours took it on.
+    const at = rows(s.key).includes(rowKey) ? s.key : order.find((key) => rows(key).includes(rowKey));
+    if (at === undefined) return;
+    const list = rows(at);
+    const i = list.indexOf(rowKey);
     let change;
     let where;
     if (up ? i > 0 : i < list.length - 1) {
-      change = { type: 'moveRow', row: rowKey, section: s.key, index: i + (up ? -1 : 1) };
+      change = { type: 'moveRow', row: rowKey, section: at, index: i + (up ? -1 : 1) };
       where = `to position ${change.index + 1}`;
     } else {
       // Past the edge: the last row of the section before, or the first of the one after.
-      const other = this.table.sections[this.table.sections.indexOf(s) + (up ? -1 : 1)];
+      const other = this.table.section(order[order.indexOf(at) + (up ? -1 : 1)]);
       if (!other) return;
-      change = { type: 'moveRow', row: rowKey, section: other.key, index: up ? other.rowCount : 0 };
+      // Its end: the rows it will hold, also those not loaded yet (a section still streaming).
+      const end = this.table.complete(other) ? rows(other.key).length : Math.max(other.rowCount, rows(other.key).length);
+      change = { type: 'moveRow', row: rowKey, section: other.key, index: up ? end : 0 };
       where = `to ${other.title}`;
     }
     if (this.ui.send(change)) {
