@@ -144,13 +144,18 @@ class Peer:
         self.stack.close()
 
 
-def snapshot(server, session):
-    """The table as a fresh member of `session` sees it (its welcome)."""
+def welcome(server, session):
+    """The welcome a fresh member of `session` gets (the member leaves at once)."""
     p = Peer(server, session, name="observer")
     try:
-        return p.welcome["table"]
+        return p.welcome
     finally:
         p.close()
+
+
+def snapshot(server, session):
+    """The table as a fresh member of `session` sees it (its welcome)."""
+    return welcome(server, session)["table"]
 
 
 def seed(server, session, sections):

@@ -8,7 +8,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from conftest import Peer, Server, seed, snapshot
+from conftest import Server, seed, snapshot, welcome
 from test_table_options import hs256
 from test_web import FRUIT, NUTS, VEG, expanded, head, open_as, section_titles, value_of, wait
 
@@ -19,11 +19,7 @@ def rows_of(table, key):
 
 def seq_of(server, session):
     """The session's last seq, as a fresh member's welcome says."""
-    p = Peer(server, session, name="observer")
-    try:
-        return p.welcome["seq"]
-    finally:
-        p.close()
+    return welcome(server, session)["seq"]
 
 
 def test_outside_edit_mode_the_rows_have_no_text_inputs_and_enter_edits_a_value_in_place(server, browsers, session_name):
