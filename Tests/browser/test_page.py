@@ -10,7 +10,7 @@ from selenium.webdriver.common.keys import Keys
 
 from conftest import Server, seed, snapshot, welcome
 from test_table_options import hs256
-from test_web import FRUIT, NUTS, VEG, expanded, head, open_as, section_titles, value_of, wait
+from test_web import FRUIT, NUTS, VEG, edit_mode, expanded, head, open_as, section_titles, value_of, wait
 
 
 def rows_of(table, key):
@@ -57,7 +57,7 @@ def test_edit_mode_has_labelled_fields_and_a_two_line_title_keeps_its_line_break
     seed(server, session_name, [{"key": "sichuan", "title": "Province\nSichuan", "rows": [("cd", "Chengdu", "")]}, VEG])
     b = browsers()
     open_as(b, server, "ana", f"/s/{session_name}")
-    b.find_element(By.ID, "edit").click()
+    edit_mode(b)
     sec = lambda key: b.find_element(By.CSS_SELECTOR, f'section[data-sec="{key}"]')
     names = [e.text for e in sec("sichuan").find_elements(By.CSS_SELECTOR, ".tools .fld-name")]
     assert names == ["Title", "Detail", "Footer"]

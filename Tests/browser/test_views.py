@@ -8,7 +8,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from conftest import Peer, seed, snapshot
-from test_web import FRUIT, VEG, expanded, head, open_as, press, section_titles, wait
+from test_web import FRUIT, VEG, edit_mode, expanded, head, open_as, press, section_titles, wait
 
 
 def shared_state(server, session):
@@ -72,7 +72,7 @@ def test_ctrl_z_after_adding_a_row_removes_it_in_both_windows_and_ctrl_shift_z_b
     open_as(b, server, "bo", f"/s/{session_name}")
     labels = lambda w: [e.get_attribute("textContent") for e in
                         w.find_elements(By.CSS_SELECTOR, 'section[data-sec="fruit"] li.row:not(.leave) .label')]
-    a.find_element(By.ID, "edit").click()
+    edit_mode(a)
     a.find_element(By.CSS_SELECTOR, 'section[data-sec="fruit"] [data-act="addrow"]').click()
     wait(b, lambda b: labels(b) == ["Apple", "Pear", "Plum", "New row"])
     # Ctrl+Z in a text field is the field's own; on the page it undoes.
@@ -95,7 +95,7 @@ def test_removing_a_section_shows_removed_undo_and_undo_brings_it_back_for_every
     a, b = browsers(), browsers()
     open_as(a, server, "ana", f"/s/{session_name}")
     open_as(b, server, "bo", f"/s/{session_name}")
-    a.find_element(By.ID, "edit").click()
+    edit_mode(a)
     a.find_element(By.CSS_SELECTOR, 'section[data-sec="fruit"] [data-act="remove"]').click()
     wait(b, lambda b: section_titles(b) == ["Vegetables"])
     toast = a.find_element(By.ID, "toast")

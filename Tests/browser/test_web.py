@@ -57,6 +57,13 @@ def click_still(b, el):
     el.click()
 
 
+def edit_mode(b):
+    """Switches edit mode on and waits until the sections' edit tools are drawn (the page draws
+    on its next frame, not in the click)."""
+    b.find_element(By.ID, "edit").click()
+    wait(b, lambda b: b.find_elements(By.CSS_SELECTOR, ".sec .tools textarea"))
+
+
 def press(b, key, timeout=5):
     """Clicks a section header once nothing moves it, retrying while something covers it for a moment."""
     def attempt(b):
